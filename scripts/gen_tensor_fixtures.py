@@ -178,6 +178,7 @@ def main() -> None:
         shutil.rmtree(OUT)
     OUT.mkdir(parents=True)
     (OUT / "npz").mkdir()
+    (OUT / ".gitattributes").write_text("*.pb binary\n*.npy binary\n*.npz binary\n")
     manifest = {
         "generator": f"scripts/gen_tensor_fixtures.py (onnx {onnx.__version__}, numpy {np.__version__}, "
         f"ml_dtypes {ml_dtypes.__version__})",
