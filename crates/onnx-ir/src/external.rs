@@ -125,6 +125,10 @@ pub fn map_file(path: &Path) -> std::io::Result<Bytes> {
     // SAFETY: the map is read-only. Like every tool that maps model files (onnxruntime, tract),
     // we rely on the file not being truncated by another process while it is mapped.
     let map = unsafe { memmap2::Mmap::map(&file)? };
+    // Decoding jumps over tensor data; without this hint the kernel reads ahead around every
+    // page touched and pulls most of a big file into memory.
+    #[cfg(unix)]
+    map.advise(memmap2::Advice::Random)?;
     Ok(Bytes::from_owner(map))
 }
 

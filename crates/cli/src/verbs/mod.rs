@@ -1,0 +1,17 @@
+//! The verb registry: one file per verb, each with `Args` and `run`.
+
+pub mod inspect;
+
+use std::process::ExitCode;
+
+#[derive(clap::Subcommand)]
+pub enum Verb {
+    /// Summarise a model: IR version, producer, opsets, inputs/outputs, op histogram, parameters.
+    Inspect(inspect::Args),
+}
+
+pub fn run(verb: Verb) -> anyhow::Result<ExitCode> {
+    match verb {
+        Verb::Inspect(args) => inspect::run(args),
+    }
+}
