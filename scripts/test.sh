@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs every test: installs the Python oracles if missing, generates the ONNX node-test corpus
+# (git-ignored, under corpus/) if missing, then the whole cargo test suite, which includes the
+# conformance tests against the onnx package.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PATH"
+if ! python3 -c 'import onnx, onnxruntime, numpy; assert onnx.__version__ == "1.23.2"' 2>/dev/null; then
+    python3 -m pip install --quiet --disable-pip-version-check onnx==1.23.2 onnxruntime numpy
+fi
+if [ ! -f corpus/node/test_abs/model.onnx ]; then
+    python3 scripts/gen_node_corpus.py corpus
+fi
+cargo run -q --locked -p xtask -- gen-proto --check
+cargo test --workspace --locked "$@"
