@@ -1,6 +1,7 @@
 //! The verb registry: one file per verb, each with `Args` and `run`.
 
 pub mod inspect;
+pub mod lint;
 
 use std::process::ExitCode;
 
@@ -8,10 +9,13 @@ use std::process::ExitCode;
 pub enum Verb {
     /// Summarise a model: IR version, producer, opsets, inputs/outputs, op histogram, parameters.
     Inspect(inspect::Args),
+    /// Lint PyTorch source for ONNX export hazards (rules: docs/rules.md).
+    Lint(lint::Args),
 }
 
 pub fn run(verb: Verb) -> anyhow::Result<ExitCode> {
     match verb {
         Verb::Inspect(args) => inspect::run(args),
+        Verb::Lint(args) => lint::run(args),
     }
 }

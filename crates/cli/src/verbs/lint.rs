@@ -1,0 +1,223 @@
+//! `onnx-doctor lint PATH... [--select CODES] [--ignore CODES] [--fix] [--format human|json|sarif]`
+//!
+//! Lints PyTorch source for ONNX export hazards (rules in `source-lint`, table in docs/rules.md).
+//! Directories are walked respecting `.gitignore`; files are parsed in parallel. `--fix` applies
+//! safe fixes in place and reports what is left; unsafe fixes are only shown.
+//!
+//! JSON schema: `{"diagnostics": [{"file", "line", "column", "code", "name", "severity",
+//! "message", "help"?, "fix": null | {"description", "safe", "edits": [{"line", "column",
+//! "end_line", "end_column", "content"}]}}], "summary": {"files", "error", "warning", "info",
+//! "fixable", "fixed"}}`.
+
+use anyhow::{bail, Context as _};
+use diagnostics::{Diagnostic, Severity};
+use source_lint::{Finding, LineIndex, Selection};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum LintFormat {
+    /// For people: ruff-style `path:line:col: CODE message`, source line with a caret, help.
+    #[default]
+    Human,
+    /// For programs: one JSON document (schema in the module docs and docs/rules.md).
+    Json,
+    /// SARIF 2.1.0 for code-scanning tools.
+    Sarif,
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Python files or directories to lint (directories are walked, honouring .gitignore).
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Only report these rule codes or prefixes (comma-separated, e.g. ODL001,ODL01).
+    #[arg(long, value_delimiter = ',')]
+    pub select: Vec<String>,
+    /// Do not report these rule codes or prefixes (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    pub ignore: Vec<String>,
+    /// Apply safe fixes in place; unsafe fixes are only shown.
+    #[arg(long)]
+    pub fix: bool,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: LintFormat,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let selection = Selection {
+        select: args
+            .select
+            .iter()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+        ignore: args
+            .ignore
+            .iter()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+    };
+    if let Err(e) = selection.validate() {
+        bail!(e);
+    }
+    let files = source_lint::discover(&args.paths).map_err(|e| anyhow::anyhow!(e.message))?;
+    let (mut reports, errors) = source_lint::lint_files(&files, &selection);
+    if !errors.is_empty() {
+        // Every unreadable file is an input error: name them all on one line.
+        let all: Vec<String> = errors.iter().map(|e| e.message.clone()).collect();
+        bail!("{}", all.join("; "));
+    }
+
+    let mut fixed = 0;
+    if args.fix {
+        // Apply safe edits, re-lint the file, repeat while something changed (at most 4 rounds).
+        for rep in &mut reports {
+            for _ in 0..4 {
+                let edits: Vec<&source_lint::Edit> = rep
+                    .findings
+                    .iter()
+                    .filter(|f| f.diagnostic.fix.as_ref().is_some_and(|x| x.safe))
+                    .flat_map(|f| &f.edits)
+                    .collect();
+                if edits.is_empty() {
+                    break;
+                }
+                let (text, applied) = source_lint::apply_edits(&rep.source, &edits);
+                if applied == 0 || text == rep.source {
+                    break;
+                }
+                fixed += rep
+                    .findings
+                    .iter()
+                    .filter(|f| {
+                        f.diagnostic.fix.as_ref().is_some_and(|x| x.safe) && !f.edits.is_empty()
+                    })
+                    .count();
+                std::fs::write(&rep.path, &text).with_context(|| {
+                    format!("{}: cannot write the fixed file", rep.path.display())
+                })?;
+                let (mut again, errs) =
+                    source_lint::lint_files(std::slice::from_ref(&rep.path), &selection);
+                if let Some(e) = errs.first() {
+                    bail!("{}", e.message);
+                }
+                // Project-level findings (opset) are kept from the first pass.
+                let project: Vec<Finding> = rep
+                    .findings
+                    .iter()
+                    .filter(|f| f.diagnostic.code == "ODL020")
+                    .cloned()
+                    .collect();
+                *rep = again.remove(0);
+                rep.findings.retain(|f| f.diagnostic.code != "ODL020");
+                rep.findings.extend(project);
+            }
+        }
+    }
+
+    let findings: Vec<(&source_lint::FileReport, &Finding)> = reports
+        .iter()
+        .flat_map(|r| r.findings.iter().map(move |f| (r, f)))
+        .collect();
+    let diags: Vec<Diagnostic> = findings.iter().map(|(_, f)| f.diagnostic.clone()).collect();
+    let count = |s: Severity| diags.iter().filter(|d| d.severity == s).count();
+    let fixable = findings
+        .iter()
+        .filter(|(_, f)| f.diagnostic.fix.as_ref().is_some_and(|x| x.safe) && !f.edits.is_empty())
+        .count();
+
+    match args.format {
+        LintFormat::Human => {
+            let sources: HashMap<&str, &str> = reports
+                .iter()
+                .map(|r| (r.display.as_str(), r.source.as_str()))
+                .collect();
+            let text =
+                diagnostics::render_human(&diags, &|f| sources.get(f).map(|s| s.to_string()));
+            print!("{text}");
+            if diags.is_empty() {
+                println!("All checks passed ({} files).", reports.len());
+            } else {
+                println!(
+                    "Found {} finding{} in {} files ({} error, {} warning, {} info).",
+                    diags.len(),
+                    if diags.len() == 1 { "" } else { "s" },
+                    reports.len(),
+                    count(Severity::Error),
+                    count(Severity::Warning),
+                    count(Severity::Info)
+                );
+                if fixable > 0 {
+                    println!("[*] {fixable} fixable with `--fix`.");
+                }
+            }
+            if fixed > 0 {
+                println!(
+                    "Fixed {fixed} finding{}.",
+                    if fixed == 1 { "" } else { "s" }
+                );
+            }
+        }
+        LintFormat::Json => {
+            let items: Vec<serde_json::Value> =
+                findings.iter().map(|(r, f)| json_item(r, f)).collect();
+            let v = serde_json::json!({
+                "diagnostics": items,
+                "summary": {
+                    "files": reports.len(),
+                    "error": count(Severity::Error),
+                    "warning": count(Severity::Warning),
+                    "info": count(Severity::Info),
+                    "fixable": fixable,
+                    "fixed": fixed,
+                }
+            });
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        }
+        LintFormat::Sarif => {
+            let rules: Vec<diagnostics::RuleInfo> =
+                source_lint::RULES.iter().map(|r| r.info()).collect();
+            let v = diagnostics::render_sarif(&diags, &rules, env!("CARGO_PKG_VERSION"));
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        }
+    }
+    Ok(ExitCode::from(diagnostics::exit_code(&diags)))
+}
+
+fn json_item(rep: &source_lint::FileReport, f: &Finding) -> serde_json::Value {
+    let d = &f.diagnostic;
+    let (line, column) = match d.location {
+        diagnostics::Location::Source { line, column, .. } => (line, column),
+        _ => (0, 0),
+    };
+    let index = LineIndex::new(&rep.source);
+    let fix = d.fix.as_ref().map(|x| {
+        let edits: Vec<serde_json::Value> = f
+            .edits
+            .iter()
+            .map(|e| {
+                let (l, c) = index.line_col(&rep.source, e.start);
+                let (el, ec) = index.line_col(&rep.source, e.end);
+                serde_json::json!({"line": l, "column": c, "end_line": el, "end_column": ec, "content": e.content})
+            })
+            .collect();
+        serde_json::json!({"description": x.description, "safe": x.safe, "edits": edits})
+    });
+    let mut v = serde_json::json!({
+        "file": rep.display,
+        "line": line,
+        "column": column,
+        "code": d.code,
+        "name": source_lint::rule(&d.code).map(|r| r.name).unwrap_or(""),
+        "severity": d.severity.as_str(),
+        "message": d.message,
+        "fix": fix,
+    });
+    if let Some(h) = &d.help {
+        v["help"] = serde_json::Value::String(h.clone());
+    }
+    v
+}

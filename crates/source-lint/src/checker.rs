@@ -1,0 +1,1181 @@
+//! One walk over a parsed module: name resolution through imports, which functions are model
+//! code (`forward` and what it calls), a small flow-insensitive guess of which local names hold
+//! tensors, booleans masks, traced sizes or frozen Python ints, and the hooks rules attach to.
+
+use crate::registry::Rule;
+use crate::rules;
+use crate::{Edit, Finding, LineIndex, OpsetNeed};
+use diagnostics::{Diagnostic, Location};
+use ruff_python_ast::visitor::{self, Visitor};
+use ruff_python_ast::{self as ast, Expr, Stmt};
+use ruff_text_size::TextRange;
+use std::collections::{HashMap, HashSet};
+
+/// What a project-level rule needs to know about one export call site.
+#[derive(Debug, Clone)]
+pub struct ExportSite {
+    pub line: usize,
+    pub column: usize,
+    /// The `opset_version=` literal and its byte range, when given as an integer literal.
+    pub opset: Option<(u32, TextRange)>,
+}
+
+/// Facts one file contributes to project-level rules.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    pub needs: Vec<OpsetNeed>,
+    pub exports: Vec<ExportSite>,
+}
+
+#[derive(Default)]
+pub(crate) struct FnState {
+    pub in_model: bool,
+    pub tensors: HashSet<String>,
+    pub bools: HashSet<String>,
+    pub sizes: HashSet<String>,
+    pub frozen: HashSet<String>,
+    /// Local names bound to literals (lists of strings for export arguments).
+    pub literals: HashMap<String, Expr>,
+}
+
+pub(crate) struct LoopInfo {
+    pub targets: Vec<String>,
+}
+
+pub(crate) struct Checker<'a> {
+    pub source: &'a str,
+    pub file: &'a str,
+    pub index: &'a LineIndex,
+    pub imports: HashMap<String, String>,
+    pub torch_imported: bool,
+    model_fns: HashSet<(Option<String>, String)>,
+    pub classes: Vec<String>,
+    /// Method names of each enclosing class: `self.m(x)` calls a method, not a submodule.
+    class_methods: Vec<HashSet<String>>,
+    pub fns: Vec<FnState>,
+    pub loops: Vec<LoopInfo>,
+    /// Statements of the innermost function (or the module) that encloses the current node.
+    pub bodies: Vec<&'a [Stmt]>,
+    pub findings: Vec<Finding>,
+    pub facts: Facts,
+}
+
+/// Functions and methods that return Python values, not tensors.
+const NON_TENSOR_METHODS: &[&str] = &[
+    "size",
+    "dim",
+    "ndimension",
+    "item",
+    "tolist",
+    "numel",
+    "nelement",
+    "numpy",
+    "is_contiguous",
+    "data_ptr",
+    "element_size",
+    "get_device",
+    "stride",
+    "is_floating_point",
+    "is_complex",
+    "storage_offset",
+    "type",
+    "__len__",
+    "keys",
+    "values",
+    "items",
+    "format",
+    "join",
+    "split_with_sizes_",
+];
+
+/// Methods that keep a boolean mask boolean.
+const SHAPE_ONLY_METHODS: &[&str] = &[
+    "unsqueeze",
+    "squeeze",
+    "expand",
+    "expand_as",
+    "view",
+    "reshape",
+    "flatten",
+    "logical_not",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+    "bool",
+    "permute",
+    "transpose",
+    "contiguous",
+    "to",
+    "eq",
+    "ne",
+    "gt",
+    "ge",
+    "lt",
+    "le",
+    "isnan",
+    "isinf",
+    "isfinite",
+];
+
+impl<'a> Checker<'a> {
+    pub fn new(source: &'a str, file: &'a str, index: &'a LineIndex, module: &'a [Stmt]) -> Self {
+        let mut imports = HashMap::new();
+        collect_imports(module, &mut imports);
+        let torch_imported = imports
+            .values()
+            .any(|q| q == "torch" || q.starts_with("torch."));
+        let model_fns = model_functions(module);
+        Checker {
+            source,
+            file,
+            index,
+            imports,
+            torch_imported,
+            model_fns,
+            classes: Vec::new(),
+            class_methods: Vec::new(),
+            fns: Vec::new(),
+            loops: Vec::new(),
+            bodies: vec![module],
+            findings: Vec::new(),
+            facts: Facts::default(),
+        }
+    }
+
+    pub fn run(&mut self, module: &'a [Stmt]) {
+        self.fns.push(FnState::default());
+        scan_locals(self, module, true);
+        self.visit_body(module);
+        self.fns.pop();
+    }
+
+    // ---- reporting -------------------------------------------------------------------------
+
+    pub fn report(&mut self, rule: &Rule, range: TextRange, message: impl Into<String>) -> usize {
+        let (line, column) = self.index.line_col(self.source, range.start().to_usize());
+        let d = Diagnostic::new(
+            rule.code,
+            rule.severity,
+            message,
+            Location::Source {
+                file: self.file.to_string(),
+                line,
+                column,
+            },
+        );
+        self.findings.push(Finding {
+            diagnostic: d,
+            edits: Vec::new(),
+        });
+        self.findings.len() - 1
+    }
+
+    pub fn help(&mut self, i: usize, help: impl Into<String>) {
+        self.findings[i].diagnostic.help = Some(help.into());
+    }
+
+    pub fn fix(&mut self, i: usize, description: impl Into<String>, safe: bool, edits: Vec<Edit>) {
+        self.findings[i].diagnostic = self.findings[i]
+            .diagnostic
+            .clone()
+            .with_fix(description, safe);
+        self.findings[i].edits = edits;
+    }
+
+    pub fn text(&self, range: TextRange) -> &'a str {
+        &self.source[range.start().to_usize()..range.end().to_usize()]
+    }
+
+    // ---- context -----------------------------------------------------------------------------
+
+    pub fn in_model(&self) -> bool {
+        self.fns.last().is_some_and(|f| f.in_model)
+    }
+
+    fn state(&self) -> &FnState {
+        self.fns.last().expect("a scope")
+    }
+
+    /// The qualified name an expression refers to through the file's imports
+    /// (`F.interpolate` → `torch.nn.functional.interpolate`), builtins as `builtins.len`.
+    pub fn qualify(&self, e: &Expr) -> Option<String> {
+        match e {
+            Expr::Name(n) => {
+                let id = n.id.as_str();
+                if let Some(q) = self.imports.get(id) {
+                    return Some(q.clone());
+                }
+                if matches!(
+                    id,
+                    "len" | "int" | "float" | "bool" | "range" | "isinstance" | "list" | "tuple"
+                ) && !self.state().tensors.contains(id)
+                {
+                    return Some(format!("builtins.{id}"));
+                }
+                None
+            }
+            Expr::Attribute(a) => {
+                let base = self.qualify(&a.value)?;
+                if base.starts_with("builtins.") {
+                    return None;
+                }
+                Some(format!("{base}.{}", a.attr.id.as_str()))
+            }
+            _ => None,
+        }
+    }
+
+    /// `torch.x.y` for a call of a torch function, through imports.
+    pub fn torch_fn(&self, call: &ast::ExprCall) -> Option<String> {
+        self.qualify(&call.func)
+            .filter(|q| q == "torch" || q.starts_with("torch."))
+    }
+
+    /// `(method, receiver)` for a method call on a value (not a module function).
+    pub fn method<'b>(&self, call: &'b ast::ExprCall) -> Option<(&'b str, &'b Expr)> {
+        let Expr::Attribute(a) = call.func.as_ref() else {
+            return None;
+        };
+        if self.qualify(&a.value).is_some() {
+            return None;
+        }
+        Some((a.attr.id.as_str(), &a.value))
+    }
+
+    pub fn is_self_attr(e: &Expr, attr: &str) -> bool {
+        matches!(e, Expr::Attribute(a) if a.attr.id.as_str() == attr
+            && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self"))
+    }
+
+    // ---- value guesses -----------------------------------------------------------------------
+
+    /// Whether an expression most likely evaluates to a `torch.Tensor` (data, not a size).
+    pub fn is_tensor(&self, e: &Expr) -> bool {
+        let st = self.state();
+        match e {
+            Expr::Name(n) => st.tensors.contains(n.id.as_str()),
+            Expr::Call(c) => {
+                if let Some(q) = self.torch_fn(c) {
+                    return torch_returns_tensor(&q);
+                }
+                if self.qualify(&c.func).is_some() {
+                    return false;
+                }
+                if let Some((m, recv)) = self.method(c) {
+                    if NON_TENSOR_METHODS.contains(&m) {
+                        return false;
+                    }
+                    if self.is_tensor(recv) {
+                        return true;
+                    }
+                    // `self.conv(x)`, `self.blocks.attn(x)`: a submodule applied to a tensor.
+                    let own_method = matches!(recv, Expr::Name(n) if n.id.as_str() == "self")
+                        && self
+                            .class_methods
+                            .last()
+                            .is_some_and(|m| m.contains(m_name(c)));
+                    if !own_method && is_self_chain(recv) {
+                        return c.arguments.args.iter().any(|x| self.is_tensor(x));
+                    }
+                    return false;
+                }
+                false
+            }
+            Expr::Attribute(a) => {
+                matches!(
+                    a.attr.id.as_str(),
+                    "T" | "mT" | "data" | "real" | "imag" | "grad"
+                ) && self.is_tensor(&a.value)
+            }
+            Expr::Subscript(s) => self.is_tensor(&s.value),
+            Expr::BinOp(b) => self.is_tensor(&b.left) || self.is_tensor(&b.right),
+            Expr::UnaryOp(u) => !matches!(u.op, ast::UnaryOp::Not) && self.is_tensor(&u.operand),
+            Expr::Compare(c) => {
+                c.ops.iter().all(|op| {
+                    !matches!(
+                        op,
+                        ast::CmpOp::Is | ast::CmpOp::IsNot | ast::CmpOp::In | ast::CmpOp::NotIn
+                    )
+                }) && (self.is_tensor(&c.left) || c.comparators.iter().any(|x| self.is_tensor(x)))
+            }
+            Expr::BoolOp(b) => b.values.iter().any(|v| self.is_tensor(v)),
+            Expr::Named(n) => self.is_tensor(&n.value),
+            _ => false,
+        }
+    }
+
+    /// Whether an expression is most likely a boolean mask tensor.
+    pub fn is_bool_mask(&self, e: &Expr) -> bool {
+        let st = self.state();
+        match e {
+            Expr::Name(n) => {
+                let id = n.id.as_str();
+                st.bools.contains(id)
+                    || (id.to_ascii_lowercase().contains("mask")
+                        && !st.sizes.contains(id)
+                        && !st.frozen.contains(id))
+            }
+            Expr::Compare(c) => {
+                c.ops.iter().all(|op| {
+                    matches!(
+                        op,
+                        ast::CmpOp::Eq
+                            | ast::CmpOp::NotEq
+                            | ast::CmpOp::Lt
+                            | ast::CmpOp::LtE
+                            | ast::CmpOp::Gt
+                            | ast::CmpOp::GtE
+                    )
+                }) && (self.is_tensor(&c.left) || c.comparators.iter().any(|x| self.is_tensor(x)))
+            }
+            Expr::UnaryOp(u) => {
+                matches!(u.op, ast::UnaryOp::Invert) && self.is_bool_mask(&u.operand)
+            }
+            Expr::BinOp(b) => {
+                matches!(
+                    b.op,
+                    ast::Operator::BitAnd | ast::Operator::BitOr | ast::Operator::BitXor
+                ) && (self.is_bool_mask(&b.left) || self.is_bool_mask(&b.right))
+            }
+            Expr::Call(c) => {
+                if let Some(q) = self.torch_fn(c) {
+                    return matches!(
+                        q.as_str(),
+                        "torch.isnan"
+                            | "torch.isinf"
+                            | "torch.isfinite"
+                            | "torch.logical_not"
+                            | "torch.logical_and"
+                            | "torch.logical_or"
+                            | "torch.logical_xor"
+                            | "torch.eq"
+                            | "torch.ne"
+                            | "torch.gt"
+                            | "torch.ge"
+                            | "torch.lt"
+                            | "torch.le"
+                            | "torch.isin"
+                    );
+                }
+                if let Some((m, recv)) = self.method(c) {
+                    if m == "bool" {
+                        return self.is_tensor(recv) || self.is_bool_mask(recv);
+                    }
+                    if matches!(
+                        m,
+                        "isnan" | "isinf" | "isfinite" | "eq" | "ne" | "gt" | "ge" | "lt" | "le"
+                    ) {
+                        return self.is_tensor(recv);
+                    }
+                    if SHAPE_ONLY_METHODS.contains(&m) {
+                        return self.is_bool_mask(recv);
+                    }
+                }
+                false
+            }
+            Expr::Subscript(s) => self.is_bool_mask(&s.value),
+            _ => false,
+        }
+    }
+
+    /// Whether an expression is a tensor size the tracer records (`x.shape[0]`, `x.size(1)`).
+    pub fn is_size(&self, e: &Expr) -> bool {
+        match e {
+            Expr::Name(n) => self.state().sizes.contains(n.id.as_str()),
+            Expr::Subscript(s) => match s.value.as_ref() {
+                Expr::Attribute(a) => a.attr.id.as_str() == "shape",
+                Expr::Call(c) => matches!(self.method(c), Some(("size", _))),
+                _ => false,
+            },
+            Expr::Attribute(a) => a.attr.id.as_str() == "shape",
+            Expr::Call(c) => matches!(self.method(c), Some(("size" | "numel", _))),
+            Expr::BinOp(b) => self.is_size(&b.left) || self.is_size(&b.right),
+            _ => false,
+        }
+    }
+
+    /// Whether an expression is a size or tensor value already turned into a Python number,
+    /// which the tracer records as a constant: `len(x)`, `int(x.size(0))`, `t.item()`.
+    pub fn is_frozen_int(&self, e: &Expr) -> bool {
+        match e {
+            Expr::Name(n) => self.state().frozen.contains(n.id.as_str()),
+            Expr::Call(c) => {
+                if let Some(q) = self.qualify(&c.func) {
+                    let arg = c.arguments.args.first();
+                    return match q.as_str() {
+                        "builtins.len" => arg.is_some_and(|a| self.is_tensor(a)),
+                        "builtins.int" | "builtins.float" => {
+                            arg.is_some_and(|a| self.is_size(a) || self.is_tensor(a))
+                        }
+                        _ if q.starts_with("math.") || q.starts_with("numpy.") => c
+                            .arguments
+                            .args
+                            .iter()
+                            .any(|a| self.is_size(a) || self.is_frozen_int(a)),
+                        _ => false,
+                    };
+                }
+                if let Some((m, recv)) = self.method(c) {
+                    return matches!(m, "item" | "tolist") && self.is_tensor(recv);
+                }
+                false
+            }
+            Expr::BinOp(b) => self.is_frozen_int(&b.left) || self.is_frozen_int(&b.right),
+            Expr::UnaryOp(u) => self.is_frozen_int(&u.operand),
+            _ => false,
+        }
+    }
+
+    // ---- lookups in the enclosing body -------------------------------------------------------
+
+    /// The value a local name was last bound to as a literal (list, tuple, dict, string).
+    pub fn literal(&self, name: &str) -> Option<&Expr> {
+        self.fns.iter().rev().find_map(|f| f.literals.get(name))
+    }
+}
+
+/// Whether `torch.<q>(...)` returns a tensor.
+fn torch_returns_tensor(q: &str) -> bool {
+    const NOT: &[&str] = &[
+        "torch.jit.",
+        "torch._C.",
+        "torch.onnx.",
+        "torch.cuda.",
+        "torch.backends.",
+        "torch.compiler.",
+        "torch.distributed.",
+        "torch.is_",
+        "torch.get_",
+        "torch.set_",
+        "torch.Size",
+        "torch.device",
+        "torch.finfo",
+        "torch.iinfo",
+        "torch.no_grad",
+        "torch.enable_grad",
+        "torch.inference_mode",
+        "torch.autocast",
+        "torch.manual_seed",
+        "torch.load",
+        "torch.save",
+        "torch.numel",
+        "torch._assert",
+        "torch.nn.Module",
+        "torch.nn.Parameter",
+        "torch.utils.",
+        "torch.fx.",
+        "torch.export.",
+        "torch.library.",
+        "torch.ops.",
+        "torch.overrides.",
+        "torch.typename",
+        "torch.use_deterministic",
+        "torch.Generator",
+        "torch.Tensor",
+        "torch.dtype",
+    ];
+    if NOT.iter().any(|p| q.starts_with(p)) {
+        return false;
+    }
+    // Module constructors (`nn.Linear(...)`) build modules, not tensors.
+    if let Some(last) = q.rsplit('.').next() {
+        if last.chars().next().is_some_and(char::is_uppercase) {
+            return false;
+        }
+    }
+    true
+}
+
+// ---- pre-passes --------------------------------------------------------------------------------
+
+fn collect_imports(body: &[Stmt], out: &mut HashMap<String, String>) {
+    for stmt in body {
+        match stmt {
+            Stmt::Import(i) => {
+                for a in &i.names {
+                    let full = a.name.id.as_str();
+                    match &a.asname {
+                        Some(alias) => {
+                            out.insert(alias.id.to_string(), full.to_string());
+                        }
+                        None => {
+                            let top = full.split('.').next().unwrap_or(full);
+                            out.insert(top.to_string(), top.to_string());
+                        }
+                    }
+                }
+            }
+            Stmt::ImportFrom(i) if i.level == 0 => {
+                let Some(module) = &i.module else { continue };
+                for a in &i.names {
+                    if a.name.id.as_str() == "*" {
+                        continue;
+                    }
+                    let local = a.asname.as_ref().unwrap_or(&a.name).id.to_string();
+                    out.insert(local, format!("{}.{}", module.id, a.name.id));
+                }
+            }
+            Stmt::FunctionDef(f) => collect_imports(&f.body, out),
+            Stmt::ClassDef(c) => collect_imports(&c.body, out),
+            Stmt::If(s) => {
+                collect_imports(&s.body, out);
+                for c in &s.elif_else_clauses {
+                    collect_imports(&c.body, out);
+                }
+            }
+            Stmt::Try(t) => {
+                collect_imports(&t.body, out);
+                for ast::ExceptHandler::ExceptHandler(h) in &t.handlers {
+                    collect_imports(&h.body, out);
+                }
+                collect_imports(&t.orelse, out);
+                collect_imports(&t.finalbody, out);
+            }
+            Stmt::With(w) => collect_imports(&w.body, out),
+            _ => {}
+        }
+    }
+}
+
+/// Names called as `self.NAME(` or `NAME(` anywhere inside a body.
+fn called_names(body: &[Stmt]) -> (HashSet<String>, HashSet<String>) {
+    struct Calls {
+        methods: HashSet<String>,
+        funcs: HashSet<String>,
+    }
+    impl<'a> Visitor<'a> for Calls {
+        fn visit_stmt(&mut self, stmt: &'a Stmt) {
+            if let Stmt::If(i) = stmt {
+                match guard_of(&i.test) {
+                    Guard::Training | Guard::ExportAware => {
+                        self.visit_expr(&i.test);
+                        for c in &i.elif_else_clauses {
+                            if guard_of(&i.test) == Guard::Training {
+                                self.visit_body(&c.body);
+                            }
+                        }
+                        return;
+                    }
+                    Guard::NotTraining => {
+                        self.visit_body(&i.body);
+                        return;
+                    }
+                    Guard::None => {}
+                }
+            }
+            visitor::walk_stmt(self, stmt);
+        }
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if let Expr::Call(c) = e {
+                match c.func.as_ref() {
+                    Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") =>
+                    {
+                        self.methods.insert(a.attr.id.to_string());
+                    }
+                    Expr::Name(n) => {
+                        self.funcs.insert(n.id.to_string());
+                    }
+                    _ => {}
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut v = Calls {
+        methods: HashSet::new(),
+        funcs: HashSet::new(),
+    };
+    v.visit_body(body);
+    (v.methods, v.funcs)
+}
+
+/// Model code: every `forward` (and `forward_*`/`_forward*`) method, plus — transitively —
+/// the methods of the same class it calls through `self.` and the module functions it calls.
+fn model_functions(module: &[Stmt]) -> HashSet<(Option<String>, String)> {
+    let mut module_fns: HashMap<String, &[Stmt]> = HashMap::new();
+    let mut classes: Vec<(String, HashMap<String, &[Stmt]>)> = Vec::new();
+    for stmt in module {
+        match stmt {
+            Stmt::FunctionDef(f) => {
+                module_fns.insert(f.name.id.to_string(), &f.body);
+            }
+            Stmt::ClassDef(c) => {
+                let mut methods = HashMap::new();
+                for s in &c.body {
+                    if let Stmt::FunctionDef(f) = s {
+                        methods.insert(f.name.id.to_string(), &f.body[..]);
+                    }
+                }
+                classes.push((c.name.id.to_string(), methods));
+            }
+            _ => {}
+        }
+    }
+    let is_root =
+        |n: &str| n == "forward" || n.starts_with("forward_") || n.starts_with("_forward");
+    let mut out: HashSet<(Option<String>, String)> = HashSet::new();
+    let mut work: Vec<(Option<String>, String)> = Vec::new();
+    for (class, methods) in &classes {
+        for name in methods.keys() {
+            if is_root(name) {
+                work.push((Some(class.clone()), name.clone()));
+            }
+        }
+    }
+    if module_fns.contains_key("forward") {
+        work.push((None, "forward".into()));
+    }
+    // Functions handed to the exporter or the tracer directly: `torch.onnx.export(f, ...)`.
+    for name in exported_functions(module) {
+        if module_fns.contains_key(&name) {
+            work.push((None, name));
+        }
+    }
+    while let Some(item) = work.pop() {
+        if !out.insert(item.clone()) {
+            continue;
+        }
+        let body = match &item.0 {
+            Some(class) => classes
+                .iter()
+                .find(|(c, _)| c == class)
+                .and_then(|(_, m)| m.get(&item.1).copied()),
+            None => module_fns.get(&item.1).copied(),
+        };
+        let Some(body) = body else { continue };
+        let (methods, funcs) = called_names(body);
+        if let Some(class) = &item.0 {
+            if let Some((_, m)) = classes.iter().find(|(c, _)| c == class) {
+                for name in methods {
+                    if m.contains_key(&name)
+                        && !name.starts_with("__")
+                        && !training_only_name(&name)
+                    {
+                        work.push((Some(class.clone()), name));
+                    }
+                }
+            }
+        }
+        for name in funcs {
+            if module_fns.contains_key(&name) && !training_only_name(&name) {
+                work.push((None, name));
+            }
+        }
+    }
+    out
+}
+
+/// Names passed as the first argument of `*.onnx.export(...)`, `*.jit.trace(...)` or
+/// `*.export.export(...)` anywhere in the module.
+fn exported_functions(module: &[Stmt]) -> Vec<String> {
+    struct Find {
+        out: Vec<String>,
+    }
+    impl<'a> Visitor<'a> for Find {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if let Expr::Call(c) = e {
+                if let Expr::Attribute(a) = c.func.as_ref() {
+                    let owner = match a.value.as_ref() {
+                        Expr::Attribute(o) => o.attr.id.as_str(),
+                        Expr::Name(n) => n.id.as_str(),
+                        _ => "",
+                    };
+                    let hit = matches!(
+                        (owner, a.attr.id.as_str()),
+                        ("onnx", "export")
+                            | ("jit", "trace")
+                            | ("export", "export")
+                            | ("onnx", "dynamo_export")
+                    );
+                    if hit {
+                        if let Some(Expr::Name(n)) = c.arguments.args.first() {
+                            self.out.push(n.id.to_string());
+                        }
+                    }
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut f = Find { out: Vec::new() };
+    f.visit_body(module);
+    f.out
+}
+
+/// Functions that by name only run in training (losses, target assignment, sampling).
+fn training_only_name(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    n.contains("loss")
+        || n.contains("training")
+        || n.contains("assign_targets")
+        || n.starts_with("train")
+}
+
+/// Binds local names of a function (or the module) to what they most likely hold.
+fn scan_locals(ch: &mut Checker, body: &[Stmt], _module: bool) {
+    // Two rounds so that `b = a + 1` after `a = torch.zeros(3)` is seen whatever the order.
+    for _ in 0..2 {
+        let mut stmts: Vec<&Stmt> = Vec::new();
+        flatten(body, &mut stmts);
+        for stmt in stmts {
+            match stmt {
+                Stmt::Assign(a) => {
+                    for t in &a.targets {
+                        bind(ch, t, &a.value);
+                    }
+                }
+                Stmt::AnnAssign(a) => {
+                    if let Some(v) = &a.value {
+                        bind(ch, &a.target, v);
+                    }
+                }
+                Stmt::AugAssign(a) => {
+                    if let Expr::Name(n) = a.target.as_ref() {
+                        if ch.is_tensor(&a.value) {
+                            let id = n.id.to_string();
+                            ch.fns.last_mut().expect("scope").tensors.insert(id);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+fn flatten<'s>(body: &'s [Stmt], out: &mut Vec<&'s Stmt>) {
+    for s in body {
+        out.push(s);
+        match s {
+            Stmt::If(i) => {
+                flatten(&i.body, out);
+                for c in &i.elif_else_clauses {
+                    flatten(&c.body, out);
+                }
+            }
+            Stmt::For(f) => {
+                flatten(&f.body, out);
+                flatten(&f.orelse, out);
+            }
+            Stmt::While(w) => {
+                flatten(&w.body, out);
+                flatten(&w.orelse, out);
+            }
+            Stmt::With(w) => flatten(&w.body, out),
+            Stmt::Try(t) => {
+                flatten(&t.body, out);
+                for ast::ExceptHandler::ExceptHandler(h) in &t.handlers {
+                    flatten(&h.body, out);
+                }
+                flatten(&t.orelse, out);
+                flatten(&t.finalbody, out);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
+    match target {
+        Expr::Name(n) => {
+            let id = n.id.to_string();
+            let tensor = ch.is_tensor(value);
+            let mask = ch.is_bool_mask(value) && !matches!(value, Expr::Name(_));
+            let size = ch.is_size(value) && !tensor;
+            let frozen = ch.is_frozen_int(value);
+            let literal = matches!(
+                value,
+                Expr::List(_) | Expr::Tuple(_) | Expr::Dict(_) | Expr::StringLiteral(_)
+            );
+            let st = ch.fns.last_mut().expect("scope");
+            if tensor {
+                st.tensors.insert(id.clone());
+            }
+            if mask {
+                st.bools.insert(id.clone());
+            }
+            if size {
+                st.sizes.insert(id.clone());
+            }
+            if frozen {
+                st.frozen.insert(id.clone());
+            }
+            if literal {
+                st.literals.insert(id, value.clone());
+            }
+        }
+        Expr::Tuple(ast::ExprTuple { elts, .. }) | Expr::List(ast::ExprList { elts, .. }) => {
+            let shape = matches!(value, Expr::Attribute(a) if a.attr.id.as_str() == "shape")
+                || matches!(value, Expr::Call(c) if matches!(ch.method(c), Some(("size", _))))
+                || matches!(value, Expr::Subscript(s) if matches!(s.value.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "shape"));
+            let tensor = ch.is_tensor(value);
+            let frozen =
+                matches!(value, Expr::Call(c) if matches!(ch.method(c), Some(("tolist", _))));
+            let elts_values: Option<&[Expr]> = match value {
+                Expr::Tuple(v) if v.elts.len() == elts.len() => Some(&v.elts),
+                _ => None,
+            };
+            for (i, elt) in elts.iter().enumerate() {
+                if let Some(vals) = elts_values {
+                    bind(ch, elt, &vals[i]);
+                    continue;
+                }
+                if let Expr::Name(n) = elt {
+                    let id = n.id.to_string();
+                    let st = ch.fns.last_mut().expect("scope");
+                    if shape {
+                        st.sizes.insert(id);
+                    } else if frozen {
+                        st.frozen.insert(id);
+                    } else if tensor {
+                        st.tensors.insert(id);
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn is_literal_non_tensor_default(e: &Expr) -> bool {
+    matches!(
+        e,
+        Expr::NumberLiteral(_)
+            | Expr::BooleanLiteral(_)
+            | Expr::StringLiteral(_)
+            | Expr::Tuple(_)
+            | Expr::List(_)
+            | Expr::Dict(_)
+            | Expr::UnaryOp(_)
+    )
+}
+
+fn annotation_is_non_tensor(e: &Expr) -> bool {
+    match e {
+        Expr::Name(n) => matches!(
+            n.id.as_str(),
+            "int"
+                | "float"
+                | "bool"
+                | "str"
+                | "list"
+                | "tuple"
+                | "dict"
+                | "List"
+                | "Tuple"
+                | "Dict"
+        ),
+        Expr::Subscript(s) => match s.value.as_ref() {
+            Expr::Name(n) => matches!(
+                n.id.as_str(),
+                "List" | "Tuple" | "Dict" | "list" | "tuple" | "dict"
+            ),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+impl<'a> Visitor<'a> for Checker<'a> {
+    fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        match stmt {
+            Stmt::FunctionDef(f) => {
+                let class = self.classes.last().cloned();
+                let direct = self
+                    .model_fns
+                    .contains(&(class.clone(), f.name.id.to_string()));
+                let nested_in_model = self.in_model() && self.fns.len() > 1;
+                let scripted = f.decorator_list.iter().any(|d| {
+                    self.qualify(&d.expression).is_some_and(|q| {
+                        matches!(
+                            q.as_str(),
+                            "torch.jit.script"
+                                | "torch.jit._script_if_tracing"
+                                | "torch.jit.script_if_tracing"
+                        )
+                    })
+                });
+                let in_model = self.torch_imported && (direct || nested_in_model) && !scripted;
+                let mut st = FnState {
+                    in_model,
+                    ..FnState::default()
+                };
+                // Inherit the enclosing function's view of names (closures).
+                if let Some(outer) = self.fns.last() {
+                    if self.fns.len() > 1 {
+                        st.tensors = outer.tensors.clone();
+                        st.bools = outer.bools.clone();
+                        st.sizes = outer.sizes.clone();
+                        st.frozen = outer.frozen.clone();
+                    }
+                }
+                if in_model {
+                    for p in f
+                        .parameters
+                        .posonlyargs
+                        .iter()
+                        .chain(&f.parameters.args)
+                        .chain(&f.parameters.kwonlyargs)
+                    {
+                        let name = p.parameter.name.id.as_str();
+                        if name == "self" || name == "cls" {
+                            continue;
+                        }
+                        if p.default
+                            .as_deref()
+                            .is_some_and(is_literal_non_tensor_default)
+                        {
+                            continue;
+                        }
+                        if p.parameter
+                            .annotation
+                            .as_deref()
+                            .is_some_and(annotation_is_non_tensor)
+                        {
+                            continue;
+                        }
+                        st.tensors.insert(name.to_string());
+                    }
+                }
+                for d in &f.decorator_list {
+                    self.visit_expr(&d.expression);
+                }
+                self.fns.push(st);
+                scan_locals(self, &f.body, false);
+                let loops = std::mem::take(&mut self.loops);
+                self.bodies.push(&f.body);
+                self.visit_body(&f.body);
+                self.bodies.pop();
+                self.loops = loops;
+                self.fns.pop();
+            }
+            Stmt::ClassDef(c) => {
+                rules::autograd_function_without_symbolic::check_class(self, c);
+                if let Some(args) = &c.arguments {
+                    self.visit_arguments(args);
+                }
+                self.classes.push(c.name.id.to_string());
+                self.class_methods.push(
+                    c.body
+                        .iter()
+                        .filter_map(|s| match s {
+                            Stmt::FunctionDef(f) => Some(f.name.id.to_string()),
+                            _ => None,
+                        })
+                        .collect(),
+                );
+                self.visit_body(&c.body);
+                self.class_methods.pop();
+                self.classes.pop();
+            }
+            Stmt::For(f) => {
+                self.visit_expr(&f.iter);
+                let mut targets = Vec::new();
+                collect_names(&f.target, &mut targets);
+                self.loops.push(LoopInfo { targets });
+                self.visit_body(&f.body);
+                self.loops.pop();
+                self.visit_body(&f.orelse);
+            }
+            Stmt::Assign(a) => {
+                for t in &a.targets {
+                    if let Expr::Subscript(s) = t {
+                        self.on_subscript_store(s, stmt, false);
+                    }
+                }
+                visitor::walk_stmt(self, stmt);
+            }
+            Stmt::AugAssign(a) => {
+                if let Expr::Subscript(s) = a.target.as_ref() {
+                    self.on_subscript_store(s, stmt, true);
+                }
+                visitor::walk_stmt(self, stmt);
+            }
+            Stmt::If(i) => {
+                let orelse: &[Stmt] = i.elif_else_clauses.first().map_or(&[], |c| &c.body);
+                self.on_test(&i.test, "if", &i.body, orelse);
+                let guard = guard_of(&i.test);
+                let (body_on, else_on) = match guard {
+                    Guard::Training => (false, true),
+                    Guard::NotTraining => (true, false),
+                    Guard::ExportAware => (false, false),
+                    Guard::None => (true, true),
+                };
+                self.visit_expr(&i.test);
+                self.visit_guarded(&i.body, body_on);
+                for c in &i.elif_else_clauses {
+                    if let Some(t) = &c.test {
+                        if else_on {
+                            self.on_test(t, "elif", &c.body, &[]);
+                        }
+                        self.visit_expr(t);
+                    }
+                    self.visit_guarded(&c.body, else_on);
+                }
+            }
+            Stmt::While(w) => {
+                self.on_test(&w.test, "while", &[], &[]);
+                visitor::walk_stmt(self, stmt);
+            }
+            _ => visitor::walk_stmt(self, stmt),
+        }
+    }
+
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        match expr {
+            Expr::Call(c) => self.on_call(c),
+            Expr::If(i) => self.on_test(&i.test, "conditional expression", &[], &[]),
+            Expr::Subscript(s) if matches!(s.ctx, ast::ExprContext::Load) => {
+                rules::data_dependent_shape::check_subscript_load(self, s)
+            }
+            Expr::Lambda(_) => return,
+            _ => {}
+        }
+        visitor::walk_expr(self, expr);
+    }
+}
+
+/// How an `if` test splits model code: branches only run in training, or only outside export.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Guard {
+    /// `if self.training [and ...]`: the body is training-only.
+    Training,
+    /// `if not self.training`: the else branch is training-only.
+    NotTraining,
+    /// `torch.jit.is_tracing()`, `torch.onnx.is_in_onnx_export()`, `is_scripting()`, ...:
+    /// the code is written with export in mind; neither branch is flagged.
+    ExportAware,
+    None,
+}
+
+pub(crate) fn guard_of(test: &Expr) -> Guard {
+    fn is_training(e: &Expr) -> bool {
+        Checker::is_self_attr(e, "training")
+    }
+    fn export_check(e: &Expr) -> bool {
+        match e {
+            Expr::Call(c) => {
+                let name = match c.func.as_ref() {
+                    Expr::Attribute(a) => a.attr.id.as_str(),
+                    Expr::Name(n) => n.id.as_str(),
+                    _ => return false,
+                };
+                matches!(
+                    name,
+                    "is_tracing"
+                        | "_is_tracing"
+                        | "is_in_onnx_export"
+                        | "_get_tracing_state"
+                        | "is_scripting"
+                        | "is_compiling"
+                        | "is_exporting"
+                        | "is_dynamo_compiling"
+                )
+            }
+            Expr::UnaryOp(u) => export_check(&u.operand),
+            Expr::BoolOp(b) => b.values.iter().any(export_check),
+            _ => false,
+        }
+    }
+    if export_check(test) {
+        return Guard::ExportAware;
+    }
+    match test {
+        e if is_training(e) => Guard::Training,
+        Expr::BoolOp(b) if matches!(b.op, ast::BoolOp::And) && b.values.iter().any(is_training) => {
+            Guard::Training
+        }
+        Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not) && is_training(&u.operand) => {
+            Guard::NotTraining
+        }
+        _ => Guard::None,
+    }
+}
+
+fn m_name(c: &ast::ExprCall) -> &str {
+    match c.func.as_ref() {
+        Expr::Attribute(a) => a.attr.id.as_str(),
+        _ => "",
+    }
+}
+
+fn is_self_chain(e: &Expr) -> bool {
+    match e {
+        Expr::Name(n) => n.id.as_str() == "self",
+        Expr::Attribute(a) => is_self_chain(&a.value),
+        Expr::Subscript(s) => is_self_chain(&s.value),
+        _ => false,
+    }
+}
+
+fn collect_names(e: &Expr, out: &mut Vec<String>) {
+    match e {
+        Expr::Name(n) => out.push(n.id.to_string()),
+        Expr::Tuple(t) => t.elts.iter().for_each(|x| collect_names(x, out)),
+        Expr::List(t) => t.elts.iter().for_each(|x| collect_names(x, out)),
+        _ => {}
+    }
+}
+
+impl<'a> Checker<'a> {
+    /// Visits a branch; with `on == false` the branch is not model code (training-only or
+    /// eager-only), so no rule that needs model code fires inside it.
+    fn visit_guarded(&mut self, body: &'a [Stmt], on: bool) {
+        let was = self.fns.last().is_some_and(|f| f.in_model);
+        if !on {
+            if let Some(f) = self.fns.last_mut() {
+                f.in_model = false;
+            }
+        }
+        self.visit_body(body);
+        if let Some(f) = self.fns.last_mut() {
+            f.in_model = was;
+        }
+    }
+
+    fn on_call(&mut self, call: &'a ast::ExprCall) {
+        if !self.torch_imported {
+            return;
+        }
+        rules::tensor_to_python::check_call(self, call);
+        rules::inplace_index_write::check_call(self, call);
+        rules::data_dependent_shape::check_call(self, call);
+        rules::repeat_interleave::check_call(self, call);
+        rules::einsum::check_call(self, call);
+        rules::mha_fast_path::check_call(self, call);
+        rules::grid_sample::check_call(self, call);
+        rules::deprecated_upsample::check_call(self, call);
+        rules::interpolate_align_corners::check_call(self, call);
+        rules::device_literal::check_call(self, call);
+        rules::python_int_size::check_call(self, call);
+        rules::export_without_eval::check_call(self, call);
+        rules::dynamic_axes_unknown_name::check_call(self, call);
+        rules::keep_initializers_as_inputs::check_call(self, call);
+        rules::opset_too_low::check_call(self, call);
+    }
+
+    fn on_subscript_store(&mut self, target: &'a ast::ExprSubscript, stmt: &'a Stmt, aug: bool) {
+        if !self.torch_imported {
+            return;
+        }
+        if rules::mask_index_assignment::check_store(self, target, stmt, aug) {
+            return;
+        }
+        if rules::loop_slice_assignment::check_store(self, target) {
+            return;
+        }
+        if aug {
+            rules::inplace_index_write::check_aug_store(self, target);
+        }
+    }
+
+    fn on_test(&mut self, test: &'a Expr, kind: &str, body: &'a [Stmt], orelse: &'a [Stmt]) {
+        if !self.torch_imported {
+            return;
+        }
+        if rules::training_branch::check_test(self, test, kind, body, orelse) {
+            return;
+        }
+        rules::tensor_condition::check_test(self, test, kind);
+    }
+}

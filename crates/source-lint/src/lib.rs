@@ -1,0 +1,344 @@
+//! PyTorch source rules for ONNX export hazards, on `ruff_python_parser`, and the knowledge base
+//! behind `onnx-doctor explain`.
+//!
+//! A file is parsed once; one walk ([`checker`]) resolves names through the file's imports,
+//! decides which functions are model code (`forward` and what it calls) and calls each rule's
+//! hook. Rules live one per file under `rules/` with their documentation as the file's `//!`
+//! comment; [`registry::RULES`] is the one table of codes, severities and fix safety.
+//! Project-level rules (an export's `opset_version` against ops used anywhere in the linted
+//! files) run after every file is checked.
+//!
+//! **Architecture Invariant:** this crate knows nothing of ONNX models; it reads Python source
+//! and error text and produces `diagnostics::Diagnostic`s.
+
+mod checker;
+pub mod registry;
+mod rules;
+
+pub use checker::{ExportSite, Facts};
+pub use registry::{rule, FixKind, Rule, RULES, SECTIONS};
+
+use diagnostics::{Diagnostic, Location};
+use rayon::prelude::*;
+use std::path::{Path, PathBuf};
+
+/// One replacement of a byte range of a file's text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edit {
+    pub start: usize,
+    pub end: usize,
+    pub content: String,
+}
+
+/// A diagnostic and the edits of its fix (empty when the fix is only described).
+#[derive(Debug, Clone)]
+pub struct Finding {
+    pub diagnostic: Diagnostic,
+    pub edits: Vec<Edit>,
+}
+
+impl Finding {
+    pub fn line(&self) -> usize {
+        match self.diagnostic.location {
+            Location::Source { line, .. } => line,
+            _ => 0,
+        }
+    }
+}
+
+/// A use of an op that needs at least `min_opset` to export.
+#[derive(Debug, Clone)]
+pub struct OpsetNeed {
+    pub op: &'static str,
+    pub min_opset: u32,
+    pub file: String,
+    pub line: usize,
+}
+
+/// Byte offsets of line starts, for 1-based line/column positions.
+#[derive(Debug, Clone)]
+pub struct LineIndex {
+    starts: Vec<usize>,
+}
+
+impl LineIndex {
+    pub fn new(text: &str) -> Self {
+        let mut starts = vec![0];
+        starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        LineIndex { starts }
+    }
+
+    /// 1-based line and column (in characters) of a byte offset.
+    pub fn line_col(&self, text: &str, offset: usize) -> (usize, usize) {
+        let line = self.starts.partition_point(|&s| s <= offset).max(1);
+        let start = self.starts[line - 1];
+        let col = text
+            .get(start..offset.min(text.len()))
+            .map_or(1, |s| s.chars().count() + 1);
+        (line, col)
+    }
+
+    pub fn line_start(&self, line: usize) -> Option<usize> {
+        self.starts.get(line.checked_sub(1)?).copied()
+    }
+}
+
+/// The findings of one file, before noqa and selection.
+#[derive(Debug, Clone)]
+pub struct FileLint {
+    pub findings: Vec<Finding>,
+    pub facts: Facts,
+}
+
+/// Lints one file's text. `file` is the name findings carry. Unparseable Python is a finding
+/// (`ODL000`), never a panic.
+pub fn lint_source(file: &str, source: &str) -> FileLint {
+    let index = LineIndex::new(source);
+    let parsed = match ruff_python_parser::parse_module(source) {
+        Ok(p) => p,
+        Err(e) => {
+            let (line, column) = index.line_col(source, e.location.start().to_usize());
+            let d = Diagnostic::new(
+                rules::syntax_error::RULE.code,
+                rules::syntax_error::RULE.severity,
+                format!("cannot parse Python: {}", e.error),
+                Location::Source {
+                    file: file.to_string(),
+                    line,
+                    column,
+                },
+            );
+            return FileLint {
+                findings: vec![Finding {
+                    diagnostic: d,
+                    edits: vec![],
+                }],
+                facts: Facts::default(),
+            };
+        }
+    };
+    let module = parsed.syntax();
+    let mut ch = checker::Checker::new(source, file, &index, &module.body);
+    ch.run(&module.body);
+    FileLint {
+        findings: ch.findings,
+        facts: ch.facts,
+    }
+}
+
+/// Which rules to report: `select` and `ignore` hold codes or code prefixes (`ODL0`).
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    pub select: Vec<String>,
+    pub ignore: Vec<String>,
+}
+
+impl Selection {
+    pub fn enabled(&self, code: &str) -> bool {
+        let matches = |p: &String| code.starts_with(p.to_ascii_uppercase().as_str());
+        (self.select.is_empty() || self.select.iter().any(matches))
+            && !self.ignore.iter().any(matches)
+    }
+
+    /// Errors on a code or prefix that matches no rule.
+    pub fn validate(&self) -> Result<(), String> {
+        for p in self.select.iter().chain(&self.ignore) {
+            let up = p.to_ascii_uppercase();
+            if up.is_empty() || !RULES.iter().any(|r| r.code.starts_with(&up)) {
+                return Err(format!(
+                    "unknown rule code '{p}': expected a code or prefix such as ODL001 or ODL0 (see docs/rules.md)"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Codes a `# noqa` comment on a line suppresses: `None` when there is none, an empty list for
+/// a bare `# noqa` (all codes).
+pub fn noqa_codes(line: &str) -> Option<Vec<String>> {
+    let pos = line.find("# noqa").or_else(|| line.find("#noqa"))?;
+    let rest = &line[pos..];
+    let rest = rest.trim_start_matches('#').trim_start();
+    let rest = &rest["noqa".len()..];
+    let Some(list) = rest.strip_prefix(':') else {
+        return Some(Vec::new());
+    };
+    // Codes are letters then digits (`ODL001`, `ODL0`); the list ends at the first other word.
+    let is_code = |s: &str| {
+        let letters = s.chars().take_while(char::is_ascii_alphabetic).count();
+        letters > 0 && s.len() > letters && s[letters..].chars().all(|c| c.is_ascii_digit())
+    };
+    let codes: Vec<String> = list
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
+        .take_while(|s| is_code(s))
+        .map(str::to_ascii_uppercase)
+        .collect();
+    Some(codes)
+}
+
+/// Drops findings suppressed by `# noqa` on their line.
+pub fn apply_noqa(source: &str, findings: Vec<Finding>) -> Vec<Finding> {
+    let lines: Vec<&str> = source.lines().collect();
+    findings
+        .into_iter()
+        .filter(|f| {
+            let Some(text) = lines.get(f.line().saturating_sub(1)) else {
+                return true;
+            };
+            match noqa_codes(text) {
+                None => true,
+                Some(codes) if codes.is_empty() => false,
+                Some(codes) => !codes
+                    .iter()
+                    .any(|c| f.diagnostic.code.starts_with(c.as_str())),
+            }
+        })
+        .collect()
+}
+
+/// Applies non-overlapping edits (later ones that overlap an earlier one are skipped).
+/// Returns the new text and how many edits were applied.
+pub fn apply_edits(source: &str, edits: &[&Edit]) -> (String, usize) {
+    let mut sorted: Vec<&Edit> = edits.to_vec();
+    sorted.sort_by_key(|e| (e.start, e.end));
+    let mut out = String::with_capacity(source.len());
+    let mut pos = 0;
+    let mut applied = 0;
+    for e in sorted {
+        if e.start < pos || e.end > source.len() || e.start > e.end {
+            continue;
+        }
+        out.push_str(&source[pos..e.start]);
+        out.push_str(&e.content);
+        pos = e.end;
+        applied += 1;
+    }
+    out.push_str(&source[pos..]);
+    (out, applied)
+}
+
+/// One linted file: its path, text and surviving findings.
+#[derive(Debug, Clone)]
+pub struct FileReport {
+    pub path: PathBuf,
+    /// The path as findings name it.
+    pub display: String,
+    pub source: String,
+    pub findings: Vec<Finding>,
+}
+
+/// A file that could not be read.
+#[derive(Debug, Clone)]
+pub struct ReadError {
+    pub path: PathBuf,
+    pub message: String,
+}
+
+/// The Python files under `paths`: files given directly are kept whatever their extension;
+/// directories are walked for `*.py`/`*.pyi`, respecting `.gitignore`, `.ignore` and hidden files.
+pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ReadError> {
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_file() {
+            files.push(p.clone());
+            continue;
+        }
+        if !p.is_dir() {
+            return Err(ReadError {
+                path: p.clone(),
+                message: format!(
+                    "{}: No such file or directory (expected a Python file or a directory)",
+                    p.display()
+                ),
+            });
+        }
+        let walker = ignore::WalkBuilder::new(p)
+            .require_git(false)
+            .follow_links(false)
+            .build();
+        for entry in walker {
+            let entry = entry.map_err(|e| ReadError {
+                path: p.clone(),
+                message: format!("{}: {e}", p.display()),
+            })?;
+            let path = entry.path();
+            if entry.file_type().is_some_and(|t| t.is_file())
+                && path.extension().is_some_and(|e| e == "py" || e == "pyi")
+            {
+                files.push(path.to_path_buf());
+            }
+        }
+    }
+    files.sort();
+    files.dedup();
+    Ok(files)
+}
+
+fn display_path(p: &Path) -> String {
+    let s = p.to_string_lossy();
+    s.strip_prefix("./").unwrap_or(&s).to_string()
+}
+
+/// Lints files in parallel, then runs project-level rules, then applies noqa and selection.
+/// Files that cannot be read (or are not UTF-8) are returned as errors, the rest still linted.
+pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>, Vec<ReadError>) {
+    let results: Vec<Result<(FileReport, Facts), ReadError>> = files
+        .par_iter()
+        .map(|path| {
+            let bytes = std::fs::read(path).map_err(|e| ReadError {
+                path: path.clone(),
+                message: format!("{}: {e}", path.display()),
+            })?;
+            let source = String::from_utf8(bytes).map_err(|e| ReadError {
+                path: path.clone(),
+                message: format!(
+                    "{}: not UTF-8 text (byte {}); expected a Python source file",
+                    path.display(),
+                    e.utf8_error().valid_up_to()
+                ),
+            })?;
+            let display = display_path(path);
+            let lint = lint_source(&display, &source);
+            Ok((
+                FileReport {
+                    path: path.clone(),
+                    display,
+                    source,
+                    findings: lint.findings,
+                },
+                lint.facts,
+            ))
+        })
+        .collect();
+    let mut reports = Vec::new();
+    let mut facts = Vec::new();
+    let mut errors = Vec::new();
+    for r in results {
+        match r {
+            Ok((rep, f)) => {
+                facts.push(f);
+                reports.push(rep);
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    rules::opset_too_low::check_project(&mut reports, &facts);
+    for rep in &mut reports {
+        let findings = std::mem::take(&mut rep.findings);
+        let mut kept: Vec<Finding> = apply_noqa(&rep.source, findings)
+            .into_iter()
+            .filter(|f| selection.enabled(&f.diagnostic.code))
+            .collect();
+        kept.sort_by_key(|f| match f.diagnostic.location {
+            Location::Source { line, column, .. } => (line, column),
+            _ => (0, 0),
+        });
+        kept.dedup_by(|a, b| {
+            a.diagnostic.code == b.diagnostic.code && a.diagnostic.location == b.diagnostic.location
+        });
+        rep.findings = kept;
+    }
+    (reports, errors)
+}

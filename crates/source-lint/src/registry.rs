@@ -1,0 +1,132 @@
+//! The rule table: one row per rule, dispatched from here. A rule's documentation is the `//!`
+//! comment at the top of its own file (`src/rules/<name>.rs`), read through `include_str!`.
+
+use crate::rules;
+use diagnostics::{RuleInfo, Severity};
+
+/// Whether a rule can rewrite the code for the user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FixKind {
+    /// Findings carry no edit.
+    None,
+    /// The edit keeps what the code computes; `lint --fix` applies it.
+    Safe,
+    /// The edit may change behaviour; it is shown as a suggestion and never applied.
+    Unsafe,
+}
+
+impl FixKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FixKind::None => "none",
+            FixKind::Safe => "safe",
+            FixKind::Unsafe => "unsafe",
+        }
+    }
+}
+
+/// One lint rule.
+#[derive(Debug)]
+pub struct Rule {
+    /// Stable code, `ODL` + three digits.
+    pub code: &'static str,
+    /// Kebab-case name of the pattern the rule flags.
+    pub name: &'static str,
+    pub severity: Severity,
+    pub fix: FixKind,
+    /// One line: what the rule flags.
+    pub summary: &'static str,
+    /// The text of the rule's own source file; its leading `//!` block is the documentation.
+    pub source: &'static str,
+}
+
+/// The documentation sections every rule must have, in order.
+pub const SECTIONS: [&str; 4] = ["What it does", "Why is this bad?", "Example", "Fix"];
+
+impl Rule {
+    /// The rule's documentation: the leading `//!` lines of its file, markers stripped.
+    pub fn doc(&self) -> String {
+        let mut out = String::new();
+        for line in self.source.lines() {
+            let Some(rest) = line.strip_prefix("//!") else {
+                break;
+            };
+            out.push_str(rest.strip_prefix(' ').unwrap_or(rest));
+            out.push('\n');
+        }
+        out
+    }
+
+    /// The body of one `## <name>` section of the documentation, if present and not empty.
+    pub fn section(&self, name: &str) -> Option<String> {
+        let doc = self.doc();
+        let header = format!("## {name}");
+        let mut lines = doc.lines().skip_while(|l| l.trim_end() != header);
+        lines.next()?;
+        let body: Vec<&str> = lines.take_while(|l| !l.starts_with("## ")).collect();
+        let body = body.join("\n").trim().to_string();
+        (!body.is_empty()).then_some(body)
+    }
+
+    pub fn info(&self) -> RuleInfo {
+        RuleInfo {
+            code: self.code.into(),
+            name: self.name.into(),
+            summary: self.summary.into(),
+        }
+    }
+}
+
+/// Every rule, in code order.
+pub static RULES: &[&Rule] = &[
+    &rules::syntax_error::RULE,
+    &rules::mask_index_assignment::RULE,
+    &rules::loop_slice_assignment::RULE,
+    &rules::inplace_index_write::RULE,
+    &rules::tensor_to_python::RULE,
+    &rules::tensor_condition::RULE,
+    &rules::training_branch::RULE,
+    &rules::data_dependent_shape::RULE,
+    &rules::repeat_interleave::RULE,
+    &rules::einsum::RULE,
+    &rules::grid_sample::RULE,
+    &rules::mha_fast_path::RULE,
+    &rules::autograd_function_without_symbolic::RULE,
+    &rules::deprecated_upsample::RULE,
+    &rules::interpolate_align_corners::RULE,
+    &rules::device_literal::RULE,
+    &rules::python_int_size::RULE,
+    &rules::export_without_eval::RULE,
+    &rules::dynamic_axes_unknown_name::RULE,
+    &rules::keep_initializers_as_inputs::RULE,
+    &rules::opset_too_low::RULE,
+];
+
+/// Looks a rule up by code (case-insensitive) or by name.
+pub fn rule(code_or_name: &str) -> Option<&'static Rule> {
+    RULES
+        .iter()
+        .copied()
+        .find(|r| r.code.eq_ignore_ascii_case(code_or_name) || r.name == code_or_name)
+}
+
+/// The rule table of docs/rules.md, generated from the registry.
+pub fn rules_markdown() -> String {
+    let mut out = String::from(
+        "# Source lint rules\n\n\
+         Generated from the rule registry (`crates/source-lint/src/registry.rs`); a test keeps this \
+         file in step with it. `onnx-doctor explain CODE` prints a rule's full documentation.\n\n\
+         | code | name | what it flags | severity | fix |\n|---|---|---|---|---|\n",
+    );
+    for r in RULES {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} |\n",
+            r.code,
+            r.name,
+            r.summary.replace('|', "\\|"),
+            r.severity.as_str(),
+            r.fix.as_str()
+        ));
+    }
+    out
+}

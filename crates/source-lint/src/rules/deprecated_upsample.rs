@@ -1,0 +1,98 @@
+//! ## What it does
+//! Flags the deprecated `F.upsample`, `F.upsample_nearest` and `F.upsample_bilinear`.
+//!
+//! ## Why is this bad?
+//! They are thin deprecated wrappers over `F.interpolate` (`torch/nn/functional.py`:
+//! "This function is deprecated in favor of torch.nn.functional.interpolate"), warn on every
+//! call, and hide the `align_corners` choice: `upsample_bilinear` means `align_corners=True`,
+//! which exports as `Resize` with `coordinate_transformation_mode="align_corners"`, a mode some
+//! backends implement differently from PyTorch.
+//!
+//! ## Example
+//! ```python
+//! y = F.upsample(x, scale_factor=2, mode="nearest")
+//! z = F.upsample_bilinear(x, scale_factor=2)
+//! ```
+//!
+//! ## Fix
+//! Call `F.interpolate` with the same arguments (safe fix; for the `_bilinear`/`_nearest`
+//! variants the fix spells out the mode they imply):
+//! ```python
+//! y = F.interpolate(x, scale_factor=2, mode="nearest")
+//! z = F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=True)
+//! ```
+
+use crate::checker::Checker;
+use crate::registry::{FixKind, Rule};
+use crate::rules::append_argument;
+use crate::Edit;
+use diagnostics::Severity;
+use ruff_python_ast::{self as ast, Expr};
+use ruff_text_size::Ranged;
+
+pub(crate) const RULE: Rule = Rule {
+    code: "ODL013",
+    name: "deprecated-upsample",
+    severity: Severity::Warning,
+    fix: FixKind::Safe,
+    summary: "deprecated `F.upsample*`: use `F.interpolate`",
+    source: include_str!("deprecated_upsample.rs"),
+};
+
+pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
+    let Some(q) = ch.torch_fn(call) else { return };
+    let extra = match q.as_str() {
+        "torch.nn.functional.upsample" => "",
+        "torch.nn.functional.upsample_nearest" => ", mode=\"nearest\"",
+        "torch.nn.functional.upsample_bilinear" => ", mode=\"bilinear\", align_corners=True",
+        _ => return,
+    };
+    let name = q.rsplit('.').next().unwrap_or("upsample").to_string();
+    let i = ch.report(
+        &RULE,
+        call.func.range(),
+        format!("`{name}` is deprecated; `F.interpolate` is the supported spelling"),
+    );
+    ch.help(i, format!("use `F.interpolate(...{extra})`"));
+    // Only an attribute spelling (`F.upsample`, `torch.nn.functional.upsample`) can be renamed
+    // without touching imports.
+    let Expr::Attribute(a) = call.func.as_ref() else {
+        ch.fix(
+            i,
+            "replace with `interpolate` (and import it)",
+            false,
+            vec![],
+        );
+        return;
+    };
+    let has_kw = |k: &str| {
+        call.arguments
+            .keywords
+            .iter()
+            .any(|kw| kw.arg.as_ref().is_some_and(|x| x.id.as_str() == k))
+    };
+    if !extra.is_empty()
+        && (has_kw("mode") || has_kw("align_corners") || call.arguments.args.len() > 3)
+    {
+        ch.fix(i, "replace with `interpolate`", false, vec![]);
+        return;
+    }
+    let mut edits = vec![Edit {
+        start: a.attr.range().start().to_usize(),
+        end: a.attr.range().end().to_usize(),
+        content: "interpolate".into(),
+    }];
+    if !extra.is_empty() {
+        edits.push(append_argument(
+            ch.source,
+            call,
+            extra.trim_start_matches(", "),
+        ));
+    }
+    ch.fix(
+        i,
+        format!("replace with `interpolate(...{extra})`"),
+        true,
+        edits,
+    );
+}

@@ -1,0 +1,93 @@
+//! ## What it does
+//! Flags tensors placed on a device spelled as a literal inside model code:
+//! `torch.zeros(n, device="cuda")`, `torch.tensor(v, device=torch.device("cuda:0"))`,
+//! `t.cuda()`, `t.to("cuda")`.
+//!
+//! ## Why is this bad?
+//! The trace records the device of every tensor it creates. A literal device ties the module to
+//! one machine: exporting on a CPU-only host fails ("Torch not compiled with CUDA enabled" /
+//! "Expected all tensors to be on the same device"), and a model moved to another device mixes
+//! devices inside `forward`. The ONNX graph itself has no devices; the literal only makes the
+//! export and the PyTorch model fragile.
+//!
+//! ## Example
+//! ```python
+//! def forward(self, x):
+//!     pos = torch.arange(x.size(1), device="cuda")
+//!     return x + pos
+//! ```
+//!
+//! ## Fix
+//! Follow the input's device (or a registered buffer's):
+//! ```python
+//! def forward(self, x):
+//!     pos = torch.arange(x.size(1), device=x.device)
+//!     return x + pos
+//! ```
+
+use crate::checker::Checker;
+use crate::registry::{FixKind, Rule};
+use crate::rules::{keyword, string_literal};
+use diagnostics::Severity;
+use ruff_python_ast::{self as ast, Expr};
+use ruff_text_size::Ranged;
+
+pub(crate) const RULE: Rule = Rule {
+    code: "ODL015",
+    name: "device-literal",
+    severity: Severity::Warning,
+    fix: FixKind::None,
+    summary:
+        "tensor created or moved with a literal device (`device=\"cuda\"`, `.cuda()`) in model code",
+    source: include_str!("device_literal.rs"),
+};
+
+fn literal_device<'e>(ch: &Checker, e: &'e Expr) -> Option<&'e str> {
+    let s = match e {
+        Expr::StringLiteral(_) => string_literal(e)?,
+        Expr::Call(c) if ch.torch_fn(c).is_some_and(|q| q == "torch.device") => {
+            string_literal(c.arguments.args.first()?)?
+        }
+        _ => return None,
+    };
+    let kind = s.split(':').next().unwrap_or(s);
+    matches!(kind, "cuda" | "cpu" | "mps" | "xpu" | "npu" | "hip").then_some(s)
+}
+
+pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
+    if !ch.in_model() {
+        return;
+    }
+    if let Some(k) = keyword(call, "device") {
+        if let Some(dev) = literal_device(ch, &k.value) {
+            let dev = dev.to_string();
+            let i = ch.report(&RULE, k.range(), format!("device \"{dev}\" is a literal in model code: the export is tied to that device"));
+            ch.help(i, "use the input's device: `device=x.device`");
+        }
+        return;
+    }
+    let Some((m, recv)) = ch.method(call) else {
+        return;
+    };
+    let hit = match m {
+        "cuda" => true,
+        "to" => call
+            .arguments
+            .args
+            .first()
+            .is_some_and(|a| literal_device(ch, a).is_some()),
+        _ => false,
+    };
+    if !hit || !ch.is_tensor(recv) {
+        return;
+    }
+    let i = ch.report(
+        &RULE,
+        call.func.range(),
+        format!("`.{m}(...)` moves a tensor to a literal device in model code"),
+    );
+    ch.help(
+        i,
+        "use `.to(x.device)` with an input tensor `x`, or register the tensor as a buffer",
+    );
+}

@@ -1,0 +1,68 @@
+//! ## What it does
+//! Flags `F.interpolate(...)` and `nn.Upsample(...)` in a linear mode (`linear`, `bilinear`,
+//! `bicubic`, `trilinear`) without an explicit `align_corners`.
+//!
+//! ## Why is this bad?
+//! `align_corners` decides the ONNX `Resize` attribute `coordinate_transformation_mode`
+//! (`align_corners` or `half_pixel`/`pytorch_half_pixel`). Leaving it implicit relies on a
+//! default that PyTorch warns about and that changed in 0.4.0; when the model is re-implemented
+//! or compared against another framework (TensorRT plugins, OpenCV, TF) the unstated mode is the
+//! usual source of off-by-half-pixel output differences after export.
+//!
+//! ## Example
+//! ```python
+//! y = F.interpolate(x, scale_factor=2, mode="bilinear")
+//! ```
+//!
+//! ## Fix
+//! State the default explicitly (safe fix: `align_corners=False` is what PyTorch uses when it
+//! is omitted):
+//! ```python
+//! y = F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
+//! ```
+
+use crate::checker::Checker;
+use crate::registry::{FixKind, Rule};
+use crate::rules::{append_argument, argument, string_literal};
+use diagnostics::Severity;
+use ruff_python_ast as ast;
+use ruff_text_size::Ranged;
+
+pub(crate) const RULE: Rule = Rule {
+    code: "ODL014",
+    name: "interpolate-align-corners",
+    severity: Severity::Info,
+    fix: FixKind::Safe,
+    summary: "`F.interpolate`/`nn.Upsample` in a linear mode without explicit `align_corners`",
+    source: include_str!("interpolate_align_corners.rs"),
+};
+
+pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
+    let Some(q) = ch.torch_fn(call) else { return };
+    let (mode_pos, corners_pos) = match q.as_str() {
+        "torch.nn.functional.interpolate" => (3, 4),
+        "torch.nn.Upsample" | "torch.nn.modules.upsampling.Upsample" => (2, 3),
+        _ => return,
+    };
+    let Some(mode) = argument(call, "mode", mode_pos).and_then(string_literal) else {
+        return;
+    };
+    if !matches!(mode, "linear" | "bilinear" | "bicubic" | "trilinear") {
+        return;
+    }
+    if argument(call, "align_corners", corners_pos).is_some() {
+        return;
+    }
+    let mode = mode.to_string();
+    let i = ch.report(
+        &RULE,
+        call.func.range(),
+        format!("mode=\"{mode}\" without `align_corners`: the exported Resize coordinate mode is left implicit"),
+    );
+    ch.help(
+        i,
+        "pass `align_corners=False` (the default) or `True` explicitly",
+    );
+    let edit = append_argument(ch.source, call, "align_corners=False");
+    ch.fix(i, "add `align_corners=False`", true, vec![edit]);
+}

@@ -1,0 +1,75 @@
+//! ## What it does
+//! Flags `torch.onnx.export(..., keep_initializers_as_inputs=True)`.
+//!
+//! ## Why is this bad?
+//! Every weight becomes a graph input as well as an initializer. Since IR version 4 ONNX does not
+//! need this, and runtimes treat such initializers as overridable defaults: ONNX Runtime cannot
+//! constant-fold through them (its graph optimizer warns that the initializer "appears in graph
+//! inputs and will not be treated as constant value/weight"), TensorRT sees them as network
+//! inputs, and `onnxsim`/constant folding are blocked. The model gets slower and harder to
+//! optimise for no benefit.
+//!
+//! ## Example
+//! ```python
+//! torch.onnx.export(model, (x,), "m.onnx", keep_initializers_as_inputs=True)
+//! ```
+//!
+//! ## Fix
+//! Drop the argument or pass `False` (unsafe fix: it changes the model's input list, which
+//! matters only if a caller feeds weights as inputs):
+//! ```python
+//! torch.onnx.export(model, (x,), "m.onnx", keep_initializers_as_inputs=False)
+//! ```
+
+use crate::checker::Checker;
+use crate::registry::{FixKind, Rule};
+use crate::rules::export_without_eval::is_export;
+use crate::rules::keyword;
+use crate::Edit;
+use diagnostics::Severity;
+use ruff_python_ast::{self as ast, Expr};
+use ruff_text_size::Ranged;
+
+pub(crate) const RULE: Rule = Rule {
+    code: "ODL019",
+    name: "keep-initializers-as-inputs",
+    severity: Severity::Warning,
+    fix: FixKind::Unsafe,
+    summary:
+        "`keep_initializers_as_inputs=True` makes weights graph inputs and blocks optimisation",
+    source: include_str!("keep_initializers_as_inputs.rs"),
+};
+
+pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
+    if !is_export(ch, call) {
+        return;
+    }
+    let Some(k) = keyword(call, "keep_initializers_as_inputs") else {
+        return;
+    };
+    let Expr::BooleanLiteral(b) = &k.value else {
+        return;
+    };
+    if !b.value {
+        return;
+    }
+    let i = ch.report(
+        &RULE,
+        k.range(),
+        "`keep_initializers_as_inputs=True` exports every weight as a graph input",
+    );
+    ch.help(
+        i,
+        "drop it (or pass False) unless a caller really feeds weights at run time",
+    );
+    ch.fix(
+        i,
+        "set `keep_initializers_as_inputs=False`",
+        false,
+        vec![Edit {
+            start: b.range().start().to_usize(),
+            end: b.range().end().to_usize(),
+            content: "False".into(),
+        }],
+    );
+}

@@ -1,0 +1,83 @@
+//! ## What it does
+//! Flags per-sample writes inside a Python loop whose slice bound depends on the loop variable
+//! or on data: `for i in range(B): x[i, n[i]:] = 0`.
+//!
+//! ## Why is this bad?
+//! Tracing runs the loop and records every iteration: the loop count is frozen to the example
+//! batch, and each `n[i]` used as a slice bound is read as a Python number, so the exported graph
+//! holds the example's lengths as constants (the exporter warns "Converting a tensor to a Python
+//! index"). Exporting the ragged per-row writes also yields `index_put` chains that fail with
+//! "Only consecutive 1-d tensor indices are supported". The model exports, or fails, but never
+//! generalises to another batch.
+//!
+//! ## Example
+//! ```python
+//! def forward(self, x, lengths):
+//!     for i in range(x.size(0)):
+//!         x[i, lengths[i]:] = 0
+//!     return x
+//! ```
+//!
+//! ## Fix
+//! Build the whole mask at once by broadcasting positions against lengths:
+//! ```python
+//! def forward(self, x, lengths):
+//!     pos = torch.arange(x.size(1), device=x.device).unsqueeze(0)
+//!     keep = pos < lengths.unsqueeze(1)
+//!     return x * keep.unsqueeze(-1).to(x.dtype)
+//! ```
+
+use crate::checker::Checker;
+use crate::registry::{FixKind, Rule};
+use crate::rules::{index_elements, mentions};
+use diagnostics::Severity;
+use ruff_python_ast::{self as ast, Expr};
+use ruff_text_size::Ranged;
+
+pub(crate) const RULE: Rule = Rule {
+    code: "ODL002",
+    name: "loop-slice-assignment",
+    severity: Severity::Error,
+    fix: FixKind::None,
+    summary: "per-sample slice assignment in a Python loop (`for i in range(B): x[i, n[i]:] = 0`)",
+    source: include_str!("loop_slice_assignment.rs"),
+};
+
+fn is_constant(e: &Expr) -> bool {
+    matches!(e, Expr::NumberLiteral(_))
+        || matches!(e, Expr::UnaryOp(u) if matches!(u.operand.as_ref(), Expr::NumberLiteral(_)))
+}
+
+pub(crate) fn check_store(ch: &mut Checker, target: &ast::ExprSubscript) -> bool {
+    if !ch.in_model() || ch.loops.is_empty() {
+        return false;
+    }
+    let loop_vars: Vec<String> = ch.loops.iter().flat_map(|l| l.targets.clone()).collect();
+    let elements = index_elements(&target.slice);
+    let indexed_by_loop = elements
+        .iter()
+        .any(|e| !matches!(e, Expr::Slice(_)) && mentions(e, &loop_vars));
+    let variable_slice = elements.iter().any(|e| match e {
+        Expr::Slice(s) => [&s.lower, &s.upper].into_iter().flatten().any(|b| {
+            !is_constant(b)
+                && (mentions(b, &loop_vars)
+                    || ch.is_tensor(b)
+                    || matches!(b.as_ref(), Expr::Subscript(_)))
+        }),
+        _ => false,
+    });
+    if !(indexed_by_loop && variable_slice) {
+        return false;
+    }
+    let text = ch.text(target.range()).to_string();
+    let i = ch.report(
+        &RULE,
+        target.range(),
+        format!("`{text} = ...` in a loop: the loop and each slice bound are frozen at export"),
+    );
+    ch.help(
+        i,
+        "build a [B, T] mask with `torch.arange(T) < lengths.unsqueeze(1)` and apply it with `torch.where` or a multiply",
+    );
+    true
+}

@@ -1,0 +1,93 @@
+//! ## What it does
+//! Flags writes through a boolean mask: `x[mask] = v`, `x[x < 0] = 0`, `x[~m] += v`, when the
+//! index is a comparison, an inverted or combined mask, or a local bound to one.
+//!
+//! ## Why is this bad?
+//! A masked write traces to `aten::index_put`. The exporter has no `index_put` before opset 11
+//! (`symbolic_opset9.index_put` refuses tensor indices), and from opset 11 it lowers a boolean
+//! index to `masked_fill` for a scalar value or to `NonZero` + `ScatterND` otherwise
+//! (`symbolic_opset11.index_put`): a data-dependent shape inside the graph that TensorRT and
+//! many edge runtimes handle poorly or not at all. Combined with other indices the exporter
+//! stops with "Only consecutive 1-d tensor indices are supported in exporting aten::index_put".
+//!
+//! ## Example
+//! ```python
+//! def forward(self, logits, mask):
+//!     logits[~mask] = float("-inf")
+//!     return logits
+//! ```
+//!
+//! ## Fix
+//! Compute the result with `torch.where` (or `masked_fill`), which export as a single `Where`.
+//! Mind broadcasting: `torch.where` aligns the mask from the right, indexing from the left, so a
+//! `[B, T]` mask over a `[B, T, D]` tensor needs `mask.unsqueeze(-1)`.
+//! ```python
+//! def forward(self, logits, mask):
+//!     return logits.masked_fill(~mask, float("-inf"))
+//! ```
+
+use crate::checker::Checker;
+use crate::registry::{FixKind, Rule};
+use crate::rules::index_elements;
+use crate::Edit;
+use diagnostics::Severity;
+use ruff_python_ast::{self as ast, Expr, Stmt};
+use ruff_text_size::Ranged;
+
+pub(crate) const RULE: Rule = Rule {
+    code: "ODL001",
+    name: "mask-index-assignment",
+    severity: Severity::Warning,
+    fix: FixKind::Unsafe,
+    summary: "assignment through a boolean mask (`x[mask] = v`) exports as aten::index_put",
+    source: include_str!("mask_index_assignment.rs"),
+};
+
+/// Returns whether it reported, so other store rules stay quiet on the same line.
+pub(crate) fn check_store(
+    ch: &mut Checker,
+    target: &ast::ExprSubscript,
+    stmt: &Stmt,
+    aug: bool,
+) -> bool {
+    if !ch.in_model() {
+        return false;
+    }
+    let elements = index_elements(&target.slice);
+    if !elements.iter().any(|e| ch.is_bool_mask(e)) {
+        return false;
+    }
+    let base = ch.text(target.value.range()).to_string();
+    let mask = ch.text(target.slice.range()).to_string();
+    let i = ch.report(
+        &RULE,
+        target.range(),
+        format!(
+            "`{base}[{mask}] {}` writes through a boolean mask: exports as aten::index_put",
+            if aug { "op=" } else { "=" }
+        ),
+    );
+    ch.help(
+        i,
+        "compute the result out of place: `x = torch.where(mask, value, x)` or `x = x.masked_fill(mask, value)`",
+    );
+    // A suggested rewrite for the plain single-mask case; unsafe: it is no longer in place and
+    // `torch.where` broadcasts the mask from the right.
+    if let (Stmt::Assign(a), false, Expr::Name(_)) = (stmt, aug, target.value.as_ref()) {
+        if a.targets.len() == 1 && elements.len() == 1 {
+            let value = ch.text(a.value.range()).to_string();
+            let content = format!("{base} = torch.where({mask}, {value}, {base})");
+            ch.fix(
+                i,
+                format!("replace with `{content}`"),
+                false,
+                vec![Edit {
+                    start: a.range().start().to_usize(),
+                    end: a.range().end().to_usize(),
+                    content,
+                }],
+            );
+        }
+    }
+    true
+}

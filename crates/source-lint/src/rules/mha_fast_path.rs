@@ -1,0 +1,65 @@
+//! ## What it does
+//! Flags `nn.MultiheadAttention`, `nn.TransformerEncoderLayer` and `nn.TransformerEncoder`
+//! built with `batch_first=True`, the configuration that can take PyTorch's fused "fast path".
+//!
+//! ## Why is this bad?
+//! In eval mode, with autograd off (`torch.no_grad()`/`inference_mode`, or parameters that do
+//! not require grad), batch-first self-attention dispatches to `aten::_native_multi_head_attention`
+//! (`torch/nn/modules/activation.py`, `MultiheadAttention.forward`, the `why_not_fast_path`
+//! checks). The TorchScript exporter has no symbolic for it and stops with "Exporting the operator
+//! 'aten::_native_multi_head_attention' to ONNX opset version N is not supported" (pytorch#143107).
+//!
+//! ## Example
+//! ```python
+//! self.attn = nn.MultiheadAttention(256, 8, batch_first=True)
+//! ...
+//! with torch.no_grad():
+//!     torch.onnx.export(model.eval(), (x,), "m.onnx")
+//! ```
+//!
+//! ## Fix
+//! Turn the fast path off around the export (`torch.backends.mha.set_fastpath_enabled`), or
+//! export with autograd enabled, or use the `dynamo=True` exporter which decomposes attention:
+//! ```python
+//! torch.backends.mha.set_fastpath_enabled(False)
+//! torch.onnx.export(model.eval(), (x,), "m.onnx")
+//! ```
+
+use crate::checker::Checker;
+use crate::registry::{FixKind, Rule};
+use crate::rules::keyword;
+use diagnostics::Severity;
+use ruff_python_ast::{self as ast, Expr};
+use ruff_text_size::Ranged;
+
+pub(crate) const RULE: Rule = Rule {
+    code: "ODL011",
+    name: "mha-fast-path",
+    severity: Severity::Warning,
+    fix: FixKind::None,
+    summary: "batch-first `nn.MultiheadAttention`/`TransformerEncoderLayer` can hit `_native_multi_head_attention`, which does not export",
+    source: include_str!("mha_fast_path.rs"),
+};
+
+pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
+    let Some(q) = ch.torch_fn(call) else { return };
+    let short = match q.as_str() {
+        "torch.nn.MultiheadAttention" | "torch.nn.modules.activation.MultiheadAttention" => {
+            "MultiheadAttention"
+        }
+        "torch.nn.TransformerEncoderLayer" => "TransformerEncoderLayer",
+        "torch.nn.TransformerEncoder" => "TransformerEncoder",
+        _ => return,
+    };
+    let batch_first = keyword(call, "batch_first")
+        .is_some_and(|k| matches!(k.value, Expr::BooleanLiteral(ref b) if b.value));
+    if !batch_first {
+        return;
+    }
+    let i = ch.report(
+        &RULE,
+        call.func.range(),
+        format!("batch-first `nn.{short}` takes the `_native_multi_head_attention` fast path in eval/no-grad, which the exporter cannot export"),
+    );
+    ch.help(i, "call `torch.backends.mha.set_fastpath_enabled(False)` before exporting, or export with `dynamo=True`");
+}

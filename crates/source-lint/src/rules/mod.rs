@@ -1,0 +1,119 @@
+//! One file per rule. Each file's `//!` comment is the rule's documentation (sections
+//! `## What it does`, `## Why is this bad?`, `## Example`, `## Fix`), its `RULE` constant the
+//! row of the registry, and its `check_*` functions the hooks the checker calls.
+
+pub(crate) mod autograd_function_without_symbolic;
+pub(crate) mod data_dependent_shape;
+pub(crate) mod deprecated_upsample;
+pub(crate) mod device_literal;
+pub(crate) mod dynamic_axes_unknown_name;
+pub(crate) mod einsum;
+pub(crate) mod export_without_eval;
+pub(crate) mod grid_sample;
+pub(crate) mod inplace_index_write;
+pub(crate) mod interpolate_align_corners;
+pub(crate) mod keep_initializers_as_inputs;
+pub(crate) mod loop_slice_assignment;
+pub(crate) mod mask_index_assignment;
+pub(crate) mod mha_fast_path;
+pub(crate) mod opset_too_low;
+pub(crate) mod python_int_size;
+pub(crate) mod repeat_interleave;
+pub(crate) mod syntax_error;
+pub(crate) mod tensor_condition;
+pub(crate) mod tensor_to_python;
+pub(crate) mod training_branch;
+
+use ruff_python_ast::{self as ast, Expr};
+
+/// The value of keyword argument `name`.
+pub(crate) fn keyword<'a>(call: &'a ast::ExprCall, name: &str) -> Option<&'a ast::Keyword> {
+    call.arguments
+        .keywords
+        .iter()
+        .find(|k| k.arg.as_ref().is_some_and(|a| a.id.as_str() == name))
+}
+
+/// The argument bound to parameter `name` at `position` (keyword first, then positional).
+pub(crate) fn argument<'a>(
+    call: &'a ast::ExprCall,
+    name: &str,
+    position: usize,
+) -> Option<&'a Expr> {
+    keyword(call, name)
+        .map(|k| &k.value)
+        .or_else(|| call.arguments.args.get(position))
+}
+
+pub(crate) fn string_literal(e: &Expr) -> Option<&str> {
+    match e {
+        Expr::StringLiteral(s) => Some(s.value.to_str()),
+        _ => None,
+    }
+}
+
+pub(crate) fn int_literal(e: &Expr) -> Option<u32> {
+    match e {
+        Expr::NumberLiteral(n) => match &n.value {
+            ast::Number::Int(i) => i.as_u64().and_then(|v| u32::try_from(v).ok()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Whether the expression mentions a name in `names`.
+pub(crate) fn mentions(e: &Expr, names: &[String]) -> bool {
+    use ruff_python_ast::visitor::{self, Visitor};
+    struct Find<'n> {
+        names: &'n [String],
+        found: bool,
+    }
+    impl<'a> Visitor<'a> for Find<'_> {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if let Expr::Name(n) = e {
+                if self.names.iter().any(|x| x == n.id.as_str()) {
+                    self.found = true;
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut f = Find {
+        names,
+        found: false,
+    };
+    f.visit_expr(e);
+    f.found
+}
+
+/// The elements of a subscript's index (`x[a, b:c]` → `[a, b:c]`).
+pub(crate) fn index_elements(slice: &Expr) -> Vec<&Expr> {
+    match slice {
+        Expr::Tuple(t) => t.elts.iter().collect(),
+        e => vec![e],
+    }
+}
+
+/// An edit that appends `arg` (e.g. `align_corners=False`) to a call's argument list, after the
+/// last argument, with or without a separating comma as the call needs.
+pub(crate) fn append_argument(source: &str, call: &ast::ExprCall, arg: &str) -> crate::Edit {
+    use ruff_text_size::Ranged;
+    let r = call.arguments.range();
+    let (start, end) = (r.start().to_usize(), r.end().to_usize());
+    let inner = &source[start + 1..end - 1];
+    let trimmed = inner.trim_end();
+    let at = start + 1 + trimmed.len();
+    let content = if trimmed.trim_start().is_empty() {
+        arg.to_string()
+    } else if trimmed.ends_with(',') {
+        format!(" {arg}")
+    } else {
+        format!(", {arg}")
+    };
+    crate::Edit {
+        start: at,
+        end: at,
+        content,
+    }
+}

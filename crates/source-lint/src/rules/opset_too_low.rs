@@ -1,0 +1,149 @@
+//! ## What it does
+//! Compares each `torch.onnx.export(..., opset_version=N)` with the ops used anywhere in the
+//! linted files, and flags the call when one of them needs a newer opset. Needs recorded (each
+//! the first opset with a symbolic in `torch/onnx/.../symbolic_opsetN.py`): `F.grid_sample` 16,
+//! `scatter_reduce` 16, `torch.einsum` 12, `unique` 11, `tril`/`triu` 14,
+//! `F.scaled_dot_product_attention` 14, `F.fold` 18.
+//!
+//! ## Why is this bad?
+//! The export fails with "Exporting the operator 'aten::grid_sampler' to ONNX opset version 11
+//! is not supported" only after tracing the whole model, often in a CI job far from the code that
+//! introduced the op; or, for ops with an emulation at the lower opset, the model exports with a
+//! slower or less exact lowering.
+//!
+//! ## Example
+//! ```python
+//! # model.py
+//! y = F.grid_sample(x, grid, align_corners=False)
+//! # export.py
+//! torch.onnx.export(model, (x,), "m.onnx", opset_version=11)
+//! ```
+//!
+//! ## Fix
+//! Raise `opset_version` to the highest need (suggested as an unsafe fix: the target runtime must
+//! support that opset):
+//! ```python
+//! torch.onnx.export(model, (x,), "m.onnx", opset_version=16)
+//! ```
+
+use crate::checker::{Checker, ExportSite};
+use crate::registry::{FixKind, Rule};
+use crate::rules::export_without_eval::is_export;
+use crate::rules::{int_literal, keyword};
+use crate::{Edit, Facts, FileReport, Finding, LineIndex, OpsetNeed};
+use diagnostics::Severity;
+use diagnostics::{Diagnostic, Location};
+use ruff_python_ast as ast;
+use ruff_text_size::Ranged;
+
+pub(crate) const RULE: Rule = Rule {
+    code: "ODL020",
+    name: "opset-too-low",
+    severity: Severity::Error,
+    fix: FixKind::Unsafe,
+    summary: "`opset_version` lower than an op used in the project needs (e.g. grid_sample < 16)",
+    source: include_str!("opset_too_low.rs"),
+};
+
+/// Records export sites and the opset needs of ops the other rules do not track.
+pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
+    let (line, column) = ch
+        .index
+        .line_col(ch.source, call.range().start().to_usize());
+    if is_export(ch, call) {
+        let opset = keyword(call, "opset_version")
+            .and_then(|k| int_literal(&k.value).map(|v| (v, k.value.range())))
+            .or_else(|| {
+                call.arguments
+                    .args
+                    .get(10)
+                    .and_then(|a| int_literal(a).map(|v| (v, a.range())))
+            });
+        ch.facts.exports.push(ExportSite {
+            line,
+            column,
+            opset,
+        });
+        return;
+    }
+    let need = if let Some(q) = ch.torch_fn(call) {
+        match q.as_str() {
+            "torch.unique" | "torch.unique_consecutive" => Some(("unique", 11)),
+            "torch.tril" | "torch.triu" => Some(("tril/triu", 14)),
+            "torch.nn.functional.scaled_dot_product_attention" => {
+                Some(("scaled_dot_product_attention", 14))
+            }
+            "torch.nn.functional.fold" => Some(("fold (Col2Im)", 18)),
+            "torch.scatter_reduce" => Some(("scatter_reduce", 16)),
+            _ => None,
+        }
+    } else if let Some((m, _)) = ch.method(call) {
+        match m {
+            "unique" => Some(("unique", 11)),
+            "tril" | "triu" | "tril_" | "triu_" => Some(("tril/triu", 14)),
+            "scatter_reduce" | "scatter_reduce_" => Some(("scatter_reduce", 16)),
+            _ => None,
+        }
+    } else {
+        None
+    };
+    if let Some((op, min_opset)) = need {
+        ch.facts.needs.push(OpsetNeed {
+            op,
+            min_opset,
+            file: ch.file.to_string(),
+            line,
+        });
+    }
+}
+
+/// After every file is linted: flag export sites whose opset is below a need anywhere.
+pub(crate) fn check_project(reports: &mut [FileReport], facts: &[Facts]) {
+    let needs: Vec<&OpsetNeed> = facts.iter().flat_map(|f| &f.needs).collect();
+    for (rep, f) in reports.iter_mut().zip(facts) {
+        let index = LineIndex::new(&rep.source);
+        for site in &f.exports {
+            let Some((opset, range)) = site.opset else {
+                continue;
+            };
+            let mut too_high: Vec<&&OpsetNeed> =
+                needs.iter().filter(|n| n.min_opset > opset).collect();
+            if too_high.is_empty() {
+                continue;
+            }
+            too_high.sort_by_key(|n| (std::cmp::Reverse(n.min_opset), n.file.clone(), n.line));
+            let top = too_high[0];
+            let mut ops: Vec<String> = Vec::new();
+            for n in &too_high {
+                let s = format!("{} (>= {}, {}:{})", n.op, n.min_opset, n.file, n.line);
+                if !ops.iter().any(|o| o.starts_with(&format!("{} ", n.op))) {
+                    ops.push(s);
+                }
+            }
+            let (line, column) = index.line_col(&rep.source, range.start().to_usize());
+            let d = Diagnostic::new(
+                RULE.code,
+                RULE.severity,
+                format!("opset_version={opset} is too low for {}", ops.join(", ")),
+                Location::Source {
+                    file: rep.display.clone(),
+                    line,
+                    column,
+                },
+            )
+            .with_help(format!(
+                "export with opset_version={} or later",
+                top.min_opset
+            ))
+            .with_fix(format!("set opset_version={}", top.min_opset), false);
+            rep.findings.push(Finding {
+                diagnostic: d,
+                edits: vec![Edit {
+                    start: range.start().to_usize(),
+                    end: range.end().to_usize(),
+                    content: top.min_opset.to_string(),
+                }],
+            });
+        }
+    }
+}

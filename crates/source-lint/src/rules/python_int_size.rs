@@ -1,0 +1,137 @@
+//! ## What it does
+//! Flags shape arguments that went through Python numbers in model code: `len(x)`,
+//! `int(x.size(0))`, `math.ceil(h / 2)`, `t.item()`/`.tolist()` values (directly or through a
+//! local) passed to `torch.arange`, `zeros`, `ones`, `full`, `empty`, `linspace`, `torch.tensor`,
+//! or to `view`, `reshape`, `expand`, `repeat`, `new_zeros`, `narrow`, `split`.
+//!
+//! ## Why is this bad?
+//! The tracer records `x.size(i)` and `x.shape[i]` as graph values, but a Python `int` is a
+//! constant: `len()` and `int()` return plain numbers, so the exported `Reshape`/`Range`/
+//! `ConstantOfShape` uses the example's size forever. With dynamic axes the model then fails
+//! ("The input tensor cannot be reshaped to the requested shape") or silently works on the
+//! example size only. The PyTorch ONNX docs list "avoid Python types and numpy" for this reason.
+//!
+//! ## Example
+//! ```python
+//! def forward(self, x):
+//!     n = len(x)
+//!     return x.view(n, -1)
+//! ```
+//!
+//! ## Fix
+//! Pass the size as the tracer sees it, without converting it:
+//! ```python
+//! def forward(self, x):
+//!     return x.view(x.size(0), -1)
+//! ```
+
+use crate::checker::Checker;
+use crate::registry::{FixKind, Rule};
+use diagnostics::Severity;
+use ruff_python_ast::{self as ast, Expr};
+use ruff_text_size::Ranged;
+
+pub(crate) const RULE: Rule = Rule {
+    code: "ODL016",
+    name: "python-int-size",
+    severity: Severity::Error,
+    fix: FixKind::None,
+    summary: "size turned into a Python int (`len(x)`, `int(x.size(0))`) feeding `arange`/`zeros`/`view`/`reshape`",
+    source: include_str!("python_int_size.rs"),
+};
+
+const TORCH_FACTORIES: &[&str] = &[
+    "arange",
+    "zeros",
+    "ones",
+    "empty",
+    "full",
+    "rand",
+    "randn",
+    "randint",
+    "linspace",
+    "eye",
+    "tensor",
+    "as_tensor",
+    "range",
+    "logspace",
+    "split",
+    "narrow",
+    "reshape",
+];
+const METHODS: &[&str] = &[
+    "view",
+    "reshape",
+    "expand",
+    "repeat",
+    "new_zeros",
+    "new_ones",
+    "new_empty",
+    "new_full",
+    "narrow",
+    "split",
+    "unflatten",
+    "tile",
+    "resize_",
+];
+
+fn args_of(call: &ast::ExprCall) -> Vec<&Expr> {
+    let mut v: Vec<&Expr> = Vec::new();
+    for a in call.arguments.args.iter() {
+        match a {
+            Expr::Tuple(t) => v.extend(t.elts.iter()),
+            Expr::List(t) => v.extend(t.elts.iter()),
+            Expr::Starred(s) => v.push(&s.value),
+            e => v.push(e),
+        }
+    }
+    for k in call.arguments.keywords.iter() {
+        if k.arg
+            .as_ref()
+            .is_some_and(|a| matches!(a.id.as_str(), "size" | "end" | "start" | "steps" | "shape"))
+        {
+            match &k.value {
+                Expr::Tuple(t) => v.extend(t.elts.iter()),
+                Expr::List(t) => v.extend(t.elts.iter()),
+                e => v.push(e),
+            }
+        }
+    }
+    v
+}
+
+pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
+    if !ch.in_model() {
+        return;
+    }
+    let op = if let Some(q) = ch.torch_fn(call) {
+        let last = q.rsplit('.').next().unwrap_or("");
+        if q.matches('.').count() != 1 || !TORCH_FACTORIES.contains(&last) {
+            return;
+        }
+        format!("torch.{last}")
+    } else if let Some((m, recv)) = ch.method(call) {
+        if !METHODS.contains(&m) || !ch.is_tensor(recv) {
+            return;
+        }
+        format!(".{m}()")
+    } else {
+        return;
+    };
+    // `torch.tensor(x.shape)` / `torch.tensor([h, w])` with sizes: a constant of the example's sizes.
+    let tensor_of_sizes = matches!(op.as_str(), "torch.tensor" | "torch.as_tensor")
+        && args_of(call).iter().any(|a| ch.is_size(a));
+    let Some(arg) = args_of(call)
+        .into_iter()
+        .find(|a| ch.is_frozen_int(a) || (tensor_of_sizes && ch.is_size(a)))
+    else {
+        return;
+    };
+    let text = ch.text(arg.range()).to_string();
+    let i = ch.report(
+        &RULE,
+        arg.range(),
+        format!("`{text}` is a Python number passed to `{op}`: the exported shape is frozen to the example's"),
+    );
+    ch.help(i, "pass `x.size(i)` / `x.shape[i]` directly (the tracer records them); avoid `len()`, `int()`, `math.*`, `.item()`");
+}

@@ -1,0 +1,84 @@
+//! ## What it does
+//! Flags tensor values turned into Python values inside model code: `.item()`, `.tolist()`,
+//! `.numpy()`, and `int(t)`, `float(t)`, `bool(t)` on a tensor.
+//!
+//! ## Why is this bad?
+//! The tracer cannot record a Python number: it reads the example's value once and bakes it into
+//! the graph as a constant (`TracerWarning: Converting a tensor to a Python number might cause
+//! the trace to be incorrect`). The exported model then computes with the example input's value
+//! for every input. `.numpy()` additionally leaves the graph altogether. `torch.export`
+//! (`dynamo=True`) instead stops on the data-dependent value ("Could not guard on
+//! data-dependent expression").
+//!
+//! ## Example
+//! ```python
+//! def forward(self, x):
+//!     k = int(x.max())
+//!     return x[:, :k]
+//! ```
+//!
+//! ## Fix
+//! Keep the value a tensor and use tensor ops (`torch.where`, `narrow` with tensor sizes,
+//! masks), or move the computation out of the exported module.
+//! ```python
+//! def forward(self, x):
+//!     keep = torch.arange(x.size(1)) < x.max()
+//!     return x * keep
+//! ```
+
+use crate::checker::Checker;
+use crate::registry::{FixKind, Rule};
+use diagnostics::Severity;
+use ruff_python_ast as ast;
+use ruff_text_size::Ranged;
+
+pub(crate) const RULE: Rule = Rule {
+    code: "ODL004",
+    name: "tensor-to-python",
+    severity: Severity::Error,
+    fix: FixKind::None,
+    summary: "`.item()`, `.tolist()`, `.numpy()`, `int(t)`, `float(t)` on a tensor in model code",
+    source: include_str!("tensor_to_python.rs"),
+};
+
+pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
+    if !ch.in_model() {
+        return;
+    }
+    if let Some((m, _)) = ch.method(call) {
+        if matches!(m, "item" | "tolist" | "numpy") && call.arguments.args.is_empty() {
+            let i = ch.report(
+                &RULE,
+                call.func.range(),
+                format!("`.{m}()` in model code: the value is frozen into the exported graph"),
+            );
+            ch.help(i, "keep it a tensor and use tensor ops; the tracer records Python numbers as constants");
+        }
+        return;
+    }
+    let Some(q) = ch.qualify(&call.func) else {
+        return;
+    };
+    let func = match q.as_str() {
+        "builtins.int" => "int",
+        "builtins.float" => "float",
+        "builtins.bool" => "bool",
+        _ => return,
+    };
+    let Some(arg) = call.arguments.args.first() else {
+        return;
+    };
+    if call.arguments.args.len() != 1 || !ch.is_tensor(arg) {
+        return;
+    }
+    let text = ch.text(arg.range()).to_string();
+    let i = ch.report(
+        &RULE,
+        call.range(),
+        format!("`{func}({text})` turns a tensor into a Python number: frozen at export"),
+    );
+    ch.help(
+        i,
+        "keep it a tensor; compare or mask with tensor ops instead",
+    );
+}

@@ -1,0 +1,238 @@
+//! Name resolution, noqa, fixes, directory walking and robustness, through the public API.
+
+use source_lint::{
+    apply_edits, apply_noqa, discover, lint_files, lint_source, noqa_codes, Selection,
+};
+use std::path::PathBuf;
+
+fn codes(src: &str) -> Vec<(usize, String)> {
+    let lint = lint_source("m.py", src);
+    let mut v: Vec<(usize, String)> = apply_noqa(src, lint.findings)
+        .iter()
+        .map(|f| (f.line(), f.diagnostic.code.clone()))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn names_resolve_through_imports() {
+    let src = "\
+import torch as T
+from torch.nn import functional as Fn
+from torch.nn.functional import interpolate as interp
+from torch import where, einsum as es
+
+class M(T.nn.Module):
+    def forward(self, x):
+        a = Fn.upsample(x, scale_factor=2)
+        b = interp(x, scale_factor=2, mode='bilinear')
+        c = where(x > 0)
+        d = es('ij->ji', x)
+        return a, b, c, d
+";
+    assert_eq!(
+        codes(src),
+        vec![
+            (8, "ODL013".into()),
+            (9, "ODL014".into()),
+            (10, "ODL007".into()),
+            (11, "ODL009".into())
+        ]
+    );
+}
+
+#[test]
+fn spelling_alone_is_not_enough() {
+    // Same method names on things that are not torch: numpy's where, a local `einsum`, no torch import.
+    let src = "\
+import numpy as np
+
+def einsum(*a):
+    return a
+
+class M:
+    def forward(self, x):
+        i = np.where(x > 0)
+        return einsum('ij', x), np.unique(x), i
+";
+    assert_eq!(codes(src), vec![]);
+    let with_torch = format!("import torch\n{src}");
+    assert_eq!(codes(&with_torch), vec![], "numpy calls stay numpy calls");
+}
+
+#[test]
+fn noqa_suppresses_listed_codes_only() {
+    assert_eq!(noqa_codes("x = 1"), None);
+    assert_eq!(noqa_codes("x = 1  # noqa"), Some(vec![]));
+    assert_eq!(
+        noqa_codes("x = 1  # noqa: ODL001, odl004 trailing"),
+        Some(vec!["ODL001".to_string(), "ODL004".to_string()])
+    );
+    let src = "\
+import torch
+
+class M(torch.nn.Module):
+    def forward(self, x):
+        a = x.item()  # noqa: ODL004
+        b = x.item()  # noqa: ODL001
+        c = x.item()  # noqa
+        d = x.item()  # noqa: ODL00
+        return a, b, c, d
+";
+    assert_eq!(codes(src), vec![(6, "ODL004".into())]);
+}
+
+#[test]
+fn safe_fixes_rewrite_and_relint_clean() {
+    let src = "\
+import torch
+import torch.nn.functional as F
+
+def up(x):
+    y = F.upsample(x, scale_factor=2)
+    z = F.upsample_bilinear(x, size=(4, 4),)
+    return F.interpolate(y, scale_factor=2, mode='bilinear'), z
+";
+    let lint = lint_source("m.py", src);
+    let edits: Vec<&source_lint::Edit> = lint
+        .findings
+        .iter()
+        .filter(|f| f.diagnostic.fix.as_ref().is_some_and(|x| x.safe))
+        .flat_map(|f| &f.edits)
+        .collect();
+    let (fixed, n) = apply_edits(src, &edits);
+    assert_eq!(n, 4);
+    assert_eq!(
+        fixed,
+        "\
+import torch
+import torch.nn.functional as F
+
+def up(x):
+    y = F.interpolate(x, scale_factor=2)
+    z = F.interpolate(x, size=(4, 4), mode=\"bilinear\", align_corners=True)
+    return F.interpolate(y, scale_factor=2, mode='bilinear', align_corners=False), z
+"
+    );
+    assert!(lint_source("m.py", &fixed).findings.is_empty(), "{fixed}");
+}
+
+#[test]
+fn unparseable_and_odd_input_is_a_finding_not_a_panic() {
+    for src in [
+        "def f(:\n",
+        "\u{feff}import torch\nx = 1\n",
+        "import torch\n\tif True:\n  x",
+        "",
+        "import torch\nclass A(torch.autograd.Function",
+        "import torch\n'''unterminated",
+        "import torch\nx[",
+    ] {
+        let lint = lint_source("bad.py", src);
+        for f in &lint.findings {
+            assert!(f.line() >= 1, "{src:?}");
+        }
+    }
+    let lint = lint_source("bad.py", "def f(:\n");
+    assert_eq!(lint.findings.len(), 1);
+    assert_eq!(lint.findings[0].diagnostic.code, "ODL000");
+}
+
+#[test]
+fn directories_are_walked_respecting_gitignore() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    std::fs::create_dir_all(p.join("pkg/sub")).unwrap();
+    std::fs::create_dir_all(p.join("build")).unwrap();
+    std::fs::create_dir_all(p.join(".hidden")).unwrap();
+    std::fs::write(p.join(".gitignore"), "build/\n").unwrap();
+    let hazard = "import torch\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n        return x.item()\n";
+    for f in [
+        "pkg/a.py",
+        "pkg/sub/b.py",
+        "build/c.py",
+        ".hidden/d.py",
+        "pkg/notes.txt",
+    ] {
+        std::fs::write(p.join(f), hazard).unwrap();
+    }
+    let files = discover(&[p.to_path_buf()]).unwrap();
+    let names: Vec<String> = files
+        .iter()
+        .map(|f| f.strip_prefix(p).unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec!["pkg/a.py", "pkg/sub/b.py"]);
+    let (reports, errors) = lint_files(&files, &Selection::default());
+    assert!(errors.is_empty());
+    assert_eq!(reports.iter().map(|r| r.findings.len()).sum::<usize>(), 2);
+    let err = discover(&[p.join("missing")]).unwrap_err();
+    assert!(
+        err.message.contains("missing") && err.message.contains("No such file"),
+        "{}",
+        err.message
+    );
+}
+
+#[test]
+fn unreadable_files_are_errors_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("latin1.py");
+    std::fs::write(&bad, b"x = '\xe9'\n").unwrap();
+    let (reports, errors) = lint_files(
+        &[bad.clone(), PathBuf::from("/nonexistent/zz.py")],
+        &Selection::default(),
+    );
+    assert!(reports.is_empty());
+    assert_eq!(errors.len(), 2);
+    assert!(errors[0].message.contains("latin1.py") && errors[0].message.contains("UTF-8"));
+    assert!(errors[1].message.contains("zz.py"));
+}
+
+#[test]
+fn project_rule_sees_ops_in_other_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("model.py");
+    let export = dir.path().join("export.py");
+    std::fs::write(
+        &model,
+        "import torch.nn.functional as F\n\ndef warp(x, g):\n    return F.grid_sample(x, g, align_corners=False)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &export,
+        "import torch\nfrom model import warp\nm = torch.nn.Identity().eval()\ntorch.onnx.export(m, (torch.zeros(1),), 'm.onnx', opset_version=13)\n",
+    )
+    .unwrap();
+    let sel = Selection {
+        select: vec!["ODL020".into()],
+        ignore: vec![],
+    };
+    let (reports, _) = lint_files(&[model.clone(), export.clone()], &sel);
+    let hits: Vec<_> = reports.iter().flat_map(|r| &r.findings).collect();
+    assert_eq!(hits.len(), 1);
+    assert!(
+        hits[0].diagnostic.message.contains("grid_sample (>= 16"),
+        "{}",
+        hits[0].diagnostic.message
+    );
+    assert!(hits[0].diagnostic.location.file().ends_with("export.py"));
+    // Alone, the export script has nothing to compare against.
+    let (reports, _) = lint_files(&[export], &sel);
+    assert!(reports[0].findings.is_empty());
+}
+
+#[test]
+fn selection_by_prefix_and_validation() {
+    let sel = Selection {
+        select: vec!["ODL01".into()],
+        ignore: vec!["ODL013".into()],
+    };
+    assert!(sel.enabled("ODL014") && !sel.enabled("ODL013") && !sel.enabled("ODL004"));
+    assert!(sel.validate().is_ok());
+    let bad = Selection {
+        select: vec!["E9".into()],
+        ignore: vec![],
+    };
+    assert!(bad.validate().unwrap_err().contains("E9"));
+}

@@ -1,0 +1,179 @@
+//! Rule fixtures: `tests/fixtures/rules/<CODE>.py` marks every expected hit with
+//! `# expect: <CODE>` on its line; every other line must stay quiet for that rule. The rendered
+//! findings (and the text after safe fixes) of each fixture are an insta snapshot.
+
+use source_lint::{apply_edits, lint_files, Selection, RULES, SECTIONS};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+fn crate_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn fixture(code: &str) -> PathBuf {
+    crate_dir()
+        .join("tests/fixtures/rules")
+        .join(format!("{code}.py"))
+}
+
+/// Lints files with the paths relative to the crate, so snapshots do not depend on the checkout.
+fn lint(paths: &[&Path], select: &[&str]) -> Vec<source_lint::FileReport> {
+    let cwd = crate_dir();
+    let rel: Vec<PathBuf> = paths
+        .iter()
+        .map(|p| p.strip_prefix(&cwd).unwrap_or(p).to_path_buf())
+        .collect();
+    let prev = std::env::current_dir().unwrap();
+    assert_eq!(
+        prev, cwd,
+        "cargo runs integration tests from the crate directory"
+    );
+    let sel = Selection {
+        select: select.iter().map(|s| s.to_string()).collect(),
+        ignore: vec![],
+    };
+    let (reports, errors) = lint_files(&rel, &sel);
+    assert!(errors.is_empty(), "{errors:?}");
+    reports
+}
+
+fn expected_lines(text: &str, code: &str) -> BTreeSet<usize> {
+    let marker = format!("# expect: {code}");
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains(&marker))
+        .map(|(i, _)| i + 1)
+        .collect()
+}
+
+#[test]
+fn every_rule_hits_exactly_its_marked_lines() {
+    for rule in RULES {
+        let path = fixture(rule.code);
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: every rule needs a fixture: {e}", path.display()));
+        let expected = expected_lines(&text, rule.code);
+        assert!(
+            !expected.is_empty(),
+            "{}: no `# expect: {}` marker",
+            path.display(),
+            rule.code
+        );
+        let reports = lint(&[&path], &[rule.code]);
+        let got: BTreeSet<usize> = reports[0].findings.iter().map(|f| f.line()).collect();
+        assert_eq!(
+            got, expected,
+            "{}: lines with {} findings",
+            rule.code, rule.code
+        );
+        for f in &reports[0].findings {
+            assert_eq!(f.diagnostic.code, rule.code);
+            assert_eq!(f.diagnostic.severity, rule.severity, "{}", rule.code);
+            if let Some(fix) = &f.diagnostic.fix {
+                assert!(
+                    rule.fix != source_lint::FixKind::None,
+                    "{} reports a fix",
+                    rule.code
+                );
+                if fix.safe {
+                    assert_eq!(rule.fix, source_lint::FixKind::Safe, "{}", rule.code);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn rendered_findings_and_fixes_per_rule() {
+    for rule in RULES {
+        let path = fixture(rule.code);
+        let reports = lint(&[&path], &[rule.code]);
+        let rep = &reports[0];
+        let diags: Vec<_> = rep.findings.iter().map(|f| f.diagnostic.clone()).collect();
+        let mut out = diagnostics::render_human(&diags, &|_| Some(rep.source.clone()));
+        let safe: Vec<&source_lint::Edit> = rep
+            .findings
+            .iter()
+            .filter(|f| f.diagnostic.fix.as_ref().is_some_and(|x| x.safe))
+            .flat_map(|f| &f.edits)
+            .collect();
+        if !safe.is_empty() {
+            let (fixed, n) = apply_edits(&rep.source, &safe);
+            out.push_str(&format!("\n--- after --fix ({n} edits) ---\n{fixed}"));
+        }
+        insta::assert_snapshot!(rule.code, out);
+    }
+}
+
+#[test]
+fn every_rule_documents_every_section() {
+    for rule in RULES {
+        for s in SECTIONS {
+            assert!(
+                rule.section(s).is_some(),
+                "{} ({}) lacks `## {s}`",
+                rule.code,
+                rule.name
+            );
+        }
+        let example = rule.section("Example").unwrap();
+        assert!(
+            example.contains("```python"),
+            "{}: Example needs a python block",
+            rule.code
+        );
+        assert!(
+            !rule.summary.is_empty()
+                && rule
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c == '-')
+        );
+    }
+    let mut codes: Vec<&str> = RULES.iter().map(|r| r.code).collect();
+    codes.sort();
+    codes.dedup();
+    assert_eq!(codes.len(), RULES.len(), "duplicate rule codes");
+}
+
+#[test]
+fn docs_rules_md_is_generated_from_the_registry() {
+    let path = crate_dir().join("../../docs/rules.md");
+    let want = source_lint::registry::rules_markdown();
+    let have = std::fs::read_to_string(&path).unwrap_or_default();
+    if have != want && std::env::var_os("UPDATE_DOCS").is_some() {
+        std::fs::write(&path, &want).unwrap();
+        return;
+    }
+    assert_eq!(
+        have, want,
+        "docs/rules.md is stale: rerun with UPDATE_DOCS=1"
+    );
+}
+
+#[test]
+fn mixed_fixture_detects_every_marked_hazard() {
+    // One module and export script with a hazard of every kind, as a user would write them.
+    let path = crate_dir().join("tests/fixtures/hazards.py");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let reports = lint(&[&path], &[]);
+    let got: BTreeSet<(usize, String)> = reports[0]
+        .findings
+        .iter()
+        .map(|f| (f.line(), f.diagnostic.code.clone()))
+        .collect();
+    let mut want = BTreeSet::new();
+    for (i, l) in text.lines().enumerate() {
+        if let Some(pos) = l.find("# expect: ") {
+            for code in l[pos + 10..].split(',') {
+                want.insert((i + 1, code.trim().to_string()));
+            }
+        }
+    }
+    let missed: Vec<_> = want.difference(&got).collect();
+    let extra: Vec<_> = got.difference(&want).collect();
+    assert!(
+        missed.is_empty() && extra.is_empty(),
+        "missed {missed:?}, unexpected {extra:?}"
+    );
+}
