@@ -12,6 +12,7 @@
 //! and error text and produces `diagnostics::Diagnostic`s.
 
 mod checker;
+pub mod explain;
 pub mod registry;
 mod rules;
 

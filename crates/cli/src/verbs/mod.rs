@@ -1,5 +1,6 @@
 //! The verb registry: one file per verb, each with `Args` and `run`.
 
+pub mod explain;
 pub mod inspect;
 pub mod lint;
 
@@ -11,11 +12,14 @@ pub enum Verb {
     Inspect(inspect::Args),
     /// Lint PyTorch source for ONNX export hazards (rules: docs/rules.md).
     Lint(lint::Args),
+    /// Explain an exporter / ONNX Runtime / TensorRT error or traceback, or a lint rule (CODE).
+    Explain(explain::Args),
 }
 
 pub fn run(verb: Verb) -> anyhow::Result<ExitCode> {
     match verb {
         Verb::Inspect(args) => inspect::run(args),
         Verb::Lint(args) => lint::run(args),
+        Verb::Explain(args) => explain::run(args),
     }
 }

@@ -1,0 +1,156 @@
+//! `onnx-doctor explain`, end to end: errors and tracebacks on stdin or in files, rule docs.
+
+mod common;
+
+use common::{stderr, stdout, workspace};
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn explain_stdin(args: &[&str], input: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_onnx-doctor"))
+        .arg("explain")
+        .args(args)
+        .current_dir(workspace())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn traceback(user_file: &str) -> String {
+    format!(
+        r#"Traceback (most recent call last):
+  File "{user_file}", line 3, in <module>
+    torch.onnx.export(model, (x, mask), "m.onnx", opset_version=16)
+  File "/opt/conda/lib/python3.10/site-packages/torch/onnx/utils.py", line 506, in export
+    _export(
+  File "{user_file}", line 7, in forward
+    x[mask, 1:] = 0
+  File "/opt/conda/lib/python3.10/site-packages/torch/onnx/symbolic_opset11.py", line 187, in index_put
+    return torch._C._jit_onnx_convert_pattern_from_subblock(block, node, env)
+RuntimeError: Only consecutive 1-d tensor indices are supported in exporting aten::index_put to ONNX.Check https://pytorch.org/docs/stable/onnx.html#indexing for details
+"#
+    )
+}
+
+#[test]
+fn a_traceback_is_recognised_and_points_at_the_user_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let user = dir.path().join("net.py");
+    std::fs::write(&user, "import torch\n\ntorch.onnx.export(...)\n\ndef forward(self, x, mask):\n    # current source\n    x[mask, 1:] = 0.0  # edited since\n").unwrap();
+    let o = explain_stdin(&[], &traceback(user.to_str().unwrap()));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o).replace(user.to_str().unwrap(), "<user>/net.py");
+    assert!(
+        out.contains("7 | x[mask, 1:] = 0.0  # edited since"),
+        "the line comes from the file on disk: {out}"
+    );
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn json_output_has_entry_and_user_frame() {
+    let o = explain_stdin(
+        &["-", "--format", "json"],
+        &traceback("/home/u/proj/model.py"),
+    );
+    assert_eq!(o.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["recognised"], true);
+    assert_eq!(v["entry"]["id"], "index-put-nonconsecutive");
+    assert_eq!(v["entry"]["origin"], "pytorch-exporter");
+    assert!(v["entry"]["facts"].as_array().unwrap().len() >= 2);
+    assert_eq!(v["user_frame"]["file"], "/home/u/proj/model.py");
+    assert_eq!(v["user_frame"]["line"], 7);
+    assert_eq!(v["user_frame"]["function"], "forward");
+    assert_eq!(
+        v["user_frame"]["code"], "x[mask, 1:] = 0",
+        "not on disk: the traceback's line"
+    );
+    assert!(v["error"]
+        .as_str()
+        .unwrap()
+        .starts_with("RuntimeError: Only consecutive"));
+}
+
+#[test]
+fn an_error_from_a_file_is_recognised() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("err.txt");
+    std::fs::write(&f, "[TRT] [E] 4: [network.cpp::validate::3011] Error Code 4: Internal Error (Network has dynamic or shape inputs, but no optimization profile has been defined.)\n").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_onnx-doctor"))
+        .args(["explain", f.to_str().unwrap(), "--format", "json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["entry"]["id"], "trt-no-optimization-profile");
+    assert_eq!(v["user_frame"], serde_json::Value::Null);
+}
+
+#[test]
+fn unknown_errors_are_said_to_be_unknown_and_keep_the_user_frame() {
+    let text = "Traceback (most recent call last):\n  File \"/srv/app/infer.py\", line 42, in predict\n    out = helper(cfg)\n  File \"/usr/lib/python3.11/site-packages/yaml/__init__.py\", line 1, in load\n    raise KeyError\nKeyError: 'backbone'\n";
+    let o = explain_stdin(&[], text);
+    assert_eq!(o.status.code(), Some(0));
+    let out = stdout(&o);
+    assert!(out.starts_with("unknown error: none of the"), "{out}");
+    assert!(
+        out.contains("your code: /srv/app/infer.py:42 in predict"),
+        "{out}"
+    );
+    assert!(out.contains("42 | out = helper(cfg)"), "{out}");
+    assert!(out.contains("error: KeyError: 'backbone'"), "{out}");
+    let o = explain_stdin(&["--format", "json"], text);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["recognised"], false);
+    assert_eq!(v["entry"], serde_json::Value::Null);
+    assert_eq!(v["user_frame"]["line"], 42);
+}
+
+#[test]
+fn a_rule_code_prints_the_rule_documentation() {
+    let o = common::run(&["explain", "ODL001"]);
+    assert_eq!(o.status.code(), Some(0));
+    let out = stdout(&o);
+    assert!(
+        out.starts_with("ODL001 (mask-index-assignment) [warning, fix: unsafe]"),
+        "{out}"
+    );
+    for s in [
+        "## What it does",
+        "## Why is this bad?",
+        "## Example",
+        "## Fix",
+    ] {
+        assert!(out.contains(s), "{s}: {out}");
+    }
+    let o = common::run(&["explain", "opset-too-low", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["rule"]["code"], "ODL020");
+}
+
+#[test]
+fn empty_or_missing_input_exits_2_with_one_line() {
+    let o = explain_stdin(&[], "  \n");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with("error: stdin: no error text") && err.trim_end().lines().count() == 1,
+        "{err}"
+    );
+    let o = common::run(&["explain", "/nonexistent/err.txt"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        err.contains("/nonexistent/err.txt") && err.contains("No such file"),
+        "{err}"
+    );
+}

@@ -1,0 +1,213 @@
+//! `onnx-doctor lint`, end to end on real files.
+
+mod common;
+
+use common::{run, stderr, stdout};
+
+const HAZARDS: &str = "crates/source-lint/tests/fixtures/hazards.py";
+
+#[test]
+fn human_output_of_the_hazard_fixture() {
+    let o = run(&["lint", HAZARDS]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    insta::assert_snapshot!(stdout(&o));
+}
+
+#[test]
+fn json_items_carry_the_documented_fields() {
+    let o = run(&["lint", HAZARDS, "--format", "json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let items = v["diagnostics"].as_array().unwrap();
+    assert_eq!(items.len(), 26);
+    for d in items {
+        assert_eq!(d["file"], HAZARDS);
+        assert!(d["line"].as_u64().unwrap() >= 1 && d["column"].as_u64().unwrap() >= 1);
+        assert!(d["code"].as_str().unwrap().starts_with("ODL"));
+        assert!(["error", "warning", "info"].contains(&d["severity"].as_str().unwrap()));
+        assert!(!d["message"].as_str().unwrap().is_empty());
+        assert!(
+            d.get("fix").is_some(),
+            "fix is always present (null when none)"
+        );
+    }
+    let upsample = items.iter().find(|d| d["code"] == "ODL013").unwrap();
+    assert_eq!(upsample["fix"]["safe"], true);
+    assert_eq!(upsample["fix"]["edits"][0]["content"], "interpolate");
+    assert_eq!(v["summary"]["files"], 1);
+    insta::assert_json_snapshot!(v);
+}
+
+#[test]
+fn sarif_output_names_every_rule_it_reports() {
+    let o = run(&["lint", HAZARDS, "--format", "sarif"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["version"], "2.1.0");
+    let run0 = &v["runs"][0];
+    let ids: Vec<&str> = run0["tool"]["driver"]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    let results = run0["results"].as_array().unwrap();
+    assert_eq!(results.len(), 26);
+    for r in results {
+        assert!(ids.contains(&r["ruleId"].as_str().unwrap()));
+        let region = &r["locations"][0]["physicalLocation"]["region"];
+        assert!(region["startLine"].as_u64().unwrap() >= 1);
+    }
+}
+
+#[test]
+fn clean_code_exits_0_and_select_ignore_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    let clean = dir.path().join("clean.py");
+    std::fs::write(
+        &clean,
+        "import torch\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n        return torch.where(x > 0, x, torch.zeros_like(x)).flatten(1)\n",
+    )
+    .unwrap();
+    let o = run(&["lint", clean.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stdout(&o).contains("All checks passed (1 files)."));
+
+    let o = run(&[
+        "lint",
+        HAZARDS,
+        "--select",
+        "ODL013,ODL014",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "warnings and infos only");
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let codes: Vec<&str> = v["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, ["ODL014", "ODL013", "ODL014"]);
+
+    let o = run(&["lint", HAZARDS, "--ignore", "ODL0", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(v["diagnostics"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn fix_applies_safe_fixes_only_and_relints() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("m.py");
+    let src = "\
+import torch
+import torch.nn.functional as F
+
+class M(torch.nn.Module):
+    def forward(self, x, mask):
+        x[mask] = 0
+        return F.upsample(x, scale_factor=2, mode='bilinear')
+";
+    std::fs::write(&f, src).unwrap();
+    let o = run(&["lint", f.to_str().unwrap(), "--fix"]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    // The rename, then (on the re-lint) align_corners made explicit on the new call.
+    assert!(out.contains("Fixed 2 findings."), "{out}");
+    let fixed = std::fs::read_to_string(&f).unwrap();
+    assert!(
+        fixed.contains("F.interpolate(x, scale_factor=2, mode='bilinear', align_corners=False)"),
+        "{fixed}"
+    );
+    assert!(
+        fixed.contains("x[mask] = 0"),
+        "unsafe fix must not be applied: {fixed}"
+    );
+    assert!(
+        out.contains("ODL001") && out.contains("unsafe fix"),
+        "{out}"
+    );
+    let o = run(&["lint", f.to_str().unwrap(), "--select", "ODL013"]);
+    assert_eq!(o.status.code(), Some(0));
+}
+
+#[test]
+fn noqa_comments_are_honoured() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("m.py");
+    std::fs::write(
+        &f,
+        "import torch\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n        a = x.item()  # noqa: ODL004\n        b = x.item()\n        return a + b\n",
+    )
+    .unwrap();
+    let o = run(&["lint", f.to_str().unwrap(), "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let lines: Vec<u64> = v["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["line"].as_u64().unwrap())
+        .collect();
+    assert_eq!(lines, [6]);
+}
+
+#[test]
+fn directories_respect_gitignore_and_syntax_errors_are_findings() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    std::fs::create_dir_all(p.join("src")).unwrap();
+    std::fs::create_dir_all(p.join("out")).unwrap();
+    std::fs::write(p.join(".gitignore"), "out/\n").unwrap();
+    std::fs::write(
+        p.join("src/broken.py"),
+        "def forward(self, x)\n    return x\n",
+    )
+    .unwrap();
+    std::fs::write(p.join("out/gen.py"), "def forward(self, x)\n").unwrap();
+    let o = run(&["lint", p.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(!stderr(&o).contains("panicked"));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let items = v["diagnostics"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert_eq!(items[0]["code"], "ODL000");
+    assert!(items[0]["file"]
+        .as_str()
+        .unwrap()
+        .ends_with("src/broken.py"));
+    assert_eq!(v["summary"]["files"], 1);
+}
+
+/// A bad input: exit 2, one line on stderr that names what is wrong, never a panic.
+fn assert_input_error(args: &[&str], expect: &[&str]) {
+    let o = run(args);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
+    for e in expect {
+        assert!(err.contains(e), "expected '{e}' in: {err}");
+    }
+    assert!(o.stdout.is_empty());
+}
+
+#[test]
+fn bad_inputs_exit_2_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope.py");
+    assert_input_error(
+        &["lint", missing.to_str().unwrap()],
+        &["nope.py", "No such file"],
+    );
+    assert_input_error(
+        &["lint", HAZARDS, "--select", "E9"],
+        &["unknown rule code 'E9'"],
+    );
+    let latin = dir.path().join("latin1.py");
+    std::fs::write(&latin, b"x = '\xe9'\n").unwrap();
+    assert_input_error(
+        &["lint", latin.to_str().unwrap()],
+        &["latin1.py", "not UTF-8"],
+    );
+}

@@ -1,0 +1,149 @@
+//! The knowledge base: it parses, every entry is sourced, and real error messages are
+//! recognised with the right entry; traceback frames are attributed to the user's code.
+
+use serde::Deserialize;
+use source_lint::explain::{error_line, frames, user_frame, KnowledgeBase, DATA};
+
+#[derive(Deserialize)]
+struct Cases {
+    case: Vec<Case>,
+}
+
+#[derive(Deserialize)]
+struct Case {
+    source: String,
+    expect: String,
+    text: String,
+}
+
+fn kb() -> &'static KnowledgeBase {
+    KnowledgeBase::builtin().unwrap()
+}
+
+#[test]
+fn the_data_file_is_valid_and_every_fact_names_its_source() {
+    let kb = KnowledgeBase::parse(DATA).unwrap();
+    assert!(kb.entries.len() >= 60, "{} entries", kb.entries.len());
+    for e in &kb.entries {
+        for f in &e.facts {
+            assert!(
+                f.contains('(') && f.trim_end().ends_with(')'),
+                "{}: fact without a (source): {f}",
+                e.id
+            );
+        }
+        for l in &e.links {
+            assert!(l.starts_with("https://"), "{}: link {l}", e.id);
+        }
+        for r in &e.rules {
+            assert!(source_lint::rule(r).is_some(), "{}: unknown rule {r}", e.id);
+        }
+        assert!(
+            !e.cause.trim().is_empty() && !e.fix.trim().is_empty(),
+            "{}",
+            e.id
+        );
+    }
+}
+
+#[test]
+fn broken_data_is_an_error_naming_the_entry() {
+    let bad = "[[entry]]\nid = \"x\"\ntitle = \"t\"\norigin = \"onnxruntime\"\npatterns = [\"(unclosed\"]\ncause = \"c\"\nfix = \"f\"\nfacts = [\"a (b)\"]\nlinks = [\"https://x\"]\n";
+    let err = KnowledgeBase::parse(bad).err().unwrap();
+    assert!(err.contains("'x'") && err.contains("(unclosed"), "{err}");
+    let err = KnowledgeBase::parse(&bad.replace("onnxruntime", "mxnet"))
+        .err()
+        .unwrap();
+    assert!(err.contains("origin 'mxnet'"), "{err}");
+}
+
+#[test]
+fn real_messages_are_recognised_with_the_right_cause() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/explain_cases.toml"
+    ))
+    .unwrap();
+    let cases: Cases = toml::from_str(&text).unwrap();
+    assert!(cases.case.len() >= 30);
+    let mut wrong = Vec::new();
+    for c in &cases.case {
+        let got = kb().recognise(&c.text).map(|m| m.entry.id.clone());
+        if got.as_deref() != Some(c.expect.as_str()) {
+            wrong.push(format!(
+                "{} ({}): expected {}, got {:?}",
+                c.source,
+                &c.text[..c.text.len().min(60)],
+                c.expect,
+                got
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn captured_values_fill_the_explanation() {
+    let m = kb()
+        .recognise("UnsupportedOperatorError: Exporting the operator 'aten::bucketize' to ONNX opset version 17 is not supported.")
+        .unwrap();
+    assert!(
+        m.fill(&m.entry.cause)
+            .contains("aten::bucketize at opset 17"),
+        "{}",
+        m.fill(&m.entry.cause)
+    );
+    let m = kb()
+        .recognise("Invalid rank for input: images Got: 3 Expected: 4")
+        .unwrap();
+    assert!(m
+        .fill(&m.entry.cause)
+        .contains("'images' is fed with 3 dimensions but the model expects 4"));
+}
+
+#[test]
+fn unknown_errors_stay_unknown() {
+    for text in [
+        "KeyError: 'foo'",
+        "Segmentation fault (core dumped)",
+        "ImportError: cannot import name 'Foo' from 'bar'",
+        "",
+    ] {
+        assert!(kb().recognise(text).is_none(), "{text}");
+    }
+}
+
+const TRACEBACK: &str = r#"Traceback (most recent call last):
+  File "/home/me/proj/export.py", line 21, in <module>
+    torch.onnx.export(model, x, "m.onnx", opset_version=11)
+  File "/usr/lib/python3.10/site-packages/torch/onnx/utils.py", line 506, in export
+    _export(
+  File "/home/me/proj/model.py", line 14, in forward
+    out = F.grid_sample(feat, grid, align_corners=False)
+  File "/usr/lib/python3.10/site-packages/torch/nn/functional.py", line 4244, in grid_sample
+    return torch.grid_sampler(input, grid, mode_enum, padding_mode_enum, align_corners)
+torch.onnx.errors.UnsupportedOperatorError: Exporting the operator 'aten::grid_sampler' to ONNX opset version 11 is not supported.
+"#;
+
+#[test]
+fn the_innermost_user_frame_is_found() {
+    assert_eq!(frames(TRACEBACK).len(), 4);
+    let f = user_frame(TRACEBACK).unwrap();
+    assert_eq!(
+        (f.file.as_str(), f.line, f.function.as_str()),
+        ("/home/me/proj/model.py", 14, "forward")
+    );
+    assert_eq!(
+        f.code.as_deref(),
+        Some("out = F.grid_sample(feat, grid, align_corners=False)")
+    );
+    assert!(error_line(TRACEBACK)
+        .unwrap()
+        .starts_with("torch.onnx.errors.UnsupportedOperatorError"));
+    assert_eq!(
+        kb().recognise(TRACEBACK).unwrap().entry.id,
+        "op-grid-sampler"
+    );
+    let windows = "  File \"C:\\Users\\me\\AppData\\Local\\Programs\\Python\\Python311\\Lib\\site-packages\\torch\\onnx\\utils.py\", line 1, in export\n";
+    assert!(user_frame(windows).is_none());
+}
