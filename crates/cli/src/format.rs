@@ -8,3 +8,15 @@ pub enum Format {
     /// For programs: one JSON document with a stable schema (see docs/cli.md).
     Json,
 }
+
+/// `--format` of verbs that report findings (diagnostics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum FindingsFormat {
+    /// For people: `file: location: CODE [severity] message`, then help.
+    #[default]
+    Human,
+    /// For programs: `{"file", "diagnostics": [...], "summary": {...}}` (see docs/cli.md).
+    Json,
+    /// SARIF 2.1.0, for code-scanning tools.
+    Sarif,
+}

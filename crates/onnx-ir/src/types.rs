@@ -139,6 +139,26 @@ impl ValueType {
         }
     }
 
+    /// The type as operator schemas spell it: `tensor(float)`, `seq(tensor(int64))`, …
+    pub fn onnx_type_string(&self) -> String {
+        self.nested_name()
+    }
+
+    /// Whether the element type (of a tensor, or inside a sequence/optional/map) is known.
+    pub fn is_fully_known(&self) -> bool {
+        match self {
+            ValueType::Tensor { elem, .. } | ValueType::SparseTensor { elem, .. } => {
+                matches!(elem, ElemType::Known(_))
+            }
+            ValueType::Sequence(t) | ValueType::Optional(t) => t.is_fully_known(),
+            ValueType::Map { key, value } => {
+                matches!(key, ElemType::Known(_)) && value.is_fully_known()
+            }
+            ValueType::Opaque { .. } => true,
+            ValueType::Unset => false,
+        }
+    }
+
     fn nested_name(&self) -> String {
         match self {
             ValueType::Tensor { elem, .. } => format!("tensor({elem})"),

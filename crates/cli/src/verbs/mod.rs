@@ -1,5 +1,6 @@
 //! The verb registry: one file per verb, each with `Args` and `run`.
 
+pub mod check;
 pub mod explain;
 pub mod inspect;
 pub mod lint;
@@ -14,6 +15,8 @@ pub enum Verb {
     Lint(lint::Args),
     /// Explain an exporter / ONNX Runtime / TensorRT error or traceback, or a lint rule (CODE).
     Explain(explain::Args),
+    /// Check a model against the ONNX spec: opsets, operator schemas, attributes, types, graph structure.
+    Check(check::Args),
 }
 
 pub fn run(verb: Verb) -> anyhow::Result<ExitCode> {
@@ -21,5 +24,6 @@ pub fn run(verb: Verb) -> anyhow::Result<ExitCode> {
         Verb::Inspect(args) => inspect::run(args),
         Verb::Lint(args) => lint::run(args),
         Verb::Explain(args) => explain::run(args),
+        Verb::Check(args) => check::run(args),
     }
 }

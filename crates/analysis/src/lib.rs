@@ -1,0 +1,14 @@
+//! Static analysis of ONNX models: the spec checker today; shape inference and deployment lints
+//! build on it.
+//!
+//! [`check`] returns every finding as a [`diagnostics::Diagnostic`] with a code from [`Code`] (one
+//! table, `codes.rs`, with name, severity and summary; docs/checks.md is generated from it).
+//!
+//! **Architecture Invariant:** analysis reads models and reports; it never changes a model and never
+//! runs one. It knows op *signatures* through `opset`, not kernels.
+
+mod check;
+mod codes;
+
+pub use check::check;
+pub use codes::{Code, ALL_CODES};
