@@ -12,4 +12,9 @@ if [ ! -f corpus/node/test_abs/model.onnx ]; then
     python3 scripts/gen_node_corpus.py corpus
 fi
 cargo run -q --locked -p xtask -- gen-proto --check
-cargo test --workspace --locked "$@"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+cargo test --workspace --locked "$@" 2>&1 | tee "$log"
+# One closing line over every test binary (cargo prints one per binary, the last often a doc-test
+# run with nothing in it).
+awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"

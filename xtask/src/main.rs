@@ -75,7 +75,10 @@ fn gen_proto(from_python: bool, check: bool) -> Result<()> {
     if check {
         let committed = std::fs::read_to_string(&target).unwrap_or_default();
         if committed != text {
-            bail!("{} is stale: run `cargo run -p xtask -- gen-proto`", target.display());
+            bail!(
+                "{} is stale: run `cargo run -p xtask -- gen-proto`",
+                target.display()
+            );
         }
         eprintln!("{} is up to date", target.display());
         return Ok(());
