@@ -34,6 +34,8 @@ pub(crate) struct FnState {
     pub bools: HashSet<String>,
     pub sizes: HashSet<String>,
     pub frozen: HashSet<String>,
+    /// The function's own parameters (a bare `if flag:` on one is usually a Python flag).
+    pub params: HashSet<String>,
     /// Local names bound to literals (lists of strings for export arguments).
     pub literals: HashMap<String, Expr>,
 }
@@ -187,6 +189,11 @@ impl<'a> Checker<'a> {
     }
 
     // ---- context -----------------------------------------------------------------------------
+
+    /// Whether `name` is an unannotated parameter of the current function never rebound.
+    pub fn is_param(&self, name: &str) -> bool {
+        self.fns.last().is_some_and(|f| f.params.contains(name))
+    }
 
     pub fn in_model(&self) -> bool {
         self.fns.last().is_some_and(|f| f.in_model)
@@ -625,8 +632,18 @@ fn model_functions(module: &[Stmt]) -> HashSet<(Option<String>, String)> {
     if module_fns.contains_key("forward") {
         work.push((None, "forward".into()));
     }
-    // Functions handed to the exporter or the tracer directly: `torch.onnx.export(f, ...)`.
-    for name in exported_functions(module) {
+    // In an export script (a file that calls the exporter or the tracer), every module-level
+    // function may be what gets exported (directly, through a lambda or a wrapper), so all of
+    // them are model code; elsewhere only the functions handed to the exporter by name are.
+    let exported = exported_functions(module);
+    if exported.script {
+        for name in module_fns.keys() {
+            if !training_only_name(name) {
+                work.push((None, name.clone()));
+            }
+        }
+    }
+    for name in exported.names {
         if module_fns.contains_key(&name) {
             work.push((None, name));
         }
@@ -665,11 +682,17 @@ fn model_functions(module: &[Stmt]) -> HashSet<(Option<String>, String)> {
     out
 }
 
-/// Names passed as the first argument of `*.onnx.export(...)`, `*.jit.trace(...)` or
-/// `*.export.export(...)` anywhere in the module.
-fn exported_functions(module: &[Stmt]) -> Vec<String> {
+/// What a module hands to the exporter: whether it calls `*.onnx.export(...)`,
+/// `*.jit.trace(...)` or `*.export.export(...)` at all, and the names passed as their first
+/// argument (or called inside a lambda passed there).
+struct Exported {
+    script: bool,
+    names: Vec<String>,
+}
+
+fn exported_functions(module: &[Stmt]) -> Exported {
     struct Find {
-        out: Vec<String>,
+        out: Exported,
     }
     impl<'a> Visitor<'a> for Find {
         fn visit_expr(&mut self, e: &'a Expr) {
@@ -688,8 +711,14 @@ fn exported_functions(module: &[Stmt]) -> Vec<String> {
                             | ("onnx", "dynamo_export")
                     );
                     if hit {
-                        if let Some(Expr::Name(n)) = c.arguments.args.first() {
-                            self.out.push(n.id.to_string());
+                        self.out.script = true;
+                        match c.arguments.args.first() {
+                            Some(Expr::Name(n)) => self.out.names.push(n.id.to_string()),
+                            Some(Expr::Lambda(l)) => {
+                                let (_, funcs) = called_names_expr(&l.body);
+                                self.out.names.extend(funcs);
+                            }
+                            _ => {}
                         }
                     }
                 }
@@ -697,9 +726,23 @@ fn exported_functions(module: &[Stmt]) -> Vec<String> {
             visitor::walk_expr(self, e);
         }
     }
-    let mut f = Find { out: Vec::new() };
+    let mut f = Find {
+        out: Exported {
+            script: false,
+            names: Vec::new(),
+        },
+    };
     f.visit_body(module);
     f.out
+}
+
+fn called_names_expr(e: &Expr) -> (HashSet<String>, HashSet<String>) {
+    let stmt = Stmt::Expr(ast::StmtExpr {
+        node_index: Default::default(),
+        range: Default::default(),
+        value: Box::new(e.clone()),
+    });
+    called_names(std::slice::from_ref(&stmt))
 }
 
 /// Functions that by name only run in training (losses, target assignment, sampling).
@@ -785,7 +828,11 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
             let frozen = ch.is_frozen_int(value);
             let literal = matches!(
                 value,
-                Expr::List(_) | Expr::Tuple(_) | Expr::Dict(_) | Expr::StringLiteral(_)
+                Expr::List(_)
+                    | Expr::Tuple(_)
+                    | Expr::Dict(_)
+                    | Expr::StringLiteral(_)
+                    | Expr::NumberLiteral(_)
             );
             let st = ch.fns.last_mut().expect("scope");
             if tensor {
@@ -935,6 +982,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                             continue;
                         }
                         st.tensors.insert(name.to_string());
+                        st.params.insert(name.to_string());
                     }
                 }
                 for d in &f.decorator_list {

@@ -1,10 +1,12 @@
 //! ## What it does
-//! Flags the deprecated `F.upsample`, `F.upsample_nearest` and `F.upsample_bilinear`.
+//! Flags the deprecated `F.upsample`, `F.upsample_nearest` and `F.upsample_bilinear`, and the
+//! deprecated modules `nn.UpsamplingNearest2d` and `nn.UpsamplingBilinear2d`.
 //!
 //! ## Why is this bad?
 //! They are thin deprecated wrappers over `F.interpolate` (`torch/nn/functional.py`:
-//! "This function is deprecated in favor of torch.nn.functional.interpolate"), warn on every
-//! call, and hide the `align_corners` choice: `upsample_bilinear` means `align_corners=True`,
+//! "This function is deprecated in favor of torch.nn.functional.interpolate";
+//! `torch/nn/modules/upsampling.py`: "This class is deprecated in favor of interpolate"), warn on
+//! every call, and hide the `align_corners` choice: `upsample_bilinear` means `align_corners=True`,
 //! which exports as `Resize` with `coordinate_transformation_mode="align_corners"`, a mode some
 //! backends implement differently from PyTorch.
 //!
@@ -35,25 +37,38 @@ pub(crate) const RULE: Rule = Rule {
     name: "deprecated-upsample",
     severity: Severity::Warning,
     fix: FixKind::Safe,
-    summary: "deprecated `F.upsample*`: use `F.interpolate`",
+    summary: "deprecated `F.upsample*` / `nn.Upsampling*2d`: use `F.interpolate` / `nn.Upsample`",
     source: include_str!("deprecated_upsample.rs"),
 };
 
 pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     let Some(q) = ch.torch_fn(call) else { return };
-    let extra = match q.as_str() {
-        "torch.nn.functional.upsample" => "",
-        "torch.nn.functional.upsample_nearest" => ", mode=\"nearest\"",
-        "torch.nn.functional.upsample_bilinear" => ", mode=\"bilinear\", align_corners=True",
+    let (extra, replacement) = match q.as_str() {
+        "torch.nn.functional.upsample" => ("", "interpolate"),
+        "torch.nn.functional.upsample_nearest" => (", mode=\"nearest\"", "interpolate"),
+        "torch.nn.functional.upsample_bilinear" => {
+            (", mode=\"bilinear\", align_corners=True", "interpolate")
+        }
+        "torch.nn.UpsamplingNearest2d" | "torch.nn.modules.upsampling.UpsamplingNearest2d" => {
+            (", mode=\"nearest\"", "Upsample")
+        }
+        "torch.nn.UpsamplingBilinear2d" | "torch.nn.modules.upsampling.UpsamplingBilinear2d" => {
+            (", mode=\"bilinear\", align_corners=True", "Upsample")
+        }
         _ => return,
     };
     let name = q.rsplit('.').next().unwrap_or("upsample").to_string();
+    let spelled = if replacement == "Upsample" {
+        "nn.Upsample"
+    } else {
+        "F.interpolate"
+    };
     let i = ch.report(
         &RULE,
         call.func.range(),
-        format!("`{name}` is deprecated; `F.interpolate` is the supported spelling"),
+        format!("`{name}` is deprecated; `{spelled}` is the supported spelling"),
     );
-    ch.help(i, format!("use `F.interpolate(...{extra})`"));
+    ch.help(i, format!("use `{spelled}(...{extra})`"));
     // Only an attribute spelling (`F.upsample`, `torch.nn.functional.upsample`) can be renamed
     // without touching imports.
     let Expr::Attribute(a) = call.func.as_ref() else {
@@ -80,7 +95,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     let mut edits = vec![Edit {
         start: a.attr.range().start().to_usize(),
         end: a.attr.range().end().to_usize(),
-        content: "interpolate".into(),
+        content: replacement.into(),
     }];
     if !extra.is_empty() {
         edits.push(append_argument(

@@ -65,6 +65,15 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     if !METHODS.contains(&m) {
         return;
     }
+    let (line, _) = ch
+        .index
+        .line_col(ch.source, call.range().start().to_usize());
+    ch.facts.needs.push(crate::OpsetNeed {
+        op: "scatter/index_put",
+        min_opset: 11,
+        file: ch.file.to_string(),
+        line,
+    });
     let out_of_place = m.trim_end_matches('_');
     let i = ch.report(
         &RULE,

@@ -53,7 +53,13 @@ pub(crate) fn check_store(ch: &mut Checker, target: &ast::ExprSubscript) -> bool
         return false;
     }
     let loop_vars: Vec<String> = ch.loops.iter().flat_map(|l| l.targets.clone()).collect();
-    let elements = index_elements(&target.slice);
+    // `x[i, n[i]:]` and the chained spelling `x[i][n[i]:]` alike.
+    let mut elements = index_elements(&target.slice);
+    let mut base = target.value.as_ref();
+    while let Expr::Subscript(inner) = base {
+        elements.extend(index_elements(&inner.slice));
+        base = inner.value.as_ref();
+    }
     let indexed_by_loop = elements
         .iter()
         .any(|e| !matches!(e, Expr::Slice(_)) && mentions(e, &loop_vars));

@@ -57,6 +57,15 @@ pub(crate) fn check_store(
     if !elements.iter().any(|e| ch.is_bool_mask(e)) {
         return false;
     }
+    let (line, _) = ch
+        .index
+        .line_col(ch.source, target.range().start().to_usize());
+    ch.facts.needs.push(crate::OpsetNeed {
+        op: "index_put",
+        min_opset: 11,
+        file: ch.file.to_string(),
+        line,
+    });
     let base = ch.text(target.value.range()).to_string();
     let mask = ch.text(target.slice.range()).to_string();
     let i = ch.report(

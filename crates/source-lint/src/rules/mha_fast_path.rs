@@ -1,6 +1,7 @@
 //! ## What it does
 //! Flags `nn.MultiheadAttention`, `nn.TransformerEncoderLayer` and `nn.TransformerEncoder`
-//! built with `batch_first=True`, the configuration that can take PyTorch's fused "fast path".
+//! built with `batch_first=True` (or a `batch_first` value that may be true), the configuration
+//! that can take PyTorch's fused "fast path".
 //!
 //! ## Why is this bad?
 //! In eval mode, with autograd off (`torch.no_grad()`/`inference_mode`, or parameters that do

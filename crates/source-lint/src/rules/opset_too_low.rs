@@ -52,7 +52,15 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         .line_col(ch.source, call.range().start().to_usize());
     if is_export(ch, call) {
         let opset = keyword(call, "opset_version")
-            .and_then(|k| int_literal(&k.value).map(|v| (v, k.value.range())))
+            .and_then(|k| {
+                let v = match &k.value {
+                    ruff_python_ast::Expr::Name(n) => {
+                        ch.literal(n.id.as_str()).and_then(int_literal)
+                    }
+                    e => int_literal(e),
+                };
+                v.map(|v| (v, k.value.range()))
+            })
             .or_else(|| {
                 call.arguments
                     .args

@@ -43,6 +43,18 @@ pub(crate) fn check_test(ch: &mut Checker, test: &Expr, kind: &str) {
     if !ch.in_model() || !ch.is_tensor(test) {
         return;
     }
+    // `if flag:` / `if not flag:` on a parameter: far more often a Python option than a tensor.
+    let bare = match test {
+        Expr::Name(n) => Some(n.id.as_str()),
+        Expr::UnaryOp(u) => match u.operand.as_ref() {
+            Expr::Name(n) => Some(n.id.as_str()),
+            _ => None,
+        },
+        _ => None,
+    };
+    if bare.is_some_and(|n| ch.is_param(n)) {
+        return;
+    }
     let text = ch.text(test.range()).to_string();
     let i = ch.report(
         &RULE,
