@@ -898,32 +898,56 @@ fn is_literal_non_tensor_default(e: &Expr) -> bool {
 }
 
 fn annotation_is_non_tensor(e: &Expr) -> bool {
-    match e {
-        Expr::Name(n) => matches!(
-            n.id.as_str(),
-            "int"
-                | "float"
-                | "bool"
-                | "str"
-                | "list"
-                | "tuple"
-                | "dict"
-                | "List"
-                | "Tuple"
-                | "Dict"
-        ),
-        Expr::Subscript(s) => match s.value.as_ref() {
-            Expr::Name(n) => matches!(
-                n.id.as_str(),
-                "List" | "Tuple" | "Dict" | "list" | "tuple" | "dict"
-            ),
+    // Only annotations that mention `Tensor` (`Tensor`, `torch.Tensor`, `Optional[Tensor]`)
+    // keep a parameter a tensor; `int`, `List[Tensor]`, `ImageList`, ... do not.
+    fn mentions_tensor(e: &Expr) -> bool {
+        match e {
+            Expr::Name(n) => n.id.as_str() == "Tensor",
+            Expr::Attribute(a) => a.attr.id.as_str() == "Tensor",
+            Expr::Subscript(s) => {
+                let outer = match s.value.as_ref() {
+                    Expr::Name(n) => n.id.as_str(),
+                    Expr::Attribute(a) => a.attr.id.as_str(),
+                    _ => "",
+                };
+                matches!(outer, "Optional" | "Union") && mentions_tensor(&s.slice)
+            }
+            Expr::Tuple(t) => t.elts.iter().any(mentions_tensor),
+            Expr::BinOp(b) => mentions_tensor(&b.left) || mentions_tensor(&b.right),
+            Expr::StringLiteral(l) => {
+                l.value.to_str().contains("Tensor") && !l.value.to_str().contains('[')
+            }
             _ => false,
-        },
-        _ => false,
+        }
     }
+    !mentions_tensor(e)
+}
+
+/// Whether a block always ends in `return` or `raise`.
+fn always_exits(body: &[Stmt]) -> bool {
+    matches!(body.last(), Some(Stmt::Return(_) | Stmt::Raise(_)))
 }
 
 impl<'a> Visitor<'a> for Checker<'a> {
+    fn visit_body(&mut self, body: &'a [Stmt]) {
+        for (i, stmt) in body.iter().enumerate() {
+            self.visit_stmt(stmt);
+            // `if torch.jit.is_tracing(): return traced_version(...)`: what follows in this
+            // block is the eager path, never exported.
+            if let Stmt::If(s) = stmt {
+                let positive = !matches!(s.test.as_ref(), Expr::UnaryOp(_));
+                if positive
+                    && guard_of(&s.test) == Guard::ExportAware
+                    && s.elif_else_clauses.is_empty()
+                    && always_exits(&s.body)
+                {
+                    self.visit_guarded(&body[i + 1..], false);
+                    return;
+                }
+            }
+        }
+    }
+
     fn visit_stmt(&mut self, stmt: &'a Stmt) {
         match stmt {
             Stmt::FunctionDef(f) => {
@@ -1128,8 +1152,21 @@ pub(crate) fn guard_of(test: &Expr) -> Guard {
     if export_check(test) {
         return Guard::ExportAware;
     }
+    // `if targets is not None:`: ground truth is only given when training or evaluating a loss.
+    fn targets_given(e: &Expr) -> bool {
+        match e {
+            Expr::Compare(c) if c.ops.len() == 1 && matches!(c.ops[0], ast::CmpOp::IsNot) => {
+                matches!(c.comparators[0], Expr::NoneLiteral(_))
+                    && matches!(c.left.as_ref(), Expr::Name(n) if {
+                        let id = n.id.as_str();
+                        id.starts_with("target") || id.starts_with("gt_") || id == "labels" || id == "ground_truth"
+                    })
+            }
+            _ => false,
+        }
+    }
     match test {
-        e if is_training(e) => Guard::Training,
+        e if is_training(e) || targets_given(e) => Guard::Training,
         Expr::BoolOp(b) if matches!(b.op, ast::BoolOp::And) && b.values.iter().any(is_training) => {
             Guard::Training
         }
