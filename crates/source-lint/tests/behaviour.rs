@@ -236,3 +236,45 @@ fn selection_by_prefix_and_validation() {
     };
     assert!(bad.validate().unwrap_err().contains("E9"));
 }
+
+#[test]
+fn export_aware_and_training_only_code_is_not_model_code() {
+    // Patterns of torchvision's detection models, which export fine.
+    let src = "\
+import torch
+import torchvision
+from typing import List, Optional
+
+class Head(torch.nn.Module):
+    def forward(self, x, rois: List[torch.Tensor], targets: Optional[List[dict]] = None):
+        if targets is not None:
+            bad = x[0].tolist()
+        if torchvision._is_tracing():
+            return self.traced(x)
+        n = len(rois)
+        return torch.zeros(n, 3), x.max().item()
+
+    def traced(self, x):
+        return x
+
+    def forward_flags(self, x, return_all):
+        if return_all:
+            return x
+        return x * 2
+";
+    assert_eq!(codes(src), vec![]);
+    // The same lines outside those guards are findings.
+    let exposed = "\
+import torch
+
+class Head(torch.nn.Module):
+    def forward(self, x, rois):
+        bad = x[0].tolist()
+        n = len(rois)
+        return torch.zeros(n, 3)
+";
+    assert_eq!(
+        codes(exposed),
+        vec![(5, "ODL004".into()), (7, "ODL016".into())]
+    );
+}

@@ -154,8 +154,9 @@ fn docs_rules_md_is_generated_from_the_registry() {
 #[test]
 fn mixed_fixtures_detect_every_marked_hazard() {
     // Modules and export scripts with hazards of every kind, as users write them: our own
-    // `hazards.py`, and `seeds.py` adapted from the code in the field reports.
-    for name in ["hazards.py", "seeds.py"] {
+    // `hazards.py`, `seeds.py` adapted from the code in the field reports, and `heldout.py`,
+    // written after the rules and kept as it was first measured.
+    for name in ["hazards.py", "seeds.py", "heldout.py"] {
         let path = crate_dir().join("tests/fixtures").join(name);
         let text = std::fs::read_to_string(&path).unwrap();
         let reports = lint(&[&path], &[]);
