@@ -115,7 +115,30 @@ pub fn rules_markdown() -> String {
     let mut out = String::from(
         "# Source lint rules\n\n\
          Generated from the rule registry (`crates/source-lint/src/registry.rs`); a test keeps this \
-         file in step with it. `onnx-doctor explain CODE` prints a rule's full documentation.\n\n\
+         file in step with it. `onnx-doctor explain CODE` prints a rule's full documentation \
+         (What it does / Why is this bad? / Example / Fix), which is the `//!` comment of \
+         `crates/source-lint/src/rules/<name>.rs`.\n\n\
+         ```\nonnx-doctor lint PATH... [--select CODES] [--ignore CODES] [--fix] [--format human|json|sarif]\n```\n\n\
+         - Directories are walked for `*.py`/`*.pyi`, honouring `.gitignore`, `.ignore` and hidden \
+         files; files are parsed in parallel with `ruff_python_parser`. Files that do not import \
+         `torch` are parsed (syntax errors are ODL000) but not checked.\n\
+         - Names resolve through imports: `import torch.nn.functional as F`, `from torch import where` \
+         and the like, so rules see what the code calls.\n\
+         - **Model code** is what export traces: every `forward` (and `forward_*`, `_forward*`) \
+         method, the methods and module functions it calls, and, in a file that calls \
+         `torch.onnx.export`/`torch.jit.trace`, every module-level function. Branches taken only in \
+         training (`if self.training:`, `if targets is not None:`), export-aware code (under \
+         `torch.jit.is_tracing()`, `torch.onnx.is_in_onnx_export()`, ...), functions compiled with \
+         `torch.jit.script`, and functions named like losses are not model code.\n\
+         - `# noqa` on a line silences it; `# noqa: ODL001, ODL004` silences those codes (prefixes \
+         work too). `--select`/`--ignore` take codes or prefixes (`ODL01`).\n\
+         - `--fix` applies **safe** fixes in place and re-lints; **unsafe** fixes are shown as \
+         suggestions (`= unsafe fix: ...`) and in JSON, never applied.\n\
+         - Exit code 1 when an error-level finding remains, 0 otherwise, 2 for unreadable input.\n\
+         - JSON: `{\"diagnostics\": [{\"file\", \"line\", \"column\", \"code\", \"name\", \
+         \"severity\", \"message\", \"help\"?, \"fix\": null | {\"description\", \"safe\", \"edits\": \
+         [{\"line\", \"column\", \"end_line\", \"end_column\", \"content\"}]}}], \"summary\": \
+         {\"files\", \"error\", \"warning\", \"info\", \"fixable\", \"fixed\"}}`.\n\n\
          | code | name | what it flags | severity | fix |\n|---|---|---|---|---|\n",
     );
     for r in RULES {
