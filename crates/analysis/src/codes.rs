@@ -46,6 +46,8 @@ codes! {
     ElemTypeUnknown = "ODC041", "elem-type-unknown", Error, "A type names an element type code ONNX does not define.";
     GraphIoUntyped = "ODC042", "graph-io-untyped", Error, "A graph input or output has no type.";
     DeclaredTypeContradicted = "ODC045", "declared-type-contradicted", Error, "A value_info or graph output declares an element type that the node computing the value cannot produce from its inputs.";
+    DeclaredShapeContradicted = "ODC046", "declared-shape-contradicted", Error, "A value_info or graph output declares a shape that contradicts the shape inferred from the node's inputs.";
+    ShapeInferenceFailed = "ODC070", "shape-inference-failed", Error, "Shape inference of a node fails: its inputs' shapes or its attributes are inconsistent, so the node cannot run.";
     InitializerInputMismatch = "ODC043", "initializer-input-mismatch", Error, "An initializer and the graph input of the same name disagree on type or shape.";
     InitializerNotInput = "ODC044", "initializer-not-input", Error, "Before IR version 4 every initializer must also be a graph input.";
     ValueUndefined = "ODC050", "value-undefined", Error, "A node input or graph output names a value nothing defines.";

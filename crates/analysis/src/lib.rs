@@ -9,6 +9,8 @@
 
 mod check;
 mod codes;
+mod infer;
 
 pub use check::check;
 pub use codes::{Code, ALL_CODES};
+pub use infer::{apply, infer, type_proto, Inference};

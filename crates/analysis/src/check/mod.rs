@@ -14,13 +14,20 @@ use onnx_ir::Model;
 use onnx_proto::{FunctionProto, NodeProto, OperatorSetIdProto};
 use std::collections::HashMap;
 
-/// Checks `model`; `file` is the name findings carry.
-pub fn check(model: &Model, file: &str) -> Vec<Diagnostic> {
+/// Checks `model`; `file` is the name findings carry; `input_shapes` overrides graph inputs' dims
+/// for shape inference.
+pub fn check(
+    model: &Model,
+    file: &str,
+    input_shapes: &HashMap<String, Vec<i64>>,
+) -> Vec<Diagnostic> {
     let mut cx = Cx::new(model, file);
     model::check(&mut cx, model);
     graph::check_main(&mut cx, model.graph());
     function::check_all(&mut cx, model);
-    cx.out
+    let mut out = cx.out;
+    out.extend(crate::infer(model, file, input_shapes).findings);
+    out
 }
 
 /// Normalized domain: `ai.onnx` is the default domain `""`.

@@ -18,12 +18,16 @@ pub struct Args {
     pub model: PathBuf,
     #[arg(long, value_enum, default_value_t)]
     pub format: FindingsFormat,
+    /// Fix a graph input's dims for shape inference: NAME=1x3x224x224 (repeatable).
+    #[arg(long = "input-shape", value_name = "NAME=DIMS", value_parser = crate::input_shape::parse)]
+    pub input_shape: Vec<(String, Vec<i64>)>,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let file = args.model.display().to_string();
     let model = Model::load(&args.model)?;
-    let findings = analysis::check(&model, &file);
+    let shapes = crate::input_shape::resolve(&model, &args.input_shape)?;
+    let findings = analysis::check(&model, &file, &shapes);
     match args.format {
         FindingsFormat::Human => {
             print!("{}", diagnostics::render_human(&findings, &|_| None));

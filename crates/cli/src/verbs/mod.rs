@@ -4,6 +4,7 @@ pub mod check;
 pub mod explain;
 pub mod inspect;
 pub mod lint;
+pub mod shapes;
 
 use std::process::ExitCode;
 
@@ -17,6 +18,8 @@ pub enum Verb {
     Explain(explain::Args),
     /// Check a model against the ONNX spec: opsets, operator schemas, attributes, types, graph structure.
     Check(check::Args),
+    /// Infer every value's type and shape and write them into a copy of the model.
+    Shapes(shapes::Args),
 }
 
 pub fn run(verb: Verb) -> anyhow::Result<ExitCode> {
@@ -25,5 +28,6 @@ pub fn run(verb: Verb) -> anyhow::Result<ExitCode> {
         Verb::Lint(args) => lint::run(args),
         Verb::Explain(args) => explain::run(args),
         Verb::Check(args) => check::run(args),
+        Verb::Shapes(args) => shapes::run(args),
     }
 }
