@@ -210,9 +210,21 @@ impl Driver {
         };
         let mut cx = InferCx::new(n, opset, inputs);
         cx.subgraph = Some(&sub);
-        match (def.infer)(&mut cx) {
-            Ok(()) => cx.outputs,
-            Err(e) => {
+        // A bug in one op's rule must not take the whole process down: it becomes a finding.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            (def.infer)(&mut cx).map(|()| cx.outputs)
+        }));
+        match result {
+            Ok(Ok(outputs)) => outputs,
+            Err(_) => {
+                self.report(
+                    Code::ShapeInferenceFailed,
+                    self.at_node(n, i),
+                    format!("internal error in the shape inference of node '{}' ({}); this is a bug in onnx-doctor, please report it", node_label(n, i), n.op_type()),
+                );
+                unknown
+            }
+            Ok(Err(e)) => {
                 self.report(
                     Code::ShapeInferenceFailed,
                     self.at_node(n, i),

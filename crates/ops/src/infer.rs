@@ -288,6 +288,13 @@ impl<'a> InferCx<'a> {
             *o = info;
         }
     }
+    /// Sets only the known value of output `k` (its type stays as set).
+    pub fn set_value(&mut self, k: usize, value: Known) {
+        if let Some(o) = self.outputs.get_mut(k) {
+            o.value = Some(value);
+        }
+    }
+
     /// Output `k` has the same type as input `i`.
     pub fn pass_through(&mut self, i: usize, k: usize) {
         if let Some(t) = self.ty(i).cloned() {

@@ -10,6 +10,9 @@ use crate::sym::SymDim;
 use crate::{bail, op, OpDef};
 use tensor::{DataType, Tensor};
 
+/// No real tensor has more dims; a larger declared rank is not trusted for allocation.
+const MAX_RANK: i64 = 1024;
+
 fn product(dims: &[Option<SymDim>]) -> Option<SymDim> {
     dims.iter()
         .try_fold(SymDim::known(1), |acc, d| d.as_ref().map(|d| acc.mul(d)))
@@ -57,7 +60,10 @@ fn constant_of_shape(cx: &mut InferCx) -> Result<(), InferError> {
     };
     let shape = cx.dims_value(0).or_else(|| {
         cx.shape(0)
-            .and_then(|s| known(&s[0]).map(|n| vec![None; n.max(0) as usize]))
+            .and_then(|s| s.first())
+            .and_then(known)
+            .filter(|&n| (0..=MAX_RANK).contains(&n))
+            .map(|n| vec![None; n as usize])
     });
     cx.set_tensor(0, dtype, shape);
     Ok(())
@@ -142,7 +148,10 @@ fn reshape(cx: &mut InferCx) -> Result<(), InferError> {
         let rank = if cx.opset < 5 {
             None
         } else {
-            cx.shape(1).and_then(|s| known(&s[0]))
+            cx.shape(1)
+                .and_then(|s| s.first())
+                .and_then(known)
+                .filter(|&n| (0..=MAX_RANK).contains(&n))
         };
         cx.set_tensor(0, dtype, rank.map(|r| vec![None; r.max(0) as usize]));
         return Ok(());
@@ -213,10 +222,13 @@ fn reshape(cx: &mut InferCx) -> Result<(), InferError> {
     cx.set_tensor(0, dtype, Some(out.clone()));
     // Reshaping a dims vector to a scalar or vector keeps the values.
     if let (Some(Known::Dims { dims, .. }), true) = (value, out.len() <= 1) {
-        cx.outputs[0].value = Some(Known::Dims {
-            scalar: out.is_empty(),
-            dims,
-        });
+        cx.set_value(
+            0,
+            Known::Dims {
+                scalar: out.is_empty(),
+                dims,
+            },
+        );
     }
     Ok(())
 }
@@ -276,10 +288,13 @@ fn unsqueeze(cx: &mut InferCx) -> Result<(), InferError> {
     let value = cx.input(0).and_then(|i| i.value.clone());
     cx.set_tensor(0, dtype, Some(out.clone()));
     if let (Some(Known::Dims { dims, .. }), 1) = (value, out.len()) {
-        cx.outputs[0].value = Some(Known::Dims {
-            scalar: false,
-            dims,
-        });
+        cx.set_value(
+            0,
+            Known::Dims {
+                scalar: false,
+                dims,
+            },
+        );
     }
     Ok(())
 }
@@ -319,7 +334,7 @@ fn squeeze(cx: &mut InferCx) -> Result<(), InferError> {
     cx.set_tensor(0, dtype, out.clone());
     if let (Some(Known::Dims { dims, .. }), Some(0)) = (value, out.map(|o| o.len())) {
         if dims.len() == 1 {
-            cx.outputs[0].value = Some(Known::Dims { scalar: true, dims });
+            cx.set_value(0, Known::Dims { scalar: true, dims });
         }
     }
     Ok(())
@@ -369,10 +384,13 @@ fn concat(cx: &mut InferCx) -> Result<(), InferError> {
             if dtype == Some(DataType::Int64) {
                 cx.set_info(0, Info::dims(dims, false));
             } else {
-                cx.outputs[0].value = Some(Known::Dims {
-                    scalar: false,
-                    dims,
-                });
+                cx.set_value(
+                    0,
+                    Known::Dims {
+                        scalar: false,
+                        dims,
+                    },
+                );
             }
         }
     }
@@ -408,7 +426,7 @@ fn gather(cx: &mut InferCx) -> Result<(), InferError> {
                 if dtype == Some(DataType::Int64) {
                     cx.set_info(0, Info::dims(dims, scalar));
                 } else if dtype.is_some_and(|d| d.is_int()) {
-                    cx.outputs[0].value = Some(Known::Dims { scalar, dims });
+                    cx.set_value(0, Known::Dims { scalar, dims });
                 }
             }
         }
@@ -495,7 +513,7 @@ fn slice(cx: &mut InferCx) -> Result<(), InferError> {
     cx.set_tensor(0, dtype, Some(out));
     if let (1, Some(values), [(0, s, len, step)]) = (data.len(), cx.dims_value(0), picks.as_slice())
     {
-        let dims: Shape = (0..*len)
+        let dims: Shape = (0..(*len).min(values.len() as i64))
             .map(|j| values.get((s + j * step) as usize).cloned().flatten())
             .collect();
         if dtype == Some(DataType::Int64) {
