@@ -302,7 +302,14 @@ fn check_graph<'m>(cx: &mut Cx, g: &'m GraphProto, parent: Option<&Scope<'m, '_>
         }
         if let Some(schema) = node::check(cx, n, i, &scope, &opsets, None) {
             for (k, t) in node::infer_output_types(n, schema, &scope) {
-                let name = n.output[k].as_str();
+                let Some(name) = n
+                    .output
+                    .get(k)
+                    .map(String::as_str)
+                    .filter(|o| !o.is_empty())
+                else {
+                    continue;
+                };
                 match scope.types.get(name) {
                     Some(declared)
                         if declared.is_fully_known()
