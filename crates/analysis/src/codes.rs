@@ -61,6 +61,17 @@ codes! {
     InputUnused = "ODC101", "input-unused", Warning, "A graph input is never used.";
     InitializerUnused = "ODC102", "initializer-unused", Warning, "An initializer is never used: it only makes the file bigger.";
     DeadNode = "ODC103", "dead-node", Warning, "No output of the node reaches a graph output.";
+    // Deployment lints (crates/analysis/src/lints/, one file per rule); target rules take their
+    // severity per target from the profile (crates/analysis/targets/*.toml).
+    TargetOpUnsupported = "ODT001", "target-op-unsupported", Error, "The target backend does not implement the operator, or not at the model's opset.";
+    TargetOpsetUnsupported = "ODT002", "target-opset-unsupported", Error, "The model imports an ai.onnx opset outside the range the target's ONNX importer accepts.";
+    TargetAttributeUnsupported = "ODT003", "target-attribute-unsupported", Error, "An attribute value the target backend documents as unsupported for that operator.";
+    Int64OnTensorrt = "ODT010", "int64-on-tensorrt", Error, "An INT64 initializer on a target that narrows INT64 to INT32: values outside the INT32 range are clamped.";
+    DataDependentShape = "ODT020", "data-dependent-shape", Warning, "An operator whose output shape depends on input values (NonZero, Unique, NonMaxSuppression, Compress, TopK with a computed k).";
+    ControlFlow = "ODT021", "control-flow", Warning, "An If, Loop or Scan node: the target must run a subgraph, with restrictions on branch and loop shapes.";
+    InitializerAsInput = "ODT030", "initializer-as-input", Warning, "Initializers are also listed as graph inputs (keep_initializers_as_inputs=True), so runtimes treat weights as overridable inputs.";
+    TrainingModeExport = "ODT031", "training-mode-export", Warning, "Dropout or BatchNormalization was exported in training mode.";
+    MetadataPathLeak = "ODT032", "metadata-path-leak", Warning, "Model or node metadata (e.g. pkg.torch.onnx.stack_trace) contains absolute file paths of the exporting machine.";
 }
 
 #[cfg(test)]
@@ -75,7 +86,9 @@ mod tests {
         for c in ALL_CODES {
             assert!(codes.insert(c.code()), "duplicate code {}", c.code());
             assert!(names.insert(c.name()), "duplicate name {}", c.name());
-            assert!(c.code().starts_with("ODC") && c.code().len() == 6);
+            assert!(
+                (c.code().starts_with("ODC") || c.code().starts_with("ODT")) && c.code().len() == 6
+            );
             assert!(c.summary().ends_with('.'));
         }
     }

@@ -14,3 +14,6 @@ mod infer;
 pub use check::check;
 pub use codes::{Code, ALL_CODES};
 pub use infer::{apply, infer, type_proto, Inference};
+pub mod lints;
+pub mod targets;
+pub use lints::{lint, Finding, RULES};

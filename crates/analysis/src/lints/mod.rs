@@ -1,0 +1,386 @@
+//! Deployment lints: hazards that make a valid model fail, or run differently, on a backend.
+//!
+//! One file per rule; its `//!` doc comment is its documentation (`## What it does`,
+//! `## Why is this bad?`, `## Example`, `## Fix`; a test requires them) and [`RULES`] is the one
+//! table that dispatches them. Target rules read the profiles of `crate::targets` and report once
+//! per target, with that target's severity; the others report with `target: None`.
+
+mod control_flow;
+mod data_dependent_shape;
+mod initializer_as_input;
+mod int64_on_tensorrt;
+mod metadata_path_leak;
+mod target_attribute_unsupported;
+mod target_op_unsupported;
+mod target_opset_unsupported;
+mod training_mode_export;
+
+use crate::targets::Profile;
+use crate::Code;
+use diagnostics::{Diagnostic, Location, Severity};
+use onnx_ir::Model;
+use onnx_proto::{GraphProto, NodeProto, TensorProto};
+use std::collections::HashMap;
+
+/// A finding and the target it concerns (`None` when it holds for every backend).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub target: Option<String>,
+    pub diagnostic: Diagnostic,
+}
+
+/// A lint rule: its code, whether it needs targets, its documentation and its check.
+pub struct Rule {
+    pub code: Code,
+    /// Runs only when targets are given.
+    pub targeted: bool,
+    /// The rule's source file; its `//!` lines are the documentation.
+    pub source: &'static str,
+    run: fn(&Cx, &mut Vec<Finding>),
+}
+
+impl Rule {
+    /// The rule's documentation: the `//!` lines of its file, without the markers.
+    pub fn doc(&self) -> String {
+        self.source
+            .lines()
+            .take_while(|l| l.starts_with("//!"))
+            .map(|l| {
+                l.trim_start_matches("//!")
+                    .strip_prefix(' ')
+                    .unwrap_or(l.trim_start_matches("//!"))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+macro_rules! rule {
+    ($code:ident, $targeted:expr, $module:ident) => {
+        Rule {
+            code: Code::$code,
+            targeted: $targeted,
+            source: include_str!(concat!(stringify!($module), ".rs")),
+            run: $module::run,
+        }
+    };
+}
+
+/// Every lint rule, in report order.
+pub const RULES: &[Rule] = &[
+    rule!(TargetOpsetUnsupported, true, target_opset_unsupported),
+    rule!(TargetOpUnsupported, true, target_op_unsupported),
+    rule!(
+        TargetAttributeUnsupported,
+        true,
+        target_attribute_unsupported
+    ),
+    rule!(Int64OnTensorrt, true, int64_on_tensorrt),
+    rule!(DataDependentShape, true, data_dependent_shape),
+    rule!(ControlFlow, true, control_flow),
+    rule!(InitializerAsInput, false, initializer_as_input),
+    rule!(TrainingModeExport, false, training_mode_export),
+    rule!(MetadataPathLeak, false, metadata_path_leak),
+];
+
+/// Runs every rule on `model`: the target-independent ones always, the target rules once per
+/// profile in `targets`. `file` is the name findings carry.
+pub fn lint(model: &Model, file: &str, targets: &[&'static Profile]) -> Vec<Finding> {
+    let cx = Cx::new(model, file, targets);
+    let mut out = Vec::new();
+    for rule in RULES {
+        if rule.targeted && targets.is_empty() {
+            continue;
+        }
+        (rule.run)(&cx, &mut out);
+    }
+    out
+}
+
+/// What the rules share: the model, every node (subgraphs included) and the known constants.
+pub(crate) struct Cx<'m> {
+    pub model: &'m Model,
+    pub file: &'m str,
+    pub targets: &'m [&'static Profile],
+    /// The imported ai.onnx opset (1 when the model imports none, as the spec's default).
+    pub opset: i64,
+    pub nodes: Vec<&'m NodeProto>,
+    /// Values whose contents are known without running the model: initializers of every graph
+    /// and the outputs of Constant nodes with a `value` tensor.
+    pub constants: HashMap<&'m str, &'m TensorProto>,
+}
+
+impl<'m> Cx<'m> {
+    fn new(model: &'m Model, file: &'m str, targets: &'m [&'static Profile]) -> Self {
+        fn visit<'a>(
+            g: &'a GraphProto,
+            nodes: &mut Vec<&'a NodeProto>,
+            consts: &mut HashMap<&'a str, &'a TensorProto>,
+        ) {
+            for t in &g.initializer {
+                consts.insert(t.name(), t);
+            }
+            for n in &g.node {
+                nodes.push(n);
+                if n.op_type() == "Constant" && (n.domain().is_empty() || n.domain() == "ai.onnx") {
+                    if let (Some(out), Some(t)) = (
+                        n.output.first(),
+                        n.attribute
+                            .iter()
+                            .find(|a| a.name() == "value")
+                            .and_then(|a| a.t.as_ref()),
+                    ) {
+                        consts.insert(out.as_str(), t);
+                    }
+                }
+                for a in &n.attribute {
+                    for sub in a.g.iter().chain(a.graphs.iter()) {
+                        visit(sub, nodes, consts);
+                    }
+                }
+            }
+        }
+        let mut nodes = Vec::new();
+        let mut constants = HashMap::new();
+        visit(model.graph(), &mut nodes, &mut constants);
+        Cx {
+            model,
+            file,
+            targets,
+            opset: model.opset("").unwrap_or(1),
+            nodes,
+            constants,
+        }
+    }
+
+    pub fn node_location(&self, n: &NodeProto) -> Location {
+        Location::Node {
+            file: self.file.to_string(),
+            node: n.name().to_string(),
+            op: n.op_type().to_string(),
+        }
+    }
+
+    pub fn value_location(&self, value: &str) -> Location {
+        Location::Value {
+            file: self.file.to_string(),
+            value: value.to_string(),
+        }
+    }
+
+    pub fn file_location(&self) -> Location {
+        Location::File {
+            file: self.file.to_string(),
+        }
+    }
+}
+
+/// True for nodes of the default (ai.onnx) domain.
+pub(crate) fn default_domain(n: &NodeProto) -> bool {
+    n.domain().is_empty() || n.domain() == "ai.onnx"
+}
+
+/// The PyTorch module path a node name carries, when the exporter's scoping is visible in it:
+/// `/encoder/layer.0/attn/MatMul` → `encoder.layer.0.attn`.
+pub fn torch_module_path(node_name: &str) -> Option<String> {
+    let rest = node_name.strip_prefix('/')?;
+    let parts: Vec<&str> = rest.split('/').collect();
+    if parts.len() < 2 || parts.iter().any(|p| p.is_empty()) {
+        return None;
+    }
+    Some(parts[..parts.len() - 1].join("."))
+}
+
+/// ` (PyTorch module `encoder.layer.0.attn`)` when the node name carries one, else empty.
+pub(crate) fn module_suffix(n: &NodeProto) -> String {
+    torch_module_path(n.name())
+        .map(|m| format!(" (PyTorch module `{m}`)"))
+        .unwrap_or_default()
+}
+
+/// The node's display name for messages: its name, or its op and first output when unnamed.
+pub(crate) fn node_label(n: &NodeProto) -> String {
+    if n.name().is_empty() {
+        format!(
+            "{} node producing '{}'",
+            n.op_type(),
+            n.output.first().map(String::as_str).unwrap_or("")
+        )
+    } else {
+        format!("{} node '{}'", n.op_type(), n.name())
+    }
+}
+
+pub(crate) fn severity(text: &str) -> Severity {
+    match text {
+        "error" => Severity::Error,
+        "info" => Severity::Info,
+        _ => Severity::Warning,
+    }
+}
+
+/// `see: <title> (<url>, <version>)` for a source id of `profile`.
+pub(crate) fn cite(profile: &Profile, id: &str) -> String {
+    match profile.source(id) {
+        Some(s) => format!("source: {} <{}> ({})", s.title, s.url, s.version),
+        None => format!("source: {id}"),
+    }
+}
+
+pub(crate) fn push(
+    out: &mut Vec<Finding>,
+    target: Option<&Profile>,
+    code: Code,
+    severity: Severity,
+    location: Location,
+    message: String,
+    help: String,
+) {
+    let message = match target {
+        Some(p) => format!("[{}] {message}", p.name),
+        None => message,
+    };
+    out.push(Finding {
+        target: target.map(|p| p.name.clone()),
+        diagnostic: Diagnostic::new(code.code(), severity, message, location).with_help(help),
+    });
+}
+
+#[cfg(test)]
+pub(crate) mod fixture {
+    //! Tiny models built in the tests.
+    use onnx_proto::{
+        attribute_proto::AttributeType, tensor_proto::DataType, AttributeProto, GraphProto,
+        ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
+    };
+
+    pub fn node(op: &str, name: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
+        NodeProto {
+            op_type: Some(op.into()),
+            name: Some(name.into()),
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: outputs.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    pub fn attr_s(name: &str, v: &str) -> AttributeProto {
+        AttributeProto {
+            name: Some(name.into()),
+            r#type: Some(AttributeType::String as i32),
+            s: Some(v.as_bytes().to_vec().into()),
+            ..Default::default()
+        }
+    }
+
+    pub fn attr_i(name: &str, v: i64) -> AttributeProto {
+        AttributeProto {
+            name: Some(name.into()),
+            r#type: Some(AttributeType::Int as i32),
+            i: Some(v),
+            ..Default::default()
+        }
+    }
+
+    pub fn int64(name: &str, values: &[i64]) -> TensorProto {
+        TensorProto {
+            name: Some(name.into()),
+            data_type: Some(DataType::Int64 as i32),
+            dims: vec![values.len() as i64],
+            int64_data: values.to_vec(),
+            ..Default::default()
+        }
+    }
+
+    pub fn bool_scalar(name: &str, v: bool) -> TensorProto {
+        TensorProto {
+            name: Some(name.into()),
+            data_type: Some(DataType::Bool as i32),
+            int32_data: vec![i32::from(v)],
+            ..Default::default()
+        }
+    }
+
+    pub fn model(
+        opset: i64,
+        nodes: Vec<NodeProto>,
+        initializer: Vec<TensorProto>,
+    ) -> onnx_ir::Model {
+        onnx_ir::Model::from_proto(ModelProto {
+            ir_version: Some(8),
+            opset_import: vec![OperatorSetIdProto {
+                domain: Some(String::new()),
+                version: Some(opset),
+            }],
+            graph: Some(GraphProto {
+                name: Some("g".into()),
+                node: nodes,
+                initializer,
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    }
+
+    /// (target, code, severity, node or value) of each finding.
+    pub fn summary(findings: &[super::Finding]) -> Vec<(String, String, String, String)> {
+        findings
+            .iter()
+            .map(|f| {
+                let at = match &f.diagnostic.location {
+                    diagnostics::Location::Node { node, .. } => node.clone(),
+                    diagnostics::Location::Value { value, .. } => value.clone(),
+                    _ => String::new(),
+                };
+                (
+                    f.target.clone().unwrap_or_default(),
+                    f.diagnostic.code.clone(),
+                    f.diagnostic.severity.as_str().to_string(),
+                    at,
+                )
+            })
+            .collect()
+    }
+
+    pub fn targets(names: &str) -> Vec<&'static crate::targets::Profile> {
+        crate::targets::resolve(names).unwrap()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rule_is_documented_and_in_the_code_table() {
+        let mut seen = std::collections::HashSet::new();
+        for r in RULES {
+            assert!(seen.insert(r.code.code()), "{} twice", r.code.code());
+            assert!(r.code.code().starts_with("ODT"));
+            let doc = r.doc();
+            for section in [
+                "## What it does",
+                "## Why is this bad?",
+                "## Example",
+                "## Fix",
+            ] {
+                assert!(doc.contains(section), "{} lacks {section}", r.code.code());
+            }
+        }
+        let odt = crate::ALL_CODES
+            .iter()
+            .filter(|c| c.code().starts_with("ODT"))
+            .count();
+        assert_eq!(odt, RULES.len(), "every ODT code has a rule");
+    }
+
+    #[test]
+    fn module_paths_come_from_scoped_node_names() {
+        assert_eq!(
+            torch_module_path("/encoder/layer.0/attn/MatMul").as_deref(),
+            Some("encoder.layer.0.attn")
+        );
+        assert_eq!(torch_module_path("/MatMul"), None);
+        assert_eq!(torch_module_path("MatMul_3"), None);
+    }
+}

@@ -1,0 +1,116 @@
+//! Flags nodes whose operator the target backend does not implement, or not at the model's opset.
+//!
+//! ## What it does
+//! For each target, looks every ai.onnx node (subgraphs included) up in the target's profile
+//! (`crates/analysis/targets/<target>.toml`) at the opset the model imports, and reports the nodes
+//! the target does not list, or lists only for other opsets. Other domains are not checked here.
+//!
+//! ## Why is this bad?
+//! The backend's importer refuses the graph ("No importer registered for op", "NOT_IMPLEMENTED"):
+//! the model exports and passes `onnx.checker`, then fails at deployment.
+//!
+//! ## Example
+//! `torch.unique(x)` exports a `Unique` node; TensorRT's ONNX parser has no importer for it.
+//!
+//! ## Fix
+//! PyTorch side: replace the op by one the target supports (e.g. sort + compare instead of
+//! `unique`), or move it out of the exported module. ONNX side: export at an opset the target
+//! accepts, or register a plugin / custom op for it on the target.
+
+use super::{cite, module_suffix, node_label, push, Cx, Finding};
+use crate::targets::Support;
+use crate::Code;
+use diagnostics::Severity;
+
+pub(super) fn run(cx: &Cx, out: &mut Vec<Finding>) {
+    for &p in cx.targets {
+        for n in cx.nodes.iter().filter(|n| super::default_domain(n)) {
+            let (message, help) = match p.support("", n.op_type(), cx.opset) {
+                Support::Yes(_) => continue,
+                Support::No => (
+                    format!("{} v{} does not implement {}{}", p.backend, p.version, node_label(n), module_suffix(n)),
+                    "replace the op (PyTorch side) or provide a plugin / custom op on the target; the profile lists what it implements".to_string(),
+                ),
+                Support::OutsideRange(ranges) => {
+                    let shown: Vec<String> = ranges
+                        .iter()
+                        .map(|(a, b)| format!("{}..{}", a.map(|v| v.to_string()).unwrap_or_default(), b.map(|v| v.to_string()).unwrap_or_default()))
+                        .collect();
+                    (
+                        format!(
+                            "{} v{} implements {} only at opsets {}, the model imports opset {}{}",
+                            p.backend, p.version, node_label(n), shown.join(", "), cx.opset, module_suffix(n)
+                        ),
+                        "export with an opset_version inside the range, or convert with onnx.version_converter".to_string(),
+                    )
+                }
+            };
+            let source = p
+                .ops
+                .first()
+                .map(|g| cite(p, &g.source))
+                .unwrap_or_default();
+            push(
+                out,
+                Some(p),
+                Code::TargetOpUnsupported,
+                Severity::Error,
+                cx.node_location(n),
+                message,
+                format!("{help}; {source}"),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{fixture::*, lint};
+
+    #[test]
+    fn unique_fails_on_tensorrt_not_on_onnxruntime() {
+        let m = model(
+            13,
+            vec![
+                node("Unique", "/enc/Unique", &["x"], &["y"]),
+                node("Relu", "r", &["y"], &["z"]),
+            ],
+            vec![],
+        );
+        let f: Vec<_> = lint(&m, "m.onnx", &targets("tensorrt-8.6,onnxruntime-cpu"))
+            .into_iter()
+            .filter(|f| f.diagnostic.code == "ODT001")
+            .collect();
+        assert_eq!(
+            summary(&f),
+            vec![(
+                "tensorrt-8.6".into(),
+                "ODT001".into(),
+                "error".into(),
+                "/enc/Unique".into()
+            )]
+        );
+        assert!(
+            f[0].diagnostic.message.contains("PyTorch module `enc`"),
+            "{}",
+            f[0].diagnostic.message
+        );
+    }
+
+    #[test]
+    fn an_op_outside_its_range_is_named_with_the_range() {
+        // onnxruntime's CPU kernels for Upsample stop at opset 9.
+        let m = model(
+            10,
+            vec![node("Upsample", "up", &["x", "s"], &["y"])],
+            vec![],
+        );
+        let f = lint(&m, "m.onnx", &targets("onnxruntime-cpu"));
+        let d = &f
+            .iter()
+            .find(|f| f.diagnostic.code == "ODT001")
+            .unwrap()
+            .diagnostic;
+        assert!(d.message.contains("only at opsets 7..9"), "{}", d.message);
+    }
+}
