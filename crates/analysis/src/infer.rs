@@ -44,6 +44,7 @@ impl Env<'_> {
 
 struct Driver {
     file: String,
+    ir_version: i64,
     opsets: HashMap<String, i64>,
     uninferred: std::cell::RefCell<BTreeMap<String, usize>>,
     findings: std::cell::RefCell<Vec<Diagnostic>>,
@@ -54,6 +55,7 @@ struct Driver {
 pub fn infer(model: &Model, file: &str, input_shapes: &HashMap<String, Vec<i64>>) -> Inference {
     let d = Driver {
         file: file.to_string(),
+        ir_version: model.proto.ir_version.unwrap_or(0),
         opsets: model
             .proto
             .opset_import
@@ -145,9 +147,10 @@ impl Driver {
                 )),
                 Err(_) => Info::default(),
             };
-            // An initializer that is also a graph input is a default the caller may override: its
-            // value is not known, only its type.
-            if env.values.contains_key(t.name()) {
+            // From IR 4 on, an initializer that is also a graph input is a default the caller may
+            // override: its value is not known, only its type. Before IR 4 every initializer had to
+            // be listed as an input, and it is a constant like any other.
+            if self.ir_version >= 4 && env.values.contains_key(t.name()) {
                 continue;
             }
             env.values.insert(t.name().to_string(), info);
