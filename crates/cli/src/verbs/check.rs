@@ -21,13 +21,25 @@ pub struct Args {
     /// Fix a graph input's dims for shape inference: NAME=1x3x224x224 (repeatable).
     #[arg(long = "input-shape", value_name = "NAME=DIMS", value_parser = crate::input_shape::parse)]
     pub input_shape: Vec<(String, Vec<i64>)>,
+    /// Also check deployment on backends: comma-separated profile names (`onnx-doctor targets`), or `all`.
+    #[arg(long, value_name = "TARGETS")]
+    pub target: Option<String>,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let file = args.model.display().to_string();
     let model = Model::load(&args.model)?;
     let shapes = crate::input_shape::resolve(&model, &args.input_shape)?;
-    let findings = analysis::check(&model, &file, &shapes);
+    let targets = match &args.target {
+        Some(list) => analysis::targets::resolve(list).map_err(anyhow::Error::msg)?,
+        None => Vec::new(),
+    };
+    let mut findings = analysis::check(&model, &file, &shapes);
+    let mut target_of: Vec<Option<String>> = vec![None; findings.len()];
+    for f in analysis::lint(&model, &file, &targets) {
+        findings.push(f.diagnostic);
+        target_of.push(f.target);
+    }
     match args.format {
         FindingsFormat::Human => {
             print!("{}", diagnostics::render_human(&findings, &|_| None));
@@ -38,13 +50,28 @@ pub fn run(args: Args) -> Result<ExitCode> {
             } else {
                 println!("{file}: {errors} error(s), {warnings} warning(s)");
             }
+            if !targets.is_empty() {
+                print!("{}", target_table(&targets, &findings, &target_of));
+            }
         }
         FindingsFormat::Json => {
             let mut v = diagnostics::render_json(&findings);
             v["file"] = file.into();
+            if let Some(list) = v["diagnostics"].as_array_mut() {
+                for (d, t) in list.iter_mut().zip(&target_of) {
+                    d["target"] = t.clone().into();
+                }
+            }
+            if !targets.is_empty() {
+                v["targets"] = targets
+                    .iter()
+                    .map(|p| serde_json::json!({"target": p.name, "verdict": verdict(p, &findings, &target_of)}))
+                    .collect();
+            }
             println!("{}", serde_json::to_string_pretty(&v)?);
         }
         FindingsFormat::Sarif => {
+            // SARIF has no target field of its own: the message carries `[target]`.
             let rules: Vec<RuleInfo> = analysis::ALL_CODES
                 .iter()
                 .map(|c| RuleInfo {
@@ -58,4 +85,47 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::from(diagnostics::exit_code(&findings)))
+}
+
+/// A target's verdict: `will fail` when a finding is an error for it or for every target (a
+/// target-independent error), `runs with warnings` when any warning concerns it, else `runs`.
+fn verdict(
+    p: &analysis::targets::Profile,
+    findings: &[diagnostics::Diagnostic],
+    target_of: &[Option<String>],
+) -> &'static str {
+    let worst = findings
+        .iter()
+        .zip(target_of)
+        .filter(|(_, t)| t.as_deref().is_none_or(|t| t == p.name))
+        .map(|(d, _)| d.severity)
+        .max();
+    match worst {
+        Some(Severity::Error) => "will fail",
+        Some(Severity::Warning) => "runs with warnings",
+        _ => "runs",
+    }
+}
+
+/// The table that ends human output when targets are given.
+fn target_table(
+    targets: &[&analysis::targets::Profile],
+    findings: &[diagnostics::Diagnostic],
+    target_of: &[Option<String>],
+) -> String {
+    let width = targets
+        .iter()
+        .map(|p| p.name.len())
+        .max()
+        .unwrap_or(0)
+        .max(6);
+    let mut out = format!("\n{:width$}  verdict\n", "target");
+    for p in targets {
+        out.push_str(&format!(
+            "{:width$}  {}\n",
+            p.name,
+            verdict(p, findings, target_of)
+        ));
+    }
+    out
 }

@@ -5,6 +5,7 @@ pub mod explain;
 pub mod inspect;
 pub mod lint;
 pub mod shapes;
+pub mod targets;
 
 use std::process::ExitCode;
 
@@ -20,6 +21,8 @@ pub enum Verb {
     Check(check::Args),
     /// Infer every value's type and shape and write them into a copy of the model.
     Shapes(shapes::Args),
+    /// List the deployment target profiles `check --target` uses, with versions and sources.
+    Targets(targets::Args),
 }
 
 pub fn run(verb: Verb) -> anyhow::Result<ExitCode> {
@@ -29,5 +32,6 @@ pub fn run(verb: Verb) -> anyhow::Result<ExitCode> {
         Verb::Explain(args) => explain::run(args),
         Verb::Check(args) => check::run(args),
         Verb::Shapes(args) => shapes::run(args),
+        Verb::Targets(args) => targets::run(args),
     }
 }

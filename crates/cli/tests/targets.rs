@@ -1,0 +1,126 @@
+//! `check --target` and `targets`, end to end on models built with onnx.helper.
+
+mod common;
+
+use common::{run, stderr, stdout};
+use std::process::Command;
+
+/// Writes a small valid model with one Unique and one NonZero node (scoped PyTorch-style names)
+/// at opset 13 and returns its path.
+fn hazard_model(dir: &std::path::Path) -> String {
+    let path = dir.join("hazards.onnx");
+    let script = r#"
+import sys, onnx
+from onnx import helper as h, TensorProto as T
+x = h.make_tensor_value_info("x", T.FLOAT, [4])
+y = h.make_tensor_value_info("y", T.FLOAT, ["u"])
+i = h.make_tensor_value_info("i", T.INT64, [1, "n"])
+nodes = [
+    h.make_node("Unique", ["x"], ["y"], name="/enc/layer.0/Unique"),
+    h.make_node("NonZero", ["x"], ["i"], name="/enc/mask/NonZero"),
+]
+g = h.make_graph(nodes, "g", [x], [y, i])
+m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+onnx.checker.check_model(m, full_check=True)
+onnx.save(m, sys.argv[1])
+"#;
+    let o = Command::new("python3")
+        .args(["-c", script, path.to_str().unwrap()])
+        .output()
+        .expect("python3");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn targets_lists_every_profile_with_sources() {
+    let o = run(&["targets"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    for name in ["onnxruntime-cpu", "tensorrt-8.6", "tensorrt-10", "openvino"] {
+        assert!(out.contains(&format!("{name}  ")), "{name} missing:\n{out}");
+    }
+    assert!(
+        out.contains("https://github.com/onnx/onnx-tensorrt/"),
+        "{out}"
+    );
+    let o = run(&["targets", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    for p in v.as_array().unwrap() {
+        assert!(p["ops"].as_u64().unwrap() > 100, "{p}");
+        assert!(!p["sources"].as_array().unwrap().is_empty());
+    }
+}
+
+#[test]
+fn unique_fails_on_tensorrt_and_runs_on_onnxruntime() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = hazard_model(dir.path());
+    let o = run(&["check", &path]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "plain check: {}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    let o = run(&["check", &path, "--target", "tensorrt-8.6,onnxruntime-cpu"]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("ODT001"), "{out}");
+    assert!(out.contains("PyTorch module `enc.layer.0`"), "{out}");
+    let table: Vec<&str> = out.lines().rev().take(2).collect();
+    assert_eq!(
+        table,
+        vec!["onnxruntime-cpu  runs", "tensorrt-8.6     will fail"],
+        "{out}"
+    );
+
+    let o = run(&[
+        "check",
+        &path,
+        "--target",
+        "tensorrt-8.6",
+        "--format",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let diags = v["diagnostics"].as_array().unwrap();
+    let unique = diags
+        .iter()
+        .find(|d| d["code"] == "ODT001")
+        .expect("ODT001 in JSON");
+    assert_eq!(unique["target"], "tensorrt-8.6");
+    assert_eq!(unique["location"]["node"], "/enc/layer.0/Unique");
+    assert_eq!(unique["location"]["op"], "Unique");
+    let nonzero = diags.iter().find(|d| d["code"] == "ODT020").unwrap();
+    assert_eq!(nonzero["severity"], "warning");
+    assert_eq!(v["targets"][0]["verdict"], "will fail");
+}
+
+#[test]
+fn clean_example_runs_everywhere_and_unknown_targets_are_usage_errors() {
+    let o = run(&[
+        "check",
+        "examples/tiny_cnn.onnx",
+        "--target",
+        "all",
+        "--format",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(o.status.code(), Some(0), "{v}");
+    for t in v["targets"].as_array().unwrap() {
+        assert_ne!(t["verdict"], "will fail", "{v}");
+    }
+    for d in v["diagnostics"].as_array().unwrap() {
+        assert!(d.get("target").is_some(), "{d}");
+    }
+    let o = run(&["check", "examples/tiny_cnn.onnx", "--target", "tensorrt-7"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("unknown target 'tensorrt-7'"),
+        "{}",
+        stderr(&o)
+    );
+}
