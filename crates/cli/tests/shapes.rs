@@ -10,21 +10,42 @@ use std::collections::HashMap;
 fn types(path: &std::path::Path) -> HashMap<String, String> {
     let m = Model::load(path).unwrap();
     let g = m.graph();
-    g.value_info.iter().chain(&g.output).map(|v| (v.name().to_string(), ValueType::from_proto(v.r#type.as_ref()).to_string())).collect()
+    g.value_info
+        .iter()
+        .chain(&g.output)
+        .map(|v| {
+            (
+                v.name().to_string(),
+                ValueType::from_proto(v.r#type.as_ref()).to_string(),
+            )
+        })
+        .collect()
 }
 
 #[test]
 fn example_keeps_the_symbolic_batch_and_fixes_it_on_request() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("s.onnx");
-    let o = run(&["shapes", "examples/tiny_cnn.onnx", "-o", out.to_str().unwrap()]);
+    let o = run(&[
+        "shapes",
+        "examples/tiny_cnn.onnx",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let t = types(&out);
     assert_eq!(t["/conv1/Conv_output_0"], "float[batch,8,32,32]");
     assert_eq!(t["/pool/MaxPool_output_0"], "float[batch,8,16,16]");
     assert_eq!(t["/Flatten_output_0"], "float[batch,16]");
     assert_eq!(t["probs"], "float[batch,10]");
-    let o = run(&["shapes", "examples/tiny_cnn.onnx", "-o", out.to_str().unwrap(), "--input-shape", "image=4x3x32x32"]);
+    let o = run(&[
+        "shapes",
+        "examples/tiny_cnn.onnx",
+        "-o",
+        out.to_str().unwrap(),
+        "--input-shape",
+        "image=4x3x32x32",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let t = types(&out);
     assert_eq!(t["/gap/GlobalAveragePool_output_0"], "float[4,16,1,1]");
@@ -42,11 +63,21 @@ fn bad_input_shape_arguments_are_refused() {
         ("image=1x4x32x32", "dim 1 is fixed to 3"),
         ("image=1xAx32x32", "'A' is not a non-negative integer"),
     ] {
-        let o = run(&["shapes", "examples/tiny_cnn.onnx", "-o", out, "--input-shape", arg]);
+        let o = run(&[
+            "shapes",
+            "examples/tiny_cnn.onnx",
+            "-o",
+            out,
+            "--input-shape",
+            arg,
+        ]);
         assert_eq!(o.status.code(), Some(2), "{arg}");
         assert!(stderr(&o).contains(expect), "{arg}: {}", stderr(&o));
     }
-    assert!(!std::path::Path::new(out).exists(), "no output is written on error");
+    assert!(
+        !std::path::Path::new(out).exists(),
+        "no output is written on error"
+    );
 }
 
 /// Shape → Gather → Unsqueeze → Concat → Reshape with a symbolic batch: the Reshape target is
@@ -80,10 +111,22 @@ m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 onnx.save(m, sys.argv[1])
 "#;
     let model = dir.path().join("dp.onnx");
-    let py = std::process::Command::new("python3").args(["-c", script, model.to_str().unwrap()]).output().unwrap();
-    assert!(py.status.success(), "{}", String::from_utf8_lossy(&py.stderr));
+    let py = std::process::Command::new("python3")
+        .args(["-c", script, model.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        py.status.success(),
+        "{}",
+        String::from_utf8_lossy(&py.stderr)
+    );
     let out = dir.path().join("out.onnx");
-    let o = run(&["shapes", model.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let o = run(&[
+        "shapes",
+        model.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let t = types(&out);
     assert_eq!(t["y"], "float[batch,3*seq]");
@@ -91,7 +134,10 @@ onnx.save(m, sys.argv[1])
     assert_eq!(t["target"], "int64[2]");
     let m = Model::load(&out).unwrap();
     let y = m.graph().output.iter().find(|v| v.name() == "y").unwrap();
-    assert_eq!(ValueType::from_proto(y.r#type.as_ref()).shape().unwrap()[0], Dim::Sym("batch".into()));
+    assert_eq!(
+        ValueType::from_proto(y.r#type.as_ref()).shape().unwrap()[0],
+        Dim::Sym("batch".into())
+    );
 }
 
 /// Wherever onnx.shape_inference (data_prop=True) infers a fully static shape on a node-test
@@ -106,12 +152,34 @@ fn shapes_agree_with_onnx_on_the_node_corpus() {
         .current_dir(&root)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
-    println!("values {} matched {} missing {} wrong {}", v["values"], v["matched"], v["missing"], v["wrong"]);
-    assert!(v["values"].as_u64().unwrap() > 12000, "corpus too small: {v}");
-    assert_eq!(v["wrong"], serde_json::json!({}), "shapes that differ from onnx:\n{}", v["examples"]);
-    let floor: u64 = std::fs::read_to_string(root.join("crates/cli/tests/shapes_floor.txt")).unwrap().trim().parse().unwrap();
+    println!(
+        "values {} matched {} missing {} wrong {}",
+        v["values"], v["matched"], v["missing"], v["wrong"]
+    );
+    assert!(
+        v["values"].as_u64().unwrap() > 12000,
+        "corpus too small: {v}"
+    );
+    assert_eq!(
+        v["wrong"],
+        serde_json::json!({}),
+        "shapes that differ from onnx:\n{}",
+        v["examples"]
+    );
+    let floor: u64 = std::fs::read_to_string(root.join("crates/cli/tests/shapes_floor.txt"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     let matched = v["matched"].as_u64().unwrap();
-    assert!(matched >= floor, "matched {matched} static shapes, below the floor {floor}");
+    assert!(
+        matched >= floor,
+        "matched {matched} static shapes, below the floor {floor}"
+    );
 }
