@@ -37,17 +37,27 @@ fn targets_lists_every_profile_with_sources() {
     let o = run(&["targets"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
-    for name in ["onnxruntime-cpu", "tensorrt-8.6", "tensorrt-10", "openvino"] {
+    for name in [
+        "onnxruntime-cpu",
+        "tensorrt-8.6",
+        "tensorrt-10",
+        "openvino",
+        "ncnn",
+        "tract",
+    ] {
         assert!(out.contains(&format!("{name}  ")), "{name} missing:\n{out}");
     }
     assert!(
         out.contains("https://github.com/onnx/onnx-tensorrt/"),
         "{out}"
     );
+    assert!(out.contains("https://github.com/Tencent/ncnn/"), "{out}");
+    assert!(out.contains("https://github.com/sonos/tract/"), "{out}");
     let o = run(&["targets", "--format", "json"]);
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     for p in v.as_array().unwrap() {
-        assert!(p["ops"].as_u64().unwrap() > 100, "{p}");
+        // ncnn's onnx2ncnn converts ~70 op types; every other profile lists more than 100.
+        assert!(p["ops"].as_u64().unwrap() > 60, "{p}");
         assert!(!p["sources"].as_array().unwrap().is_empty());
     }
 }

@@ -22,6 +22,8 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../targets/tensorrt-10.toml"),
     ),
     ("openvino", include_str!("../../targets/openvino.toml")),
+    ("ncnn", include_str!("../../targets/ncnn.toml")),
+    ("tract", include_str!("../../targets/tract.toml")),
 ];
 
 /// Where a fact comes from: a document or source file at a version.
@@ -336,6 +338,12 @@ mod tests {
             Support::OutsideRange(_)
         ));
         assert!(!ort.casts_int64());
+        let ncnn = profile("ncnn").unwrap();
+        assert!(matches!(ncnn.support("", "Conv", 13), Support::Yes(_)));
+        assert_eq!(ncnn.support("", "NonZero", 13), Support::No);
+        let tract = profile("tract").unwrap();
+        assert!(matches!(tract.support("", "If", 13), Support::Yes(_)));
+        assert_eq!(tract.support("", "Loop", 13), Support::No);
         assert!(resolve("all").unwrap().len() == profiles().len());
         assert_eq!(resolve("tensorrt-10, openvino").unwrap().len(), 2);
         assert!(resolve("tensorrt-7").unwrap_err().contains("tensorrt-7"));
