@@ -72,6 +72,7 @@ codes! {
     InitializerAsInput = "ODT030", "initializer-as-input", Warning, "Initializers are also listed as graph inputs (keep_initializers_as_inputs=True), so runtimes treat weights as overridable inputs.";
     TrainingModeExport = "ODT031", "training-mode-export", Warning, "Dropout or BatchNormalization was exported in training mode.";
     MetadataPathLeak = "ODT032", "metadata-path-leak", Warning, "Model or node metadata (e.g. pkg.torch.onnx.stack_trace) contains absolute file paths of the exporting machine.";
+    BakedDynamicDim = "ODT033", "baked-dynamic-dim", Warning, "A constant shape (Reshape/Expand/Range/ConstantOfShape/Slice/Tile size input) fixes a dimension the graph declares symbolic: the export-time size was baked in.";
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! table that dispatches them. Target rules read the profiles of `crate::targets` and report once
 //! per target, with that target's severity; the others report with `target: None`.
 
+mod baked_dynamic_dim;
 mod control_flow;
 mod data_dependent_shape;
 mod initializer_as_input;
@@ -81,6 +82,7 @@ pub const RULES: &[Rule] = &[
     rule!(InitializerAsInput, false, initializer_as_input),
     rule!(TrainingModeExport, false, training_mode_export),
     rule!(MetadataPathLeak, false, metadata_path_leak),
+    rule!(BakedDynamicDim, false, baked_dynamic_dim),
 ];
 
 /// Runs every rule on `model`: the target-independent ones always, the target rules once per
@@ -111,7 +113,7 @@ pub(crate) struct Cx<'m> {
 }
 
 impl<'m> Cx<'m> {
-    fn new(model: &'m Model, file: &'m str, targets: &'m [&'static Profile]) -> Self {
+    pub(crate) fn new(model: &'m Model, file: &'m str, targets: &'m [&'static Profile]) -> Self {
         fn visit<'a>(
             g: &'a GraphProto,
             nodes: &mut Vec<&'a NodeProto>,
