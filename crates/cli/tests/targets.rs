@@ -134,3 +134,56 @@ fn clean_example_runs_everywhere_and_unknown_targets_are_usage_errors() {
         stderr(&o)
     );
 }
+
+/// A Reshape of `x[batch,3,4]` to the constant `[b,12]` (b = 2: the export batch baked in, or -1),
+/// with the output declared `[batch,12]`.
+fn reshape_model(dir: &std::path::Path, b: i64) -> String {
+    let path = dir.join(format!("reshape_{b}.onnx"));
+    let script = r#"
+import sys, onnx, numpy as np
+from onnx import helper as h, TensorProto as T, numpy_helper as nh
+x = h.make_tensor_value_info("x", T.FLOAT, ["batch", 3, 4])
+y = h.make_tensor_value_info("y", T.FLOAT, ["batch", 12])
+shape = nh.from_array(np.array([int(sys.argv[2]), 12], dtype=np.int64), "shape")
+n = h.make_node("Reshape", ["x", "shape"], ["y"], name="/encoder/view/Reshape")
+m = h.make_model(h.make_graph([n], "g", [x], [y], [shape]), opset_imports=[h.make_opsetid("", 17)])
+onnx.checker.check_model(m, full_check=True)
+onnx.save(m, sys.argv[1])
+"#;
+    let o = Command::new("python3")
+        .args(["-c", script, path.to_str().unwrap(), &b.to_string()])
+        .output()
+        .expect("python3");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn baked_batch_is_an_error_and_minus_one_is_clean_on_every_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let baked = reshape_model(dir.path(), 2);
+    let o = run(&["check", &baked, "--target", "all", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(o.status.code(), Some(1), "{v}");
+    let d = v["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["code"] == "ODT033")
+        .expect("ODT033");
+    assert_eq!(d["severity"], "error");
+    assert_eq!(d["location"]["node"], "/encoder/view/Reshape");
+    assert!(d["target"].is_null());
+    let names: Vec<&str> = v["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["target"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"ncnn") && names.contains(&"tract"), "{v}");
+    let clean = reshape_model(dir.path(), -1);
+    let o = run(&["check", &clean, "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(o.status.code(), Some(0), "{v}");
+    assert!(!v.to_string().contains("ODT033"), "{v}");
+}
