@@ -60,6 +60,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
             if let Some(list) = v["diagnostics"].as_array_mut() {
                 for (d, t) in list.iter_mut().zip(&target_of) {
                     d["target"] = t.clone().into();
+                    // Flat fields for tools that do not want to walk `location`.
+                    let node = d["location"]["node"].clone();
+                    let op = d["location"]["op"].clone();
+                    d["node"] = node;
+                    d["op_type"] = op;
                 }
             }
             if !targets.is_empty() {

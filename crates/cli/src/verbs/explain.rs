@@ -168,7 +168,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_rule(rule: &source_lint::Rule, format: Format) -> anyhow::Result<()> {
+pub(crate) fn print_rule(rule: &source_lint::Rule, format: Format) -> anyhow::Result<()> {
     match format {
         Format::Json => {
             let v = serde_json::json!({"rule": {

@@ -4,6 +4,7 @@ pub mod check;
 pub mod explain;
 pub mod inspect;
 pub mod lint;
+pub mod rule;
 pub mod shapes;
 pub mod targets;
 
@@ -21,6 +22,8 @@ pub enum Verb {
     Check(check::Args),
     /// Infer every value's type and shape and write them into a copy of the model.
     Shapes(shapes::Args),
+    /// Print what a finding code means: ODL (lint), ODT (check --target), ODC (check).
+    Rule(rule::Args),
     /// List the deployment target profiles `check --target` uses, with versions and sources.
     Targets(targets::Args),
 }
@@ -32,6 +35,7 @@ pub fn run(verb: Verb) -> anyhow::Result<ExitCode> {
         Verb::Explain(args) => explain::run(args),
         Verb::Check(args) => check::run(args),
         Verb::Shapes(args) => shapes::run(args),
+        Verb::Rule(args) => rule::run(args),
         Verb::Targets(args) => targets::run(args),
     }
 }
