@@ -195,11 +195,104 @@ pub fn torch_module_path(node_name: &str) -> Option<String> {
     Some(parts[..parts.len() - 1].join("."))
 }
 
-/// ` (PyTorch module `encoder.layer.0.attn`)` when the node name carries one, else empty.
+/// Where in the PyTorch program a node came from, as far as the model tells.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TorchSource {
+    /// The module path, e.g. `encoder.layer.0.attn`.
+    pub module: Option<String>,
+    /// The innermost frame of the stack trace outside torch itself, as `file:line`.
+    pub location: Option<String>,
+}
+
+/// The PyTorch provenance of a node: the module path from the dynamo exporter's
+/// `pkg.torch.onnx.name_scopes` metadata (cumulative module paths, root `''` first, the FX node's
+/// own name last), else from a TorchScript-scoped node name (`/encoder/layer.0/attn/MatMul`); and
+/// the innermost user `file:line` of `pkg.torch.onnx.stack_trace`, skipping frames in torch/.
+pub fn torch_source(n: &NodeProto) -> TorchSource {
+    let meta = |key: &str| {
+        n.metadata_props
+            .iter()
+            .find(|e| e.key() == key)
+            .map(|e| e.value())
+    };
+    let module = meta("pkg.torch.onnx.name_scopes")
+        .and_then(module_from_name_scopes)
+        .or_else(|| torch_module_path(n.name()));
+    let location = meta("pkg.torch.onnx.stack_trace").and_then(innermost_user_frame);
+    TorchSource { module, location }
+}
+
+/// `['', 'encoder', 'encoder.layer.0', 'encoder.layer.0.attn', 'matmul']` → `encoder.layer.0.attn`.
+/// Scopes that are not cumulative (each entry a single name) are joined with dots.
+fn module_from_name_scopes(repr: &str) -> Option<String> {
+    let inner = repr.trim().strip_prefix('[')?.strip_suffix(']')?;
+    let items: Vec<&str> = inner
+        .split(',')
+        .map(|s| s.trim().trim_matches(|c| c == '\'' || c == '"'))
+        .collect();
+    // The last entry names the FX node itself, not a module.
+    let scopes: Vec<&str> = items[..items.len().saturating_sub(1)]
+        .iter()
+        .copied()
+        .filter(|s| !s.is_empty())
+        .collect();
+    let last = scopes.last()?;
+    let cumulative = scopes
+        .windows(2)
+        .all(|w| w[1].starts_with(&format!("{}.", w[0])));
+    Some(if cumulative {
+        last.to_string()
+    } else {
+        scopes.join(".")
+    })
+}
+
+/// The last `File "…", line N` frame of a Python stack trace whose file is not inside torch
+/// (a `torch` directory) nor generated (`<eval_with_key>…`), as `file:line`.
+fn innermost_user_frame(trace: &str) -> Option<String> {
+    let mut found = None;
+    for line in trace.lines() {
+        let Some(rest) = line.trim_start().strip_prefix("File \"") else {
+            continue;
+        };
+        let Some((file, after)) = rest.split_once('"') else {
+            continue;
+        };
+        let Some(num) = after
+            .trim_start_matches(',')
+            .trim_start()
+            .strip_prefix("line ")
+        else {
+            continue;
+        };
+        let num: String = num.chars().take_while(char::is_ascii_digit).collect();
+        let in_torch = file.split(['/', '\\']).any(|c| c == "torch");
+        if num.is_empty() || in_torch || file.starts_with('<') {
+            continue;
+        }
+        found = Some(format!("{file}:{num}"));
+    }
+    found
+}
+
+/// ` (PyTorch module `encoder.layer.0.attn`, at model.py:12)` from [`torch_source`], else empty.
+/// Every node finding's message goes through it.
 pub(crate) fn module_suffix(n: &NodeProto) -> String {
-    torch_module_path(n.name())
-        .map(|m| format!(" (PyTorch module `{m}`)"))
-        .unwrap_or_default()
+    match torch_source(n) {
+        TorchSource {
+            module: Some(m),
+            location: Some(l),
+        } => format!(" (PyTorch module `{m}`, at {l})"),
+        TorchSource {
+            module: Some(m),
+            location: None,
+        } => format!(" (PyTorch module `{m}`)"),
+        TorchSource {
+            module: None,
+            location: Some(l),
+        } => format!(" (PyTorch source at {l})"),
+        _ => String::new(),
+    }
 }
 
 /// The node's display name for messages: its name, or its op and first output when unnamed.
@@ -386,5 +479,108 @@ mod tests {
         );
         assert_eq!(torch_module_path("/MatMul"), None);
         assert_eq!(torch_module_path("MatMul_3"), None);
+    }
+
+    fn with_meta(name: &str, props: &[(&str, &str)]) -> NodeProto {
+        let mut n = fixture::node("MatMul", name, &["a", "b"], &["c"]);
+        for (k, v) in props {
+            n.metadata_props.push(onnx_proto::StringStringEntryProto {
+                key: Some(k.to_string()),
+                value: Some(v.to_string()),
+            });
+        }
+        n
+    }
+
+    const TRACE: &str = "File \"/home/alice/proj/model.py\", line 40, in forward\n    \
+        return self.encoder(x)\n  \
+        File \"/usr/lib/python3.11/site-packages/torch/nn/modules/module.py\", line 1747, in _call_impl\n    \
+        return forward_call(*args, **kwargs)\n  \
+        File \"/home/alice/proj/attn.py\", line 12, in forward\n    \
+        return q @ k\n  \
+        File \"/usr/lib/python3.11/site-packages/torch/_tensor.py\", line 41, in wrapped\n    \
+        return f(*args)";
+
+    #[test]
+    fn dynamo_metadata_gives_module_and_innermost_user_frame() {
+        let n = with_meta(
+            "node_matmul",
+            &[
+                (
+                    "pkg.torch.onnx.name_scopes",
+                    "['', 'encoder', 'encoder.layer.0', 'encoder.layer.0.attn', 'matmul']",
+                ),
+                (
+                    "pkg.torch.onnx.class_hierarchy",
+                    "['M', 'Encoder', 'Layer', 'Attn', 'aten.matmul.default']",
+                ),
+                ("pkg.torch.onnx.stack_trace", TRACE),
+            ],
+        );
+        assert_eq!(
+            torch_source(&n),
+            TorchSource {
+                module: Some("encoder.layer.0.attn".into()),
+                location: Some("/home/alice/proj/attn.py:12".into()),
+            }
+        );
+        assert_eq!(
+            module_suffix(&n),
+            " (PyTorch module `encoder.layer.0.attn`, at /home/alice/proj/attn.py:12)"
+        );
+        // Windows paths, a torch-only trace, a node at the root module.
+        let w = with_meta(
+            "n",
+            &[
+                ("pkg.torch.onnx.name_scopes", "['', 'linear']"),
+                (
+                    "pkg.torch.onnx.stack_trace",
+                    "File \"C:\\Users\\bob\\m.py\", line 96, in forward\n  \
+                     File \"C:\\py\\site-packages\\torch\\nn\\modules\\linear.py\", line 125, in forward",
+                ),
+            ],
+        );
+        assert_eq!(
+            module_suffix(&w),
+            " (PyTorch source at C:\\Users\\bob\\m.py:96)"
+        );
+        let t = with_meta(
+            "/encoder/MatMul",
+            &[(
+                "pkg.torch.onnx.stack_trace",
+                "File \"/x/torch/_tensor.py\", line 1, in f",
+            )],
+        );
+        assert_eq!(module_suffix(&t), " (PyTorch module `encoder`)");
+        assert_eq!(module_suffix(&with_meta("MatMul_3", &[])), "");
+    }
+
+    #[test]
+    fn node_findings_carry_the_torch_source() {
+        let mut n = with_meta(
+            "node_dropout",
+            &[
+                (
+                    "pkg.torch.onnx.name_scopes",
+                    "['', 'head', 'head.drop', 'dropout']",
+                ),
+                ("pkg.torch.onnx.stack_trace", TRACE),
+            ],
+        );
+        n.op_type = Some("Dropout".into());
+        n.input = vec!["x".into(), "r".into(), "t".into()];
+        let m = fixture::model(15, vec![n], vec![fixture::bool_scalar("t", true)]);
+        let f = lint(&m, "m.onnx", &[]);
+        let d = f
+            .iter()
+            .find(|f| f.diagnostic.code == "ODT031")
+            .expect("ODT031");
+        assert!(
+            d.diagnostic
+                .message
+                .contains("PyTorch module `head.drop`, at /home/alice/proj/attn.py:12"),
+            "{}",
+            d.diagnostic.message
+        );
     }
 }
