@@ -74,6 +74,7 @@ codes! {
     MetadataPathLeak = "ODT032", "metadata-path-leak", Warning, "Model or node metadata (e.g. pkg.torch.onnx.stack_trace) contains absolute file paths of the exporting machine.";
     BakedDynamicDim = "ODT033", "baked-dynamic-dim", Warning, "A constant shape (Reshape/Expand/Range/ConstantOfShape/Slice/Tile size input) fixes a dimension the graph declares symbolic: the export-time size was baked in.";
     ProtobufSizeLimit = "ODT034", "protobuf-size-limit", Warning, "The serialized ModelProto (without external data) is over 2 GiB (error) or above 90 % of it (info): protobuf cannot load or save it.";
+    MixedDtypeOperands = "ODT035", "mixed-dtype-operands", Error, "Operands ONNX binds to one type parameter (arithmetic, comparisons, Where branches, Concat inputs) have different element types.";
 }
 
 #[cfg(test)]

@@ -187,3 +187,68 @@ fn baked_batch_is_an_error_and_minus_one_is_clean_on_every_target() {
     assert_eq!(o.status.code(), Some(0), "{v}");
     assert!(!v.to_string().contains("ODT033"), "{v}");
 }
+
+/// `x * torch.ones_like(x, dtype=torch.long)` as exported: Mul(float, ConstantOfShape int64),
+/// the Mul carrying dynamo metadata (name scopes, a stack trace with a torch/ frame innermost).
+fn mixed_dtype_model(dir: &std::path::Path) -> String {
+    let path = dir.join("mixed.onnx");
+    let script = r#"
+import sys, onnx, numpy as np
+from onnx import helper as h, TensorProto as T, numpy_helper as nh
+x = h.make_tensor_value_info("x", T.FLOAT, ["batch", 4])
+y = h.make_tensor_value_info("y", T.FLOAT, ["batch", 4])
+shape = h.make_node("Shape", ["x"], ["shp"], name="node_shape")
+ones = h.make_node("ConstantOfShape", ["shp"], ["ones"], name="node_ones",
+                   value=nh.from_array(np.array([1], dtype=np.int64)))
+mul = h.make_node("Mul", ["x", "ones"], ["y"], name="node_mul")
+for k, v in [("pkg.torch.onnx.name_scopes", "['', 'head', 'head.scale', 'mul']"),
+             ("pkg.torch.onnx.stack_trace",
+              'File "/src/proj/model.py", line 7, in forward\n    return self.scale(x)\n'
+              '  File "/src/proj/scale.py", line 21, in forward\n    return x * torch.ones_like(x, dtype=torch.long)\n'
+              '  File "/py/site-packages/torch/_tensor.py", line 41, in wrapped\n    return f(*args)')]:
+    e = mul.metadata_props.add(); e.key = k; e.value = v
+m = h.make_model(h.make_graph([shape, ones, mul], "g", [x], [y]), opset_imports=[h.make_opsetid("", 17)])
+onnx.save(m, sys.argv[1])
+"#;
+    let o = Command::new("python3")
+        .args(["-c", script, path.to_str().unwrap()])
+        .output()
+        .expect("python3");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn mixed_operand_dtypes_fail_everywhere_and_name_the_pytorch_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = mixed_dtype_model(dir.path());
+    let o = run(&["check", &m, "--target", "all", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(o.status.code(), Some(1), "{v}");
+    let diags = v["diagnostics"].as_array().unwrap();
+    let d: Vec<_> = diags.iter().filter(|d| d["code"] == "ODT035").collect();
+    assert_eq!(d.len(), 1, "{v}");
+    assert_eq!(d[0]["severity"], "error");
+    assert_eq!(d[0]["location"]["node"], "node_mul");
+    assert!(d[0]["target"].is_null());
+    let msg = d[0]["message"].as_str().unwrap();
+    for part in [
+        "'x' is float",
+        "'ones' is int64",
+        "PyTorch module `head.scale`, at /src/proj/scale.py:21",
+    ] {
+        assert!(msg.contains(part), "{msg}");
+    }
+    assert!(
+        !diags.iter().any(|d| d["code"] == "ODC040"),
+        "the spec check does not see this one: {v}"
+    );
+    assert!(
+        v["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["verdict"] == "will fail"),
+        "{v}"
+    );
+}

@@ -11,6 +11,7 @@ mod data_dependent_shape;
 mod initializer_as_input;
 mod int64_on_tensorrt;
 mod metadata_path_leak;
+mod mixed_dtype_operands;
 mod protobuf_size_limit;
 mod target_attribute_unsupported;
 mod target_op_unsupported;
@@ -85,6 +86,7 @@ pub const RULES: &[Rule] = &[
     rule!(MetadataPathLeak, false, metadata_path_leak),
     rule!(BakedDynamicDim, false, baked_dynamic_dim),
     rule!(ProtobufSizeLimit, false, protobuf_size_limit),
+    rule!(MixedDtypeOperands, false, mixed_dtype_operands),
 ];
 
 /// Runs every rule on `model`: the target-independent ones always, the target rules once per
