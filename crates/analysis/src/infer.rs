@@ -378,7 +378,7 @@ pub fn type_proto(t: &Ty) -> Option<onnx_proto::TypeProto> {
                 .map(|d| Dimension {
                     value: d.as_ref().map(|d| match d.as_known() {
                         Some(n) => dimension::Value::DimValue(n),
-                        None => dimension::Value::DimParam(d.to_param()),
+                        None => dimension::Value::DimParam(d.to_string()),
                     }),
                     denotation: None,
                 })

@@ -11,9 +11,9 @@ mod check;
 mod codes;
 mod infer;
 
-pub use check::check;
+pub use check::{check, check_with};
 pub use codes::{Code, ALL_CODES};
 pub use infer::{apply, infer, type_proto, Inference};
 pub mod lints;
 pub mod targets;
-pub use lints::{lint, Finding, RULES};
+pub use lints::{lint, lint_with, Finding, RULES};

@@ -12,7 +12,7 @@ pub enum Format {
 /// `--format` of verbs that report findings (diagnostics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum FindingsFormat {
-    /// For people: `file: location: CODE [severity] message`, then help.
+    /// For people: `location: CODE [severity] message`, the source line when there is one, help.
     #[default]
     Human,
     /// For programs: `{"file", "diagnostics": [...], "summary": {...}}` (see docs/cli.md).

@@ -156,26 +156,3 @@ fn sparse<E>(
     }
     Ok(())
 }
-
-/// Calls `f` on every graph of the model: the main graph, then subgraphs held by attributes
-/// (If/Loop/Scan bodies), depth first, and the graphs of training info.
-pub fn for_each_graph(model: &ModelProto, f: &mut impl FnMut(&GraphProto)) {
-    fn visit(g: &GraphProto, f: &mut impl FnMut(&GraphProto)) {
-        f(g);
-        for n in &g.node {
-            for a in &n.attribute {
-                for sub in a.g.iter().chain(a.graphs.iter()) {
-                    visit(sub, f);
-                }
-            }
-        }
-    }
-    if let Some(g) = &model.graph {
-        visit(g, f);
-    }
-    for info in &model.training_info {
-        for g in info.initialization.iter().chain(info.algorithm.iter()) {
-            visit(g, f);
-        }
-    }
-}

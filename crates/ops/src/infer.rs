@@ -268,6 +268,10 @@ impl<'a> InferCx<'a> {
     pub fn ints(&self, i: usize) -> Option<Vec<i64>> {
         ints_of(self.tensor(i)?)
     }
+    /// Input `i` as one known integer (a scalar or a one-element tensor).
+    pub fn single_int(&self, i: usize) -> Option<i64> {
+        self.ints(i).filter(|v| v.len() == 1).map(|v| v[0])
+    }
     /// Input `i` as fully known floats (any rank, flattened).
     pub fn floats(&self, i: usize) -> Option<Vec<f64>> {
         floats_of(self.tensor(i)?)

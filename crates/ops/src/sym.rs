@@ -98,11 +98,6 @@ impl SymDim {
         }
         Some(SymDim { terms }.normalize())
     }
-
-    /// The dim as ONNX stores it: `Some(n)` as dim_value, or the canonical string as dim_param.
-    pub fn to_param(&self) -> String {
-        self.to_string()
-    }
 }
 
 impl From<i64> for SymDim {

@@ -21,12 +21,17 @@ pub fn check(
     file: &str,
     input_shapes: &HashMap<String, Vec<i64>>,
 ) -> Vec<Diagnostic> {
+    check_with(model, file, &crate::infer(model, file, input_shapes))
+}
+
+/// [`check`] with shape inference already run (the caller reuses it for the deployment lints).
+pub fn check_with(model: &Model, file: &str, inference: &crate::Inference) -> Vec<Diagnostic> {
     let mut cx = Cx::new(model, file);
     model::check(&mut cx, model);
     graph::check_main(&mut cx, model.graph());
     function::check_all(&mut cx, model);
     let mut out = cx.out;
-    out.extend(crate::infer(model, file, input_shapes).findings);
+    out.extend(inference.findings.iter().cloned());
     out
 }
 

@@ -135,8 +135,7 @@ pub(super) fn run(cx: &Cx, out: &mut Vec<Finding>) {
     if !any_symbolic_input {
         return;
     }
-    let inf = crate::infer(cx.model, cx.file, &HashMap::new());
-    let values = &inf.values;
+    let values = &cx.inference().values;
     let producer: HashMap<&str, &NodeProto> = g
         .node
         .iter()

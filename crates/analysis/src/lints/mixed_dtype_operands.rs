@@ -28,7 +28,7 @@ use super::{module_suffix, node_label, push, Cx, Finding};
 use crate::Code;
 use diagnostics::{Location, Severity};
 use onnx_proto::NodeProto;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use tensor::DataType;
 
 /// Indices of the inputs that must share one element type, for the ops this rule checks.
@@ -70,7 +70,6 @@ fn cause(a: DataType, b: DataType) -> &'static str {
 pub(super) fn run(cx: &Cx, out: &mut Vec<Finding>) {
     let g = cx.model.graph();
     let mut hits = Vec::new();
-    let mut inf = None;
     for (i, n) in g.node.iter().enumerate() {
         if !super::default_domain(n) {
             continue;
@@ -78,9 +77,7 @@ pub(super) fn run(cx: &Cx, out: &mut Vec<Finding>) {
         let Some(idx) = same_type_inputs(n, cx.opset) else {
             continue;
         };
-        let values = &inf
-            .get_or_insert_with(|| crate::infer(cx.model, cx.file, &HashMap::new()))
-            .values;
+        let values = &cx.inference().values;
         let typed: Vec<(usize, &str, DataType)> = idx
             .into_iter()
             .filter_map(|k| {
@@ -99,11 +96,12 @@ pub(super) fn run(cx: &Cx, out: &mut Vec<Finding>) {
         return;
     }
     // Nodes the spec check already reports a type-parameter conflict on (from declared types).
-    let checked: HashSet<(String, String)> = crate::check(cx.model, cx.file, &HashMap::new())
-        .into_iter()
+    let checked: HashSet<(&str, &str)> = cx
+        .spec()
+        .iter()
         .filter(|d| d.code == Code::TypeConstraintViolated.code())
-        .filter_map(|d| match d.location {
-            Location::Node { node, op, .. } => Some((node, op)),
+        .filter_map(|d| match &d.location {
+            Location::Node { node, op, .. } => Some((node.as_str(), op.as_str())),
             _ => None,
         })
         .collect();
@@ -113,7 +111,7 @@ pub(super) fn run(cx: &Cx, out: &mut Vec<Finding>) {
         } else {
             n.name().to_string()
         };
-        if checked.contains(&(check_label, n.op_type().to_string())) {
+        if checked.contains(&(check_label.as_str(), n.op_type())) {
             continue;
         }
         push(

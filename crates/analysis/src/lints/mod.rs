@@ -20,9 +20,11 @@ mod training_mode_export;
 
 use crate::targets::Profile;
 use crate::Code;
+use crate::Inference;
 use diagnostics::{Diagnostic, Location, Severity};
 use onnx_ir::Model;
 use onnx_proto::{GraphProto, NodeProto, TensorProto};
+use std::cell::OnceCell;
 use std::collections::HashMap;
 
 /// A finding and the target it concerns (`None` when it holds for every backend).
@@ -92,13 +94,30 @@ pub const RULES: &[Rule] = &[
 /// Runs every rule on `model`: the target-independent ones always, the target rules once per
 /// profile in `targets`. `file` is the name findings carry.
 pub fn lint(model: &Model, file: &str, targets: &[&'static Profile]) -> Vec<Finding> {
-    let cx = Cx::new(model, file, targets);
+    run_rules(&Cx::new(model, file, targets), targets)
+}
+
+/// [`lint`] reusing what the spec check already computed: its shape inference and its findings
+/// (so rules neither infer again nor report what the check reported).
+pub fn lint_with(
+    model: &Model,
+    file: &str,
+    targets: &[&'static Profile],
+    inference: &Inference,
+    spec: &[Diagnostic],
+) -> Vec<Finding> {
+    let mut cx = Cx::new(model, file, targets);
+    cx.prior = Some((inference, spec));
+    run_rules(&cx, targets)
+}
+
+fn run_rules(cx: &Cx, targets: &[&'static Profile]) -> Vec<Finding> {
     let mut out = Vec::new();
     for rule in RULES {
         if rule.targeted && targets.is_empty() {
             continue;
         }
-        (rule.run)(&cx, &mut out);
+        (rule.run)(cx, &mut out);
     }
     out
 }
@@ -114,6 +133,10 @@ pub(crate) struct Cx<'m> {
     /// Values whose contents are known without running the model: initializers of every graph
     /// and the outputs of Constant nodes with a `value` tensor.
     pub constants: HashMap<&'m str, &'m TensorProto>,
+    /// Shape inference and spec-check findings from the caller, when it already has them.
+    prior: Option<(&'m Inference, &'m [Diagnostic])>,
+    own_inference: OnceCell<Inference>,
+    own_spec: OnceCell<Vec<Diagnostic>>,
 }
 
 impl<'m> Cx<'m> {
@@ -156,6 +179,30 @@ impl<'m> Cx<'m> {
             opset: model.opset("").unwrap_or(1),
             nodes,
             constants,
+            prior: None,
+            own_inference: OnceCell::new(),
+            own_spec: OnceCell::new(),
+        }
+    }
+
+    /// Shape inference of the model (run at most once, with the graph inputs as declared, when
+    /// the caller did not pass it).
+    pub(crate) fn inference(&self) -> &Inference {
+        match self.prior {
+            Some((inference, _)) => inference,
+            None => self
+                .own_inference
+                .get_or_init(|| crate::infer(self.model, self.file, &HashMap::new())),
+        }
+    }
+
+    /// The spec check's findings (computed at most once when the caller did not pass them).
+    pub(crate) fn spec(&self) -> &[Diagnostic] {
+        match self.prior {
+            Some((_, spec)) => spec,
+            None => self
+                .own_spec
+                .get_or_init(|| crate::check_with(self.model, self.file, self.inference())),
         }
     }
 

@@ -34,9 +34,17 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Some(list) => analysis::targets::resolve(list).map_err(anyhow::Error::msg)?,
         None => Vec::new(),
     };
-    let mut findings = analysis::check(&model, &file, &shapes);
+    // One shape inference serves the spec check and the deployment lints. The lints judge the
+    // model as declared: with `--input-shape` pinning a dim they get their own inference, since a
+    // pinned dim would hide the dynamic-axis hazards they look for.
+    let inference = analysis::infer(&model, &file, &shapes);
+    let declared =
+        (!shapes.is_empty()).then(|| analysis::infer(&model, &file, &Default::default()));
+    let mut findings = analysis::check_with(&model, &file, &inference);
+    let spec = findings.clone();
     let mut target_of: Vec<Option<String>> = vec![None; findings.len()];
-    for f in analysis::lint(&model, &file, &targets) {
+    let lint_inference = declared.as_ref().unwrap_or(&inference);
+    for f in analysis::lint_with(&model, &file, &targets, lint_inference, &spec) {
         findings.push(f.diagnostic);
         target_of.push(f.target);
     }

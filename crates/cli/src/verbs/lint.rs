@@ -9,23 +9,13 @@
 //! "end_line", "end_column", "content"}]}}], "summary": {"files", "error", "warning", "info",
 //! "fixable", "fixed"}}`.
 
+use crate::format::FindingsFormat;
 use anyhow::{bail, Context as _};
 use diagnostics::{Diagnostic, Severity};
 use source_lint::{Finding, LineIndex, Selection};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum LintFormat {
-    /// For people: ruff-style `path:line:col: CODE message`, source line with a caret, help.
-    #[default]
-    Human,
-    /// For programs: one JSON document (schema in the module docs and docs/rules.md).
-    Json,
-    /// SARIF 2.1.0 for code-scanning tools.
-    Sarif,
-}
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -42,7 +32,7 @@ pub struct Args {
     #[arg(long)]
     pub fix: bool,
     #[arg(long, value_enum, default_value_t)]
-    pub format: LintFormat,
+    pub format: FindingsFormat,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -130,7 +120,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .count();
 
     match args.format {
-        LintFormat::Human => {
+        FindingsFormat::Human => {
             let sources: HashMap<&str, &str> = reports
                 .iter()
                 .map(|r| (r.display.as_str(), r.source.as_str()))
@@ -161,7 +151,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 );
             }
         }
-        LintFormat::Json => {
+        FindingsFormat::Json => {
             let items: Vec<serde_json::Value> =
                 findings.iter().map(|(r, f)| json_item(r, f)).collect();
             let v = serde_json::json!({
@@ -177,7 +167,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             });
             println!("{}", serde_json::to_string_pretty(&v)?);
         }
-        LintFormat::Sarif => {
+        FindingsFormat::Sarif => {
             let rules: Vec<diagnostics::RuleInfo> =
                 source_lint::RULES.iter().map(|r| r.info()).collect();
             let v = diagnostics::render_sarif(&diags, &rules, env!("CARGO_PKG_VERSION"));

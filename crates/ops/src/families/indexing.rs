@@ -16,17 +16,12 @@ fn same_as_input(cx: &mut InferCx) -> Result<(), InferError> {
     Ok(())
 }
 
-/// A scalar or one-element integer input.
-fn single_int(cx: &InferCx, i: usize) -> Option<i64> {
-    cx.ints(i).filter(|v| v.len() == 1).map(|v| v[0])
-}
-
 fn topk(cx: &mut InferCx) -> Result<(), InferError> {
     let dtype = cx.dtype(0);
     let k = if cx.opset < 10 {
         cx.attr_i("k")
     } else {
-        single_int(cx, 1)
+        cx.single_int(1)
     };
     let shape = match cx.shape(0) {
         Some(s) => {
@@ -254,7 +249,7 @@ fn tile(cx: &mut InferCx) -> Result<(), InferError> {
     if cx.opset < 6 {
         // Tile-1: inputs (input, tiles, axis), both scalars.
         let mut out = s.clone();
-        match (single_int(cx, 1), single_int(cx, 2)) {
+        match (cx.single_int(1), cx.single_int(2)) {
             (Some(tiles), Some(ax)) => {
                 let a = axis(ax, s.len())?;
                 out[a] = out[a].as_ref().map(|d| d.mul(&SymDim::known(tiles)));
@@ -441,7 +436,7 @@ fn cumulative(cx: &mut InferCx) -> Result<(), InferError> {
             cx.node.op_type()
         );
     }
-    if let (Some(a), Some(r)) = (single_int(cx, 1), cx.rank(0)) {
+    if let (Some(a), Some(r)) = (cx.single_int(1), cx.rank(0)) {
         axis(a, r)?;
     }
     same_as_input(cx)

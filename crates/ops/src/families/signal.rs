@@ -9,11 +9,6 @@ use crate::sym::SymDim;
 use crate::{bail, op, OpDef};
 use tensor::DataType;
 
-/// A scalar or one-element integer input.
-fn single_int(cx: &InferCx, i: usize) -> Option<i64> {
-    cx.ints(i).filter(|v| v.len() == 1).map(|v| v[0])
-}
-
 fn dft(cx: &mut InferCx) -> Result<(), InferError> {
     let dtype = cx.dtype(0);
     let onesided = cx.attr_i("onesided").unwrap_or(0) != 0;
@@ -37,7 +32,7 @@ fn dft(cx: &mut InferCx) -> Result<(), InferError> {
     let a = if cx.opset < 20 {
         Some(cx.attr_i("axis").unwrap_or(1))
     } else if cx.has_input(2) {
-        single_int(cx, 2)
+        cx.single_int(2)
     } else {
         Some(-2)
     };
@@ -59,7 +54,7 @@ fn dft(cx: &mut InferCx) -> Result<(), InferError> {
     }
     let a = norm as usize;
     let n: Option<SymDim> = if cx.has_input(1) {
-        single_int(cx, 1).map(SymDim::known)
+        cx.single_int(1).map(SymDim::known)
     } else if irfft {
         s[a].as_ref()
             .map(|d| d.sub(&SymDim::known(1)).mul(&SymDim::known(2)))
@@ -105,7 +100,7 @@ fn stft(cx: &mut InferCx) -> Result<(), InferError> {
         None
     };
     let frame_length = if cx.has_input(3) {
-        let fl = single_int(cx, 3);
+        let fl = cx.single_int(3);
         if let (Some(f), Some(w)) = (fl, window_len) {
             if f != w {
                 bail!("STFT frame_length {f} differs from the window length {w}");
@@ -117,7 +112,7 @@ fn stft(cx: &mut InferCx) -> Result<(), InferError> {
     } else {
         s.as_ref().and_then(|s| known(&s[1]))
     };
-    let step = single_int(cx, 1);
+    let step = cx.single_int(1);
     if let Some(st) = step.filter(|&st| st < 1) {
         bail!("STFT frame_step {st} must be positive");
     }
@@ -156,8 +151,8 @@ fn window(cx: &mut InferCx) -> Result<(), InferError> {
 
 fn mel_weight_matrix(cx: &mut InferCx) -> Result<(), InferError> {
     let dtype = out_dtype(cx);
-    let bins = single_int(cx, 0);
-    let dft_length = single_int(cx, 1);
+    let bins = cx.single_int(0);
+    let dft_length = cx.single_int(1);
     cx.set_tensor(
         0,
         dtype,
