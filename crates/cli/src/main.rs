@@ -2,6 +2,7 @@
 //!
 //! Exit codes (every verb): 0 = clean, 1 = findings at error level, 2 = usage or input error.
 
+mod feed;
 mod format;
 mod input_shape;
 mod verbs;

@@ -1,5 +1,7 @@
-//! ONNX operators, one module per family under `families/`. For each op: shape and type inference
-//! today; the CPU kernel arrives with the engine, in the same module and the same registry entry.
+//! ONNX operators, one module per family: shape and type inference under `families/`, CPU
+//! kernels under `kernels/` (same family names), each with its own registry keyed by
+//! (domain, op, inclusive opset range). The two registries are separate because an op's
+//! inference often covers versions whose kernels differ (and vice versa).
 //!
 //! One registry: (domain, op, inclusive opset range) → [`OpDef`]. Ranges of one op never overlap
 //! (a test checks), and a version outside every range has no entry: callers must treat such a
@@ -8,8 +10,10 @@
 //! **Architecture Invariant:** an op sees one node and its inputs' types and known values
 //! ([`infer::InferCx`]), never the graph as a whole; the graph-level driver lives in `analysis`.
 
+pub mod exec;
 pub mod families;
 pub mod infer;
+pub mod kernels;
 pub mod sym;
 
 pub use infer::{InferCx, InferError, Info, Known, Shape, Ty};

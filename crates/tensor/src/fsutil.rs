@@ -45,3 +45,8 @@ pub(crate) fn write_atomic(
     }
     result.map_err(Error::io(path))
 }
+
+/// Writes `bytes` to `path` atomically (temp file in the same directory, then rename).
+pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic(path, |out| out.write_all(bytes))
+}

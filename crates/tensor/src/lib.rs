@@ -24,6 +24,7 @@
 mod dtype;
 mod error;
 mod fsutil;
+pub use fsutil::write_file;
 pub mod npy;
 pub mod npz;
 mod pack;

@@ -5,6 +5,7 @@ pub mod explain;
 pub mod inspect;
 pub mod lint;
 pub mod rule;
+pub mod run;
 pub mod shapes;
 pub mod targets;
 
@@ -20,6 +21,8 @@ pub enum Verb {
     Explain(explain::Args),
     /// Check a model against the ONNX spec: opsets, operator schemas, attributes, types, graph structure.
     Check(check::Args),
+    /// Run a model on the native CPU engine: inputs from .npy/.pb files or random, outputs to .npz or .pb.
+    Run(run::Args),
     /// Infer every value's type and shape and write them into a copy of the model.
     Shapes(shapes::Args),
     /// Print what a finding code means: ODL (lint), ODT (check --target), ODC (check).
@@ -34,6 +37,7 @@ pub fn run(verb: Verb) -> anyhow::Result<ExitCode> {
         Verb::Lint(args) => lint::run(args),
         Verb::Explain(args) => explain::run(args),
         Verb::Check(args) => check::run(args),
+        Verb::Run(args) => run::run(args),
         Verb::Shapes(args) => shapes::run(args),
         Verb::Rule(args) => rule::run(args),
         Verb::Targets(args) => targets::run(args),

@@ -1,0 +1,433 @@
+//! Running a graph: node order, value lifetimes, dispatch to kernels and functions, subgraphs.
+
+use crate::{function, norm_domain, Capture, EngineError, RunOutput, Session, Value};
+use onnx_proto::{GraphProto, NodeProto};
+use ops::exec::{KResult, KernelError, RunCx, Subgraphs};
+use std::collections::{HashMap, HashSet};
+use tensor::Tensor;
+
+/// The values visible while running one graph: its own, then its enclosing graphs'.
+pub(crate) struct Env<'p> {
+    pub values: HashMap<String, Value>,
+    pub parent: Option<&'p Env<'p>>,
+    /// Names bound to nothing: a function's formal inputs the caller omitted.
+    pub absent: HashSet<String>,
+}
+
+impl Env<'_> {
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        match self.values.get(name) {
+            Some(v) => Some(v),
+            None => self.parent.and_then(|p| p.get(name)),
+        }
+    }
+}
+
+/// What runs a node.
+pub(crate) enum Runner<'a> {
+    Kernel(&'a ops::exec::KernelDef),
+    Function(std::borrow::Cow<'a, onnx_proto::FunctionProto>),
+}
+
+/// Picks what runs `node` under `opsets`: a model-local function, a kernel, or the schema's
+/// function body.
+pub(crate) fn runner_for<'a>(
+    session: &'a Session,
+    node: &NodeProto,
+    opsets: &HashMap<String, i64>,
+) -> Result<Runner<'a>, EngineError> {
+    let domain = norm_domain(node.domain());
+    if let Some(f) = session
+        .functions
+        .get(&(domain.to_string(), node.op_type().to_string()))
+    {
+        return Ok(Runner::Function(std::borrow::Cow::Borrowed(f)));
+    }
+    let unsupported = |version: i64, detail: String| EngineError::Unsupported {
+        node: node_name(node),
+        op: node.op_type().to_string(),
+        version,
+        detail,
+    };
+    let Some(&version) = opsets.get(domain) else {
+        return Err(unsupported(
+            0,
+            format!(" (the model imports no opset for domain '{domain}')"),
+        ));
+    };
+    if let Some(k) = ops::exec::lookup(domain, &node.op_type(), version) {
+        return Ok(Runner::Kernel(k));
+    }
+    if let Some(schema) = opset::schema_in(domain, &node.op_type(), version) {
+        if let Some(Ok(body)) = schema.function_body(version) {
+            return Ok(Runner::Function(std::borrow::Cow::Owned(body)));
+        }
+    }
+    let detail = if domain.is_empty() {
+        String::new()
+    } else {
+        format!(" in domain '{domain}'")
+    };
+    Err(unsupported(version, detail))
+}
+
+pub(crate) fn node_name(node: &NodeProto) -> String {
+    if node.name().is_empty() {
+        format!(
+            "{} -> {}",
+            node.op_type(),
+            node.output.first().map(String::as_str).unwrap_or("?")
+        )
+    } else {
+        node.name().to_string()
+    }
+}
+
+/// Refuses, before running, any node (in `g`, its subgraphs, and function bodies it calls)
+/// that nothing can run.
+pub(crate) fn check_runnable(
+    session: &Session,
+    g: &GraphProto,
+    opsets: &HashMap<String, i64>,
+) -> Result<(), EngineError> {
+    let mut seen = HashSet::new();
+    check_nodes(session, &g.node, opsets, &mut seen)
+}
+
+fn check_nodes(
+    session: &Session,
+    nodes: &[NodeProto],
+    opsets: &HashMap<String, i64>,
+    seen: &mut HashSet<(String, String, i64)>,
+) -> Result<(), EngineError> {
+    for node in nodes {
+        for a in &node.attribute {
+            if let Some(g) = &a.g {
+                check_nodes(session, &g.node, opsets, seen)?;
+            }
+            for g in &a.graphs {
+                check_nodes(session, &g.node, opsets, seen)?;
+            }
+        }
+        if let Runner::Function(f) = runner_for(session, node, opsets)? {
+            let key = (
+                node.domain().to_string(),
+                node.op_type().to_string(),
+                opsets.get(norm_domain(node.domain())).copied().unwrap_or(0),
+            );
+            if seen.insert(key) {
+                let body_opsets = function::opsets_of(&f, opsets);
+                check_nodes(session, &f.node, &body_opsets, seen).map_err(|e| match e {
+                    EngineError::Unsupported {
+                        node: inner,
+                        op,
+                        version,
+                        detail,
+                    } => EngineError::Unsupported {
+                        node: node_name(node),
+                        op,
+                        version,
+                        detail: format!(
+                            "{detail} (in the function body of {}, node '{inner}')",
+                            node.op_type()
+                        ),
+                    },
+                    other => other,
+                })?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every value name the nodes (and their subgraphs, recursively) read.
+fn names_read(node: &NodeProto, out: &mut Vec<String>) {
+    out.extend(node.input.iter().filter(|n| !n.is_empty()).cloned());
+    for a in &node.attribute {
+        let graphs = a.g.iter().chain(a.graphs.iter());
+        for g in graphs {
+            for n in &g.node {
+                names_read(n, out);
+            }
+        }
+    }
+}
+
+/// Node indices in an order where every value is produced before it is read.
+pub(crate) fn schedule(nodes: &[NodeProto], graph: &str) -> Result<Vec<usize>, EngineError> {
+    let mut producer: HashMap<&str, usize> = HashMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        for o in n.output.iter().filter(|o| !o.is_empty()) {
+            producer.insert(o, i);
+        }
+    }
+    let deps: Vec<Vec<usize>> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let mut reads = Vec::new();
+            names_read(n, &mut reads);
+            let mut d: Vec<usize> = reads
+                .iter()
+                .filter_map(|r| producer.get(r.as_str()).copied())
+                .filter(|&p| p != i)
+                .collect();
+            d.sort_unstable();
+            d.dedup();
+            d
+        })
+        .collect();
+    if deps
+        .iter()
+        .enumerate()
+        .all(|(i, d)| d.iter().all(|&p| p < i))
+    {
+        return Ok((0..nodes.len()).collect());
+    }
+    // Kahn's algorithm, stable in the original order.
+    let mut indeg: Vec<usize> = deps.iter().map(Vec::len).collect();
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+    for (i, d) in deps.iter().enumerate() {
+        for &p in d {
+            users[p].push(i);
+        }
+    }
+    let mut ready: std::collections::BTreeSet<usize> =
+        (0..nodes.len()).filter(|&i| indeg[i] == 0).collect();
+    let mut order = Vec::with_capacity(nodes.len());
+    while let Some(i) = ready.pop_first() {
+        order.push(i);
+        for &u in &users[i] {
+            indeg[u] -= 1;
+            if indeg[u] == 0 {
+                ready.insert(u);
+            }
+        }
+    }
+    if order.len() != nodes.len() {
+        let stuck = (0..nodes.len()).find(|i| !order.contains(i)).unwrap_or(0);
+        return Err(EngineError::Graph {
+            graph: graph.to_string(),
+            reason: format!(
+                "the nodes form a cycle (node '{}' can never run)",
+                node_name(&nodes[stuck])
+            ),
+        });
+    }
+    Ok(order)
+}
+
+/// Lets a kernel run its node's subgraphs in the current scope.
+struct Sub<'a> {
+    session: &'a Session,
+    env: &'a Env<'a>,
+    opsets: &'a HashMap<String, i64>,
+}
+
+impl Subgraphs for Sub<'_> {
+    fn run(&self, graph: &GraphProto, inputs: Vec<Value>) -> KResult<Vec<Value>> {
+        run_graph(self.session, graph, self.opsets, Some(self.env), inputs)
+            .map_err(|e| KernelError::Subgraph(format!("in subgraph '{}': {e}", graph.name())))
+    }
+}
+
+/// Runs one node in `env` and returns its outputs in order (omitted outputs included as `None`).
+pub(crate) fn run_node(
+    session: &Session,
+    node: &NodeProto,
+    opsets: &HashMap<String, i64>,
+    env: &Env,
+) -> Result<Vec<Option<Value>>, EngineError> {
+    let fail = |reason: String| EngineError::Node {
+        node: node_name(node),
+        op: node.op_type().to_string(),
+        reason,
+    };
+    let mut inputs: Vec<Option<&Value>> = Vec::with_capacity(node.input.len());
+    for name in &node.input {
+        if name.is_empty() {
+            inputs.push(None);
+        } else {
+            match env.get(name) {
+                Some(v) => inputs.push(Some(v)),
+                None if env.absent.contains(name) => inputs.push(None),
+                None => {
+                    return Err(fail(format!(
+                        "input '{name}' has no value (it is neither a graph input, an initializer, nor produced by an earlier node)"
+                    )))
+                }
+            }
+        }
+    }
+    let outputs: Vec<Value> = match runner_for(session, node, opsets)? {
+        Runner::Kernel(k) => {
+            let version = opsets.get(norm_domain(node.domain())).copied().unwrap_or(0);
+            let sub = Sub {
+                session,
+                env,
+                opsets,
+            };
+            let cx = RunCx::new(node, version, &inputs, &sub);
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (k.run)(&cx)));
+            match result {
+                Ok(Ok(v)) => v,
+                Ok(Err(e)) => return Err(fail(e.to_string())),
+                Err(payload) => {
+                    let msg = payload
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default();
+                    return Err(fail(format!("internal error in the kernel (a bug in onnx-doctor, please report it): {msg}")));
+                }
+            }
+        }
+        Runner::Function(f) => {
+            let given: Vec<Option<Value>> = inputs.iter().map(|v| v.cloned()).collect();
+            function::call(session, &f, node, given, opsets)
+                .map_err(|e| fail(format!("in its function body: {e}")))?
+                .into_iter()
+                .map(|v| v.unwrap_or(Value::Optional(None)))
+                .collect()
+        }
+    };
+    let mut out = Vec::with_capacity(node.output.len());
+    let mut produced = outputs.into_iter();
+    for (k, name) in node.output.iter().enumerate() {
+        let v = produced.next();
+        if name.is_empty() {
+            out.push(None);
+            continue;
+        }
+        match v {
+            Some(v) => out.push(Some(v)),
+            None => {
+                return Err(fail(format!(
+                    "the kernel produced no value for output {k} ('{name}')"
+                )))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Runs `g` with `inputs` bound positionally to its inputs, inside `parent`'s scope.
+pub(crate) fn run_graph(
+    session: &Session,
+    g: &GraphProto,
+    opsets: &HashMap<String, i64>,
+    parent: Option<&Env>,
+    inputs: Vec<Value>,
+) -> Result<Vec<Value>, EngineError> {
+    let graph_err = |reason: String| EngineError::Graph {
+        graph: g.name().to_string(),
+        reason,
+    };
+    if inputs.len() != g.input.len() {
+        return Err(graph_err(format!(
+            "expects {} inputs, was given {}",
+            g.input.len(),
+            inputs.len()
+        )));
+    }
+    let mut values = HashMap::new();
+    for t in &g.initializer {
+        let v = Tensor::from_proto(t).map_err(|e| EngineError::Initializer {
+            name: t.name().to_string(),
+            reason: e.to_string(),
+        })?;
+        values.insert(t.name().to_string(), Value::Tensor(v));
+    }
+    for (i, v) in g.input.iter().zip(inputs) {
+        values.insert(i.name().to_string(), v);
+    }
+    let mut env = Env {
+        values,
+        parent,
+        absent: HashSet::new(),
+    };
+    let order = schedule(&g.node, g.name())?;
+    for i in order {
+        let node = &g.node[i];
+        let outs = run_node(session, node, opsets, &env)?;
+        for (name, v) in node.output.iter().zip(outs) {
+            if let Some(v) = v {
+                env.values.insert(name.clone(), v);
+            }
+        }
+    }
+    g.output
+        .iter()
+        .map(|o| {
+            env.get(o.name())
+                .cloned()
+                .ok_or_else(|| graph_err(format!("output '{}' is never produced", o.name())))
+        })
+        .collect()
+}
+
+/// Runs the main graph, freeing each value after its last use unless it is an output.
+pub(crate) fn run_main(
+    session: &Session,
+    given: HashMap<String, Value>,
+    capture: &Capture,
+) -> Result<RunOutput, EngineError> {
+    let g = session.model.graph();
+    let mut values: HashMap<String, Value> = session
+        .initializers
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::Tensor(v.clone())))
+        .collect();
+    values.extend(given);
+    let order = schedule(&g.node, g.name())?;
+    let outputs: HashSet<&str> = g.output.iter().map(|o| o.name()).collect();
+    let mut last_use: HashMap<String, usize> = HashMap::new();
+    for (step, &i) in order.iter().enumerate() {
+        let mut reads = Vec::new();
+        names_read(&g.node[i], &mut reads);
+        for r in reads {
+            last_use.insert(r, step);
+        }
+    }
+    let mut env = Env {
+        values,
+        parent: None,
+        absent: HashSet::new(),
+    };
+    let mut captured = Vec::new();
+    for (step, &i) in order.iter().enumerate() {
+        let node = &g.node[i];
+        let outs = run_node(session, node, &session.opsets, &env)?;
+        for (name, v) in node.output.iter().zip(outs) {
+            if let Some(v) = v {
+                if capture.wants(name) {
+                    captured.push((name.clone(), v.clone()));
+                }
+                env.values.insert(name.clone(), v);
+            }
+        }
+        let mut reads = Vec::new();
+        names_read(node, &mut reads);
+        for r in reads {
+            if last_use.get(&r) == Some(&step) && !outputs.contains(r.as_str()) {
+                env.values.remove(&r);
+            }
+        }
+    }
+    let mut result = Vec::with_capacity(g.output.len());
+    for o in &g.output {
+        let v = env
+            .values
+            .get(o.name())
+            .cloned()
+            .ok_or_else(|| EngineError::Graph {
+                graph: g.name().to_string(),
+                reason: format!("output '{}' is never produced", o.name()),
+            })?;
+        result.push((o.name().to_string(), v));
+    }
+    Ok(RunOutput {
+        outputs: result,
+        captured,
+    })
+}

@@ -1,0 +1,162 @@
+//! The native engine: runs an ONNX model's graph on the CPU kernels registered in `ops`.
+//!
+//! [`Session::new`] checks that every node — in the main graph, in subgraphs and in function
+//! bodies — has something to run it: a model-local function, a kernel for its (domain, op,
+//! opset), or the op's schema function body (expanded when the op has no kernel). A node with
+//! none of these is refused there, before anything runs, with `unsupported: <Op> v<N>`.
+//! [`Session::run`] binds inputs, runs the nodes in topological order, and returns the graph
+//! outputs and, on request, every intermediate value ([`Capture`]).
+//!
+//! **Architecture Invariant:** the engine never computes an op itself; it only moves values
+//! between kernels. A kernel failure becomes an [`EngineError::Node`] naming the node and op.
+
+pub mod compare;
+mod error;
+mod function;
+mod graph;
+mod inputs;
+pub mod io;
+
+pub use error::EngineError;
+pub use inputs::{check_input, InputSpec};
+pub use ops::exec::Value;
+
+use onnx_ir::Model;
+use onnx_proto::FunctionProto;
+use std::collections::{HashMap, HashSet};
+use tensor::Tensor;
+
+/// Which intermediate values [`Session::run`] keeps.
+#[derive(Debug, Clone, Default)]
+pub enum Capture {
+    #[default]
+    None,
+    /// Every node output of the main graph.
+    All,
+    /// These value names.
+    Names(HashSet<String>),
+}
+
+impl Capture {
+    fn wants(&self, name: &str) -> bool {
+        match self {
+            Capture::None => false,
+            Capture::All => true,
+            Capture::Names(n) => n.contains(name),
+        }
+    }
+}
+
+/// What one run produced.
+#[derive(Debug, Clone, Default)]
+pub struct RunOutput {
+    /// Graph outputs in graph order.
+    pub outputs: Vec<(String, Value)>,
+    /// Captured intermediates in the order the nodes produced them.
+    pub captured: Vec<(String, Value)>,
+}
+
+/// A model ready to run.
+pub struct Session {
+    model: Model,
+    /// Opset per domain (`""` for ai.onnx).
+    opsets: HashMap<String, i64>,
+    /// Model-local functions by (domain, name).
+    functions: HashMap<(String, String), FunctionProto>,
+    /// Main-graph initializers, decoded once.
+    initializers: HashMap<String, Tensor>,
+}
+
+pub(crate) fn norm_domain(d: &str) -> &str {
+    if d == "ai.onnx" {
+        ""
+    } else {
+        d
+    }
+}
+
+impl Session {
+    /// Prepares `model`: decodes initializers and checks every node can be run.
+    pub fn new(model: Model) -> Result<Session, EngineError> {
+        let opsets = model
+            .proto
+            .opset_import
+            .iter()
+            .map(|o| (norm_domain(o.domain()).to_string(), o.version()))
+            .collect::<HashMap<_, _>>();
+        let functions = model
+            .proto
+            .functions
+            .iter()
+            .map(|f| {
+                (
+                    (norm_domain(f.domain()).to_string(), f.name().to_string()),
+                    f.clone(),
+                )
+            })
+            .collect();
+        let mut initializers = HashMap::new();
+        for t in &model.graph().initializer {
+            let v = Tensor::from_proto(t).map_err(|e| EngineError::Initializer {
+                name: t.name().to_string(),
+                reason: e.to_string(),
+            })?;
+            initializers.insert(t.name().to_string(), v);
+        }
+        let session = Session {
+            model,
+            opsets,
+            functions,
+            initializers,
+        };
+        graph::check_runnable(&session, session.model.graph(), &session.opsets)?;
+        Ok(session)
+    }
+
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// The inputs a caller must (or may) feed: graph inputs that are not initializers, then
+    /// those that are (they have a default).
+    pub fn inputs(&self) -> Vec<InputSpec> {
+        inputs::specs(self.model.graph())
+    }
+
+    /// Runs the main graph. `inputs` are matched to graph inputs by name; every input without an
+    /// initializer must be given, and each is checked against its declared type.
+    pub fn run(
+        &self,
+        inputs: Vec<(String, Value)>,
+        capture: &Capture,
+    ) -> Result<RunOutput, EngineError> {
+        let specs = self.inputs();
+        let mut given: HashMap<String, Value> = HashMap::new();
+        for (name, v) in inputs {
+            let Some(spec) = specs.iter().find(|s| s.name == name) else {
+                return Err(EngineError::Input {
+                    name,
+                    reason: format!(
+                        "the model has no input of that name (inputs: {})",
+                        specs
+                            .iter()
+                            .map(|s| s.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                });
+            };
+            check_input(spec, &v)?;
+            given.insert(name, v);
+        }
+        for s in &specs {
+            if !s.has_initializer && !given.contains_key(&s.name) {
+                return Err(EngineError::Input {
+                    name: s.name.clone(),
+                    reason: format!("missing: the model needs a value of type {}", s.ty),
+                });
+            }
+        }
+        graph::run_main(self, given, capture)
+    }
+}

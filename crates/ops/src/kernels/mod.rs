@@ -1,0 +1,45 @@
+//! CPU kernels, one module per operator family (the same families as inference under
+//! `families/`). Each module exports `KERNELS`; [`ALL`] lists the modules.
+
+pub mod attention;
+pub mod control;
+pub mod conv;
+pub mod elementwise;
+pub mod indexing;
+pub mod linalg;
+pub mod ml;
+pub mod norm;
+pub mod quant;
+pub mod random;
+pub mod reduce;
+pub mod resize;
+pub mod rnn;
+pub mod sequence;
+pub mod shape;
+pub mod signal;
+pub mod text;
+pub mod training;
+
+use crate::exec::KernelDef;
+
+/// Every family's kernels.
+pub const ALL: &[&[KernelDef]] = &[
+    elementwise::KERNELS,
+    shape::KERNELS,
+    indexing::KERNELS,
+    reduce::KERNELS,
+    linalg::KERNELS,
+    conv::KERNELS,
+    norm::KERNELS,
+    resize::KERNELS,
+    rnn::KERNELS,
+    attention::KERNELS,
+    quant::KERNELS,
+    control::KERNELS,
+    sequence::KERNELS,
+    text::KERNELS,
+    ml::KERNELS,
+    signal::KERNELS,
+    random::KERNELS,
+    training::KERNELS,
+];

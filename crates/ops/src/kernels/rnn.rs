@@ -1,0 +1,5 @@
+//! Kernels of the rnn family (inference: `families/rnn.rs`).
+
+use crate::exec::KernelDef;
+
+pub const KERNELS: &[KernelDef] = &[];
