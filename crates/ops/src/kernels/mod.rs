@@ -2,6 +2,7 @@
 //! `families/`). Each module exports `KERNELS`; [`ALL`] lists the modules.
 
 pub mod attention;
+pub mod cast;
 pub mod control;
 pub mod conv;
 pub mod elementwise;
@@ -34,6 +35,7 @@ pub const ALL: &[&[KernelDef]] = &[
     resize::KERNELS,
     rnn::KERNELS,
     attention::KERNELS,
+    cast::KERNELS,
     quant::KERNELS,
     control::KERNELS,
     sequence::KERNELS,
