@@ -259,7 +259,21 @@ pub(crate) fn run_node(
             }
         }
     }
-    let outputs: Vec<Value> = match runner_for(session, node, opsets)? {
+    let runner = runner_for(session, node, opsets)?;
+    if let Some(trace) = &session.trace {
+        let record = crate::NodeRecord {
+            domain: norm_domain(node.domain()).to_string(),
+            op: node.op_type().to_string(),
+            version: opsets.get(norm_domain(node.domain())).copied().unwrap_or(0),
+            input_types: inputs
+                .iter()
+                .map(|v| v.and_then(Value::as_tensor).map(Tensor::dtype))
+                .collect(),
+            kernel: matches!(runner, Runner::Kernel(_)),
+        };
+        trace.lock().unwrap_or_else(|e| e.into_inner()).push(record);
+    }
+    let outputs: Vec<Value> = match runner {
         Runner::Kernel(k) => {
             let version = opsets.get(norm_domain(node.domain())).copied().unwrap_or(0);
             let sub = Sub {

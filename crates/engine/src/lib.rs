@@ -11,6 +11,7 @@
 //! between kernels. A kernel failure becomes an [`EngineError::Node`] naming the node and op.
 
 pub mod compare;
+pub mod conformance;
 mod error;
 mod function;
 mod graph;
@@ -65,6 +66,22 @@ pub struct Session {
     functions: HashMap<(String, String), FunctionProto>,
     /// Main-graph initializers, decoded once.
     initializers: HashMap<String, Tensor>,
+    /// When set, every node run (in any graph or function body) is recorded here.
+    trace: Option<std::sync::Mutex<Vec<NodeRecord>>>,
+}
+
+/// One node execution, as recorded by [`Session::enable_trace`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct NodeRecord {
+    /// `""` for ai.onnx.
+    pub domain: String,
+    pub op: String,
+    /// The opset version of the node's domain where it ran.
+    pub version: i64,
+    /// Element type of each tensor input (`None` for omitted or non-tensor inputs).
+    pub input_types: Vec<Option<tensor::DataType>>,
+    /// Whether a kernel ran it (else a function body was expanded).
+    pub kernel: bool,
 }
 
 pub(crate) fn norm_domain(d: &str) -> &str {
@@ -108,9 +125,23 @@ impl Session {
             opsets,
             functions,
             initializers,
+            trace: None,
         };
         graph::check_runnable(&session, session.model.graph(), &session.opsets)?;
         Ok(session)
+    }
+
+    /// Records every node run from now on (see [`Session::take_trace`]).
+    pub fn enable_trace(&mut self) {
+        self.trace = Some(Default::default());
+    }
+
+    /// The nodes run since tracing was enabled (or last taken).
+    pub fn take_trace(&self) -> Vec<NodeRecord> {
+        self.trace
+            .as_ref()
+            .map(|t| std::mem::take(&mut *t.lock().unwrap_or_else(|e| e.into_inner())))
+            .unwrap_or_default()
     }
 
     pub fn model(&self) -> &Model {
