@@ -66,8 +66,28 @@ fn read_file(spec: &InputSpec, path: &Path) -> Result<Value> {
 
 /// The inputs the flags describe, checked by name; every input the model needs must be covered.
 pub fn load(args: &InputArgs, session: &Session) -> Result<Vec<(String, Value)>> {
+    load_over(args, session, Vec::new())
+}
+
+impl InputArgs {
+    /// Whether any input source was given.
+    pub fn is_empty(&self) -> bool {
+        self.input.is_empty() && self.input_dir.is_none() && !self.random_inputs
+    }
+}
+
+/// Like [`load`], starting from `base` values (e.g. inputs stored with a reference), which the
+/// flags override; inputs of `base` the model does not have are ignored.
+pub fn load_over(
+    args: &InputArgs,
+    session: &Session,
+    base: Vec<(String, Value)>,
+) -> Result<Vec<(String, Value)>> {
     let specs = session.inputs();
-    let mut out: HashMap<String, Value> = HashMap::new();
+    let mut out: HashMap<String, Value> = base
+        .into_iter()
+        .filter(|(n, _)| specs.iter().any(|s| &s.name == n))
+        .collect();
     if let Some(dir) = &args.input_dir {
         let given = engine::io::read_input_dir(dir, &specs)
             .map_err(anyhow::Error::msg)

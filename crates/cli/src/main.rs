@@ -4,6 +4,7 @@
 
 mod feed;
 mod format;
+mod html;
 mod input_shape;
 mod verbs;
 

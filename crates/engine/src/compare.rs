@@ -142,3 +142,125 @@ pub fn compare_value(got: &Value, want: &Value, tol: Tolerance) -> Result<(), St
         (g, w) => Err(format!("got {}, expected {}", g.describe(), w.describe())),
     }
 }
+
+/// Error statistics of `got` against `want` (the reference), over elements viewed as f64.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Stats {
+    pub elements: usize,
+    /// max |got - want|
+    pub max_abs: f64,
+    /// max |got - want| / |want| over elements where want != 0
+    pub max_rel: f64,
+    pub mean_abs: f64,
+    /// 99th percentile of |got - want|
+    pub p99_abs: f64,
+    /// cosine similarity of the two tensors as vectors (1 when both are all zero)
+    pub cosine: f64,
+    /// signal-to-quantization-noise ratio in dB: 10·log10(Σwant² / Σ(got-want)²); infinite when equal
+    pub sqnr_db: f64,
+    /// elements with |got - want| > atol + rtol·|want| (NaN against non-NaN counts)
+    pub out_of_tolerance: usize,
+}
+
+/// Statistics of two tensors of one shape; `Err` when shapes or types make them incomparable.
+pub fn stats(got: &Tensor, want: &Tensor, tol: Tolerance) -> Result<Stats, String> {
+    if got.shape() != want.shape() {
+        return Err(format!(
+            "shape {:?} but the reference has {:?}",
+            got.shape(),
+            want.shape()
+        ));
+    }
+    let g = ops::exec::util::to_f64s(got)
+        .map_err(|_| format!("{} values cannot be compared numerically", got.dtype()))?;
+    let w = ops::exec::util::to_f64s(want)
+        .map_err(|_| format!("{} values cannot be compared numerically", want.dtype()))?;
+    let n = w.len();
+    let mut s = Stats {
+        elements: n,
+        ..Stats::default()
+    };
+    let mut errs = Vec::with_capacity(n);
+    let (mut dot, mut gg, mut ww, mut noise) = (0f64, 0f64, 0f64, 0f64);
+    for (&x, &y) in g.iter().zip(&w) {
+        if x.is_nan() || y.is_nan() {
+            if x.is_nan() != y.is_nan() {
+                s.out_of_tolerance += 1;
+                errs.push(f64::INFINITY);
+            } else {
+                errs.push(0.0);
+            }
+            continue;
+        }
+        let d = if x == y { 0.0 } else { (x - y).abs() };
+        errs.push(d);
+        s.max_abs = s.max_abs.max(d);
+        if y != 0.0 && d.is_finite() {
+            s.max_rel = s.max_rel.max(d / y.abs());
+        }
+        if d > tol.atol + tol.rtol * y.abs() {
+            s.out_of_tolerance += 1;
+        }
+        if d.is_finite() {
+            s.mean_abs += d;
+            noise += d * d;
+        }
+        if x.is_finite() && y.is_finite() {
+            dot += x * y;
+            gg += x * x;
+            ww += y * y;
+        }
+    }
+    if n > 0 {
+        s.mean_abs /= n as f64;
+        errs.sort_by(|a, b| a.total_cmp(b));
+        let idx = ((n as f64) * 0.99).ceil() as usize;
+        s.p99_abs = errs[idx.clamp(1, n) - 1];
+    }
+    s.cosine = if gg == 0.0 && ww == 0.0 {
+        1.0
+    } else if gg == 0.0 || ww == 0.0 {
+        0.0
+    } else {
+        dot / (gg.sqrt() * ww.sqrt())
+    };
+    s.sqnr_db = if noise == 0.0 {
+        f64::INFINITY
+    } else {
+        10.0 * (ww / noise).log10()
+    };
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_of_a_known_difference() {
+        let want = Tensor::from_vec(vec![4], vec![1.0f32, 2.0, -4.0, 0.0]).unwrap();
+        let got = Tensor::from_vec(vec![4], vec![1.0f32, 2.5, -4.0, 0.0]).unwrap();
+        let tol = Tolerance {
+            rtol: 1e-3,
+            atol: 1e-4,
+        };
+        let s = stats(&got, &want, tol).unwrap();
+        assert_eq!(s.out_of_tolerance, 1);
+        assert_eq!(s.max_abs, 0.5);
+        assert_eq!(s.max_rel, 0.25);
+        assert_eq!(s.mean_abs, 0.125);
+        assert_eq!(s.p99_abs, 0.5);
+        // Σwant² = 21, noise 0.25
+        assert!((s.sqnr_db - 10.0 * (21.0f64 / 0.25).log10()).abs() < 1e-12);
+        assert!(s.cosine > 0.99 && s.cosine < 1.0);
+        let same = stats(&want, &want, tol).unwrap();
+        assert_eq!(same.out_of_tolerance, 0);
+        assert!(same.sqnr_db.is_infinite());
+        assert!(stats(
+            &Tensor::from_vec(vec![2], vec![1.0f32, 2.0]).unwrap(),
+            &want,
+            tol
+        )
+        .is_err());
+    }
+}

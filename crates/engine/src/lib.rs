@@ -154,6 +154,42 @@ impl Session {
         inputs::specs(self.model.graph())
     }
 
+    /// Runs one node of the main graph (or any node under the model's opsets) on the given
+    /// input values (positional, `None` = omitted), outside the graph: how `compare --reinject`
+    /// separates a node's own error from the error it inherits.
+    pub fn run_one(
+        &self,
+        node: &onnx_proto::NodeProto,
+        inputs: Vec<Option<Value>>,
+    ) -> Result<Vec<Option<Value>>, EngineError> {
+        let mut env = graph::Env {
+            values: HashMap::new(),
+            parent: None,
+            absent: HashSet::new(),
+        };
+        let mut bound = node.clone();
+        for (i, v) in inputs.into_iter().enumerate() {
+            let name = format!("__input_{i}");
+            match v {
+                Some(v) => {
+                    env.values.insert(name.clone(), v);
+                }
+                None => {
+                    env.absent.insert(name.clone());
+                }
+            }
+            if i < bound.input.len() {
+                bound.input[i] = name;
+            }
+        }
+        graph::run_node(self, &bound, &self.opsets, &env)
+    }
+
+    /// The main graph's node indices in the order [`Session::run`] runs them.
+    pub fn schedule(&self) -> Result<Vec<usize>, EngineError> {
+        graph::schedule(&self.model.graph().node, self.model.graph().name())
+    }
+
     /// Runs the main graph. `inputs` are matched to graph inputs by name; every input without an
     /// initializer must be given, and each is checked against its declared type.
     pub fn run(

@@ -1,6 +1,7 @@
 //! The verb registry: one file per verb, each with `Args` and `run`.
 
 pub mod check;
+pub mod compare;
 pub mod explain;
 pub mod inspect;
 pub mod lint;
@@ -8,6 +9,7 @@ pub mod rule;
 pub mod run;
 pub mod shapes;
 pub mod targets;
+pub mod verify;
 
 use std::process::ExitCode;
 
@@ -23,10 +25,14 @@ pub enum Verb {
     Check(check::Args),
     /// Run a model on the native CPU engine: inputs from .npy/.pb files or random, outputs to .npz or .pb.
     Run(run::Args),
+    /// Compare a model's outputs (and, layer by layer, its intermediates) with a reference or a second model.
+    Compare(compare::Args),
     /// Infer every value's type and shape and write them into a copy of the model.
     Shapes(shapes::Args),
     /// Print what a finding code means: ODL (lint), ODT (check --target), ODC (check).
     Rule(rule::Args),
+    /// Check that dynamic axes work: run at several sizes of each symbolic dim and name what breaks.
+    Verify(verify::Args),
     /// List the deployment target profiles `check --target` uses, with versions and sources.
     Targets(targets::Args),
 }
@@ -38,8 +44,10 @@ pub fn run(verb: Verb) -> anyhow::Result<ExitCode> {
         Verb::Explain(args) => explain::run(args),
         Verb::Check(args) => check::run(args),
         Verb::Run(args) => run::run(args),
+        Verb::Compare(args) => compare::run(args),
         Verb::Shapes(args) => shapes::run(args),
         Verb::Rule(args) => rule::run(args),
         Verb::Targets(args) => targets::run(args),
+        Verb::Verify(args) => verify::run(args),
     }
 }
