@@ -84,7 +84,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
             println!("{}", serde_json::to_string_pretty(&v)?);
         }
         FindingsFormat::Sarif => {
-            // SARIF has no target field of its own: the message carries `[target]`.
+            // SARIF has no target field of its own: each result carries it in its property bag
+            // (`properties.target`, null when target-independent), and the message names it.
             let rules: Vec<RuleInfo> = analysis::ALL_CODES
                 .iter()
                 .map(|c| RuleInfo {
@@ -93,7 +94,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
                     summary: c.summary().into(),
                 })
                 .collect();
-            let v = diagnostics::render_sarif(&findings, &rules, env!("CARGO_PKG_VERSION"));
+            let mut v = diagnostics::render_sarif(&findings, &rules, env!("CARGO_PKG_VERSION"));
+            if let Some(results) = v["runs"][0]["results"].as_array_mut() {
+                for (r, t) in results.iter_mut().zip(&target_of) {
+                    r["properties"] = serde_json::json!({ "target": t });
+                }
+            }
             println!("{}", serde_json::to_string_pretty(&v)?);
         }
     }
