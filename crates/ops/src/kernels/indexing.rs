@@ -322,11 +322,10 @@ fn nd_offsets(
     }
     let dst = strides(data);
     let slice: usize = data[batch_dims + k..].iter().product();
-    let tuples = if k == 0 {
-        ishape[..q - 1].iter().product()
-    } else {
-        idx.len() / k
-    };
+    let tuples = idx
+        .len()
+        .checked_div(k)
+        .unwrap_or_else(|| ishape[..q - 1].iter().product());
     let per_batch: usize = ishape[batch_dims..q - 1].iter().product();
     let mut offs = Vec::with_capacity(tuples);
     for tno in 0..tuples {
@@ -548,7 +547,7 @@ fn one_hot(cx: &RunCx) -> KResult<Vec<Value>> {
         )));
     }
     let depth = to_f64s(depth_t)?[0].ceil();
-    if !(depth >= 1.0) || depth > super::shape::MAX_ELEMENTS as f64 {
+    if depth.is_nan() || depth < 1.0 || depth > super::shape::MAX_ELEMENTS as f64 {
         return Err(cx.invalid(format!("OneHot depth must be positive, got {depth}")));
     }
     let depth = depth as usize;
@@ -780,7 +779,7 @@ fn split_lengths(cx: &RunCx, dim: usize, split: Option<Vec<i64>>, n: usize) -> K
             if n == 0 {
                 return Err(cx.invalid("Split needs at least one output"));
             }
-            if dim % n == 0 {
+            if dim.is_multiple_of(n) {
                 Ok(vec![dim / n; n])
             } else {
                 let c = dim.div_ceil(n);
@@ -951,7 +950,7 @@ fn tensor_scatter(cx: &RunCx) -> KResult<Vec<Value>> {
     for o in 0..outer {
         let b = o.checked_div(per_batch).unwrap_or(0);
         for s in 0..seq {
-            let mut pos = wi[b] + s as i64;
+            let mut pos = wi[b].saturating_add(s as i64);
             if circular && max_len > 0 {
                 pos = pos.rem_euclid(max_len as i64);
             }
@@ -1218,3 +1217,224 @@ pub const KERNELS: &[KernelDef] = &[
     kernel("Trilu", 14, trilu),
     kernel("Unique", 11, unique),
 ];
+
+#[cfg(test)]
+#[allow(clippy::cloned_ref_to_slice_refs)]
+mod tests {
+    use crate::exec::{lookup, KResult, RunCx, Subgraphs, Value};
+    use crate::families::testing::{ai, ais, astr, node};
+    use onnx_proto::{AttributeProto, GraphProto};
+    use tensor::Tensor;
+
+    struct NoGraphs;
+    impl Subgraphs for NoGraphs {
+        fn run(&self, _: &GraphProto, _: Vec<Value>) -> KResult<Vec<Value>> {
+            unreachable!()
+        }
+    }
+
+    /// Runs the registered kernel of `op` at `opset`.
+    pub(crate) fn run(
+        op: &str,
+        opset: i64,
+        inputs: &[Option<Tensor>],
+        outputs: usize,
+        attrs: Vec<AttributeProto>,
+    ) -> KResult<Vec<Value>> {
+        let names: Vec<String> = (0..inputs.len())
+            .map(|i| {
+                if inputs[i].is_some() {
+                    format!("i{i}")
+                } else {
+                    String::new()
+                }
+            })
+            .collect();
+        let in_refs: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
+        let onames: Vec<String> = (0..outputs).map(|i| format!("o{i}")).collect();
+        let out_refs: Vec<&str> = onames.iter().map(|s| s.as_str()).collect();
+        let n = node(op, &in_refs, &out_refs, attrs);
+        let vals: Vec<Option<Value>> = inputs
+            .iter()
+            .map(|t| t.clone().map(Value::Tensor))
+            .collect();
+        let refs: Vec<Option<&Value>> = vals.iter().map(|v| v.as_ref()).collect();
+        let cx = RunCx::new(&n, opset, &refs, &NoGraphs);
+        let def = lookup("", op, opset).unwrap_or_else(|| panic!("no kernel {op} v{opset}"));
+        (def.run)(&cx)
+    }
+
+    fn t(v: &Value) -> &Tensor {
+        v.as_tensor().unwrap()
+    }
+
+    fn f32s(shape: &[usize], v: &[f32]) -> Option<Tensor> {
+        Some(Tensor::from_vec(shape.to_vec(), v.to_vec()).unwrap())
+    }
+
+    fn i64s(v: &[i64]) -> Option<Tensor> {
+        Some(Tensor::from_vec(vec![v.len()], v.to_vec()).unwrap())
+    }
+
+    #[test]
+    fn old_attribute_forms() {
+        let x = f32s(&[2, 3], &[1., 2., 3., 4., 5., 6.]);
+        // Reshape-1: shape attribute.
+        let r = run("Reshape", 1, &[x.clone()], 1, vec![ais("shape", &[3, -1])]).unwrap();
+        assert_eq!(t(&r[0]).shape(), &[3, 2]);
+        // Slice-1: attributes.
+        let r = run(
+            "Slice",
+            1,
+            &[x.clone()],
+            1,
+            vec![ais("starts", &[1]), ais("ends", &[3]), ais("axes", &[1])],
+        )
+        .unwrap();
+        assert_eq!(t(&r[0]).to_vec::<f32>().unwrap(), vec![2., 3., 5., 6.]);
+        // Unsqueeze-1 / Squeeze-1: axes attribute.
+        let r = run("Unsqueeze", 1, &[x.clone()], 1, vec![ais("axes", &[0, 3])]).unwrap();
+        assert_eq!(t(&r[0]).shape(), &[1, 2, 3, 1]);
+        let r = run(
+            "Squeeze",
+            1,
+            &[Some(t(&r[0]).clone())],
+            1,
+            vec![ais("axes", &[3])],
+        )
+        .unwrap();
+        assert_eq!(t(&r[0]).shape(), &[1, 2, 3]);
+        assert!(run("Squeeze", 11, &[x.clone()], 1, vec![ais("axes", &[0])]).is_err());
+        // Split-2: split attribute; Split-1: split input.
+        let r = run(
+            "Split",
+            2,
+            &[x.clone()],
+            2,
+            vec![ai("axis", 1), ais("split", &[1, 2])],
+        )
+        .unwrap();
+        assert_eq!(t(&r[1]).to_vec::<f32>().unwrap(), vec![2., 3., 5., 6.]);
+        let r = run(
+            "Split",
+            1,
+            &[x.clone(), i64s(&[2, 1])],
+            2,
+            vec![ai("axis", 1)],
+        )
+        .unwrap();
+        assert_eq!(t(&r[0]).to_vec::<f32>().unwrap(), vec![1., 2., 4., 5.]);
+        // Split-18: num_outputs, uneven.
+        let r = run(
+            "Split",
+            18,
+            &[x.clone()],
+            2,
+            vec![ai("axis", 1), ai("num_outputs", 2)],
+        )
+        .unwrap();
+        assert_eq!(t(&r[0]).shape(), &[2, 2]);
+        assert_eq!(t(&r[1]).shape(), &[2, 1]);
+        // Tile-1: tiles and axis inputs.
+        let r = run(
+            "Tile",
+            1,
+            &[
+                x.clone(),
+                Some(Tensor::scalar(2i64)),
+                Some(Tensor::scalar(0i64)),
+            ],
+            1,
+            vec![],
+        )
+        .unwrap();
+        assert_eq!(t(&r[0]).shape(), &[4, 3]);
+        // TopK-1: k attribute.
+        let r = run("TopK", 1, &[x.clone()], 2, vec![ai("k", 2)]).unwrap();
+        assert_eq!(t(&r[0]).to_vec::<f32>().unwrap(), vec![3., 2., 6., 5.]);
+        assert_eq!(t(&r[1]).to_vec::<i64>().unwrap(), vec![2, 1, 2, 1]);
+        // Concat-1: default axis 1.
+        let r = run("Concat", 1, &[x.clone(), x.clone()], 1, vec![]).unwrap();
+        assert_eq!(t(&r[0]).shape(), &[2, 6]);
+    }
+
+    #[test]
+    fn data_movement_keeps_strings_and_packed_types() {
+        let s = Some(
+            Tensor::from_strings(
+                vec![2, 2],
+                vec!["a".into(), "b".into(), "c".into(), "d".into()],
+            )
+            .unwrap(),
+        );
+        let r = run("Transpose", 13, &[s.clone()], 1, vec![]).unwrap();
+        assert_eq!(
+            t(&r[0]).strings().unwrap(),
+            &["a".into(), "c".into(), "b".into(), "d".into()] as &[bytes::Bytes]
+        );
+        let r = run("Trilu", 14, &[s.clone()], 1, vec![]).unwrap();
+        assert_eq!(
+            t(&r[0]).strings().unwrap(),
+            &["a".into(), "b".into(), "".into(), "d".into()] as &[bytes::Bytes]
+        );
+        let p = Some(
+            Tensor::from_codes(tensor::DataType::Int4, vec![2, 3], &[1, 2, 3, 4, 5, 6]).unwrap(),
+        );
+        let r = run(
+            "Slice",
+            13,
+            &[p, i64s(&[1]), i64s(&[3]), i64s(&[1])],
+            1,
+            vec![],
+        )
+        .unwrap();
+        assert_eq!(t(&r[0]).codes().unwrap(), vec![2, 3, 5, 6]);
+    }
+
+    #[test]
+    fn scatter_and_bad_input_are_errors_not_panics() {
+        let x = f32s(&[3], &[1., 2., 3.]);
+        let r = run(
+            "Scatter",
+            9,
+            &[x.clone(), i64s(&[2]), f32s(&[1], &[9.])],
+            1,
+            vec![],
+        )
+        .unwrap();
+        assert_eq!(t(&r[0]).to_vec::<f32>().unwrap(), vec![1., 2., 9.]);
+        assert!(run("Gather", 13, &[x.clone(), i64s(&[3])], 1, vec![]).is_err());
+        assert!(run("Reshape", 13, &[x.clone(), i64s(&[2, -1])], 1, vec![]).is_err());
+        assert!(run(
+            "ScatterElements",
+            18,
+            &[x.clone(), i64s(&[0]), f32s(&[1], &[1.])],
+            1,
+            vec![astr("reduction", "bogus")]
+        )
+        .is_err());
+        let empty = f32s(&[0], &[]);
+        let r = run(
+            "Slice",
+            13,
+            &[
+                empty,
+                i64s(&[-1]),
+                i64s(&[i64::MIN]),
+                i64s(&[0]),
+                i64s(&[-1]),
+            ],
+            1,
+            vec![],
+        )
+        .unwrap();
+        assert_eq!(t(&r[0]).shape(), &[0]);
+    }
+
+    #[test]
+    fn range_half_uses_float_stash() {
+        let h = |v: f32| Some(Tensor::scalar(half::f16::from_f32(v)));
+        let r = run("Range", 27, &[h(2048.), h(2052.), h(1.)], 1, vec![]).unwrap();
+        assert_eq!(t(&r[0]).len(), 4);
+    }
+}

@@ -119,8 +119,9 @@ fn reshape_target(
             .enumerate()
             .filter(|&(j, _)| j != i)
             .map(|(_, &d)| d)
-            .product();
-        if known == 0 || total % known != 0 {
+            .try_fold(1usize, |a, d| a.checked_mul(d))
+            .unwrap_or(0);
+        if known == 0 || !total.is_multiple_of(known) {
             return Err(cx.invalid(format!(
                 "Reshape cannot infer the -1 in {target:?} for input shape {input:?}"
             )));
@@ -402,22 +403,29 @@ fn slice(cx: &RunCx) -> KResult<Vec<Value>> {
                 fix(ends[k]).clamp(-1, dim - 1),
             )
         };
+        // In i128: steps near i64::MAX must not overflow.
+        let (s128, e128, st128) = (start as i128, end as i128, step as i128);
         let len = if step > 0 {
-            if end > start {
-                (end - start + step - 1) / step
+            if e128 > s128 {
+                (e128 - s128 + st128 - 1) / st128
             } else {
                 0
             }
-        } else if start > end {
-            (start - end + (-step) - 1) / (-step)
+        } else if s128 > e128 {
+            (s128 - e128 - st128 - 1) / (-st128)
         } else {
             0
-        };
+        } as i64;
         out[a] = len as usize;
         if len > 0 {
             base += start as isize * st[a] as isize;
         }
-        vstrides[a] = step as isize * st[a] as isize;
+        // A stride is only followed between elements, so with len <= 1 it is never used.
+        vstrides[a] = if len > 1 {
+            step as isize * st[a] as isize
+        } else {
+            0
+        };
     }
     let offs = view_offsets(base, &out, &vstrides);
     Ok(vec![take(t, &offs, out)?.into()])
@@ -576,7 +584,9 @@ pub(crate) fn checked_numel(cx: &RunCx, shape: &[usize]) -> KResult<usize> {
 }
 
 /// Upper bound on the number of elements a kernel will allocate from data-driven shapes.
-pub(crate) const MAX_ELEMENTS: usize = 1 << 32;
+/// (2^30: beyond it a data-driven shape is far more likely a bad input than a real model, and
+/// the per-element offset vectors the kernels build would take gigabytes.)
+pub(crate) const MAX_ELEMENTS: usize = 1 << 30;
 
 /// Flat offsets of a strided view: element `idx` of `out` reads `base + sum(idx[d] * strides[d])`.
 pub(crate) fn view_offsets(base: isize, out: &[usize], strides: &[isize]) -> Vec<usize> {
