@@ -1,8 +1,8 @@
 //! Kernels of the indexing family (inference: `families/indexing.rs`).
 
-use super::shape::{checked_numel, gather_axis, int_input, narrow, norm_indices};
+use super::shape::{checked_numel, gather_axis, int_input, narrow, norm_indices, take};
 use crate::exec::util::{
-    concat_flat, norm_axis, scalar_i64, strides, take, to_f64s, to_i64s, zeros, FloatConv,
+    concat_flat, norm_axis, scalar_i64, strides, to_f64s, to_i64s, zeros, FloatConv,
 };
 use crate::exec::{kernel, kernel_range, KResult, KernelDef, RunCx, Value};
 use crate::{for_float, for_numeric};
@@ -1389,6 +1389,52 @@ mod tests {
         )
         .unwrap();
         assert_eq!(t(&r[0]).codes().unwrap(), vec![2, 3, 5, 6]);
+    }
+
+    #[test]
+    fn concat_and_gather_fall_back_for_strings_and_packed() {
+        let s = Some(
+            Tensor::from_strings(
+                vec![2, 2],
+                vec!["a".into(), "b".into(), "c".into(), "d".into()],
+            )
+            .unwrap(),
+        );
+        let r = run(
+            "Concat",
+            13,
+            &[s.clone(), s.clone()],
+            1,
+            vec![ai("axis", 1)],
+        )
+        .unwrap();
+        let want: Vec<bytes::Bytes> = ["a", "b", "a", "b", "c", "d", "c", "d"]
+            .iter()
+            .map(|x| bytes::Bytes::from(*x))
+            .collect();
+        assert_eq!(t(&r[0]).strings().unwrap(), want.as_slice());
+        let p =
+            Some(Tensor::from_codes(tensor::DataType::Uint4, vec![2, 2], &[1, 2, 3, 4]).unwrap());
+        let r = run(
+            "Concat",
+            13,
+            &[p.clone(), p.clone()],
+            1,
+            vec![ai("axis", 1)],
+        )
+        .unwrap();
+        assert_eq!(t(&r[0]).codes().unwrap(), vec![1, 2, 1, 2, 3, 4, 3, 4]);
+        let r = run(
+            "Gather",
+            13,
+            &[p.clone(), i64s(&[1, -2])],
+            1,
+            vec![ai("axis", 1)],
+        )
+        .unwrap();
+        assert_eq!(t(&r[0]).codes().unwrap(), vec![2, 1, 4, 3]);
+        let r = run("Gather", 13, &[s.clone(), i64s(&[1])], 1, vec![]).unwrap();
+        assert_eq!(t(&r[0]).shape(), &[1, 2]);
     }
 
     #[test]

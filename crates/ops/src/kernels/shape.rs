@@ -1,7 +1,8 @@
 //! Kernels of the shape family (inference: `families/shape.rs`).
 
+use crate::exec::util;
 use crate::exec::util::{
-    broadcast_offsets, broadcast_shapes, broadcast_strides, concat_flat, norm_axis, strides, take,
+    broadcast_offsets, broadcast_shapes, broadcast_strides, concat_flat, norm_axis, strides,
     to_i64s, FloatConv,
 };
 use crate::exec::{kernel, KResult, KernelDef, RunCx, Value};
@@ -427,6 +428,17 @@ fn slice(cx: &RunCx) -> KResult<Vec<Value>> {
             0
         };
     }
+    if r > 0 && vstrides[r - 1] == 1 {
+        // Rows along the last axis are contiguous: copy them as runs.
+        let row = out[r - 1];
+        let starts = view_offsets(base, &out[..r - 1], &vstrides[..r - 1]);
+        let runs: Vec<(usize, usize)> = if row == 0 {
+            Vec::new()
+        } else {
+            starts.into_iter().map(|s| (s, row)).collect()
+        };
+        return Ok(vec![take_runs(t, &runs, out)?.into()]);
+    }
     let offs = view_offsets(base, &out, &vstrides);
     Ok(vec![take(t, &offs, out)?.into()])
 }
@@ -470,6 +482,14 @@ fn constant_of_shape(cx: &RunCx) -> KResult<Vec<Value>> {
         }
         None => Tensor::scalar(0.0f32),
     };
+    if let (Some(_), Some(b)) = (byte_width(&value), value.bytes()) {
+        return Ok(vec![Tensor::from_bytes(
+            value.dtype(),
+            shape,
+            b.repeat(n).into(),
+        )?
+        .into()]);
+    }
     Ok(vec![take(&value, &vec![0; n], shape)?.into()])
 }
 
@@ -588,6 +608,53 @@ pub(crate) fn checked_numel(cx: &RunCx, shape: &[usize]) -> KResult<usize> {
 /// the per-element offset vectors the kernels build would take gigabytes.)
 pub(crate) const MAX_ELEMENTS: usize = 1 << 30;
 
+/// Element width in bytes of a byte-aligned numeric type (`None` for strings and packed types).
+fn byte_width(t: &Tensor) -> Option<usize> {
+    if t.strings().is_some() || t.dtype().is_packed() {
+        return None;
+    }
+    t.dtype().bit_width().map(|b| (b / 8) as usize)
+}
+
+fn gather_w<const W: usize>(src: &[u8], offs: &[usize]) -> Vec<u8> {
+    let (arr, _) = src.as_chunks::<W>();
+    let mut out = Vec::with_capacity(offs.len() * W);
+    for &o in offs {
+        out.extend_from_slice(&arr[o]);
+    }
+    out
+}
+
+/// [`util::take`] with fixed-width copies for the common element sizes.
+pub(crate) fn take(t: &Tensor, offsets: &[usize], shape: Vec<usize>) -> KResult<Tensor> {
+    let (Some(w), Some(src)) = (byte_width(t), t.bytes()) else {
+        return util::take(t, offsets, shape);
+    };
+    let out = match w {
+        1 => gather_w::<1>(src, offsets),
+        2 => gather_w::<2>(src, offsets),
+        4 => gather_w::<4>(src, offsets),
+        8 => gather_w::<8>(src, offsets),
+        16 => gather_w::<16>(src, offsets),
+        _ => return util::take(t, offsets, shape),
+    };
+    Ok(Tensor::from_bytes(t.dtype(), shape, out.into())?)
+}
+
+/// Copies the element runs `(start, len)` of `t`, in order, into a new tensor of `shape`.
+pub(crate) fn take_runs(t: &Tensor, runs: &[(usize, usize)], shape: Vec<usize>) -> KResult<Tensor> {
+    let (Some(w), Some(src)) = (byte_width(t), t.bytes()) else {
+        let offs: Vec<usize> = runs.iter().flat_map(|&(s, l)| s..s + l).collect();
+        return util::take(t, &offs, shape);
+    };
+    let total: usize = runs.iter().map(|r| r.1).sum();
+    let mut out = Vec::with_capacity(total * w);
+    for &(s, l) in runs {
+        out.extend_from_slice(&src[s * w..(s + l) * w]);
+    }
+    Ok(Tensor::from_bytes(t.dtype(), shape, out.into())?)
+}
+
 /// Flat offsets of a strided view: element `idx` of `out` reads `base + sum(idx[d] * strides[d])`.
 pub(crate) fn view_offsets(base: isize, out: &[usize], strides: &[isize]) -> Vec<usize> {
     let n: usize = out.iter().product();
@@ -649,17 +716,16 @@ pub(crate) fn gather_axis(
     let outer: usize = shape[..axis].iter().product();
     let inner: usize = shape[axis + 1..].iter().product();
     let dim = shape[axis];
-    let mut offs = Vec::with_capacity(outer * idx.len() * inner);
+    let mut runs = Vec::with_capacity(outer * idx.len());
     for o in 0..outer {
         for &i in idx {
-            let base = (o * dim + i) * inner;
-            offs.extend(base..base + inner);
+            runs.push(((o * dim + i) * inner, inner));
         }
     }
     let mut out_shape = shape[..axis].to_vec();
     out_shape.extend_from_slice(idx_shape);
     out_shape.extend_from_slice(&shape[axis + 1..]);
-    take(t, &offs, out_shape)
+    take_runs(t, &runs, out_shape)
 }
 
 /// Slices `[start, start+len)` along `axis`.
@@ -679,7 +745,21 @@ pub(crate) fn concat_axis(parts: &[&Tensor], axis: usize, dtype: DataType) -> KR
     if outer == 1 || parts.len() == 1 {
         return concat_flat(parts, dtype, out_shape);
     }
-    // Offsets into the flat concatenation of all parts.
+    let widths: Vec<Option<usize>> = parts.iter().map(|p| byte_width(p)).collect();
+    if widths.iter().all(|w| w.is_some()) {
+        let w = widths[0].unwrap_or(1);
+        let mut out = Vec::with_capacity(outer * total * inner * w);
+        for o in 0..outer {
+            for p in parts {
+                let chunk = p.shape()[axis] * inner * w;
+                if let Some(b) = p.bytes() {
+                    out.extend_from_slice(&b[o * chunk..(o + 1) * chunk]);
+                }
+            }
+        }
+        return Ok(Tensor::from_bytes(dtype, out_shape, out.into())?);
+    }
+    // Strings and packed types: offsets into the flat concatenation of all parts.
     let mut bases = Vec::with_capacity(parts.len());
     let mut acc = 0usize;
     for p in parts {
