@@ -521,8 +521,8 @@ fn non_zero(cx: &RunCx) -> KResult<Vec<Value>> {
     let hits: Vec<usize> = (0..mask.len()).filter(|&i| mask[i]).collect();
     let n = hits.len();
     if r == 0 {
-        // numpy treats a scalar as 1-D here.
-        return Ok(vec![Tensor::from_vec(vec![1, n], vec![0i64; n])?.into()]);
+        // The reference answers a scalar with shape [0, count].
+        return Ok(vec![Tensor::from_vec(vec![0, n], Vec::<i64>::new())?.into()]);
     }
     let mut out = vec![0i64; r * n];
     for (j, &h) in hits.iter().enumerate() {

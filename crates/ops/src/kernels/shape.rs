@@ -188,7 +188,12 @@ fn axes_attr_or_input(cx: &RunCx, input: usize) -> KResult<Option<Vec<i64>>> {
 fn squeeze(cx: &RunCx) -> KResult<Vec<Value>> {
     let t = cx.input(0)?;
     let shape = t.shape();
-    let out: Vec<usize> = match axes_attr_or_input(cx, 1)? {
+    let mut axes = axes_attr_or_input(cx, 1)?;
+    if cx.opset < 13 && axes.as_ref().is_some_and(|a| a.is_empty()) {
+        // An empty `axes` attribute means "all" (an empty input from opset 13 means "none").
+        axes = None;
+    }
+    let out: Vec<usize> = match axes {
         None => shape.iter().copied().filter(|&d| d != 1).collect(),
         Some(axes) => {
             let axes = norm_axes(cx, &axes, shape.len())?;
