@@ -7,7 +7,7 @@
 //! passes fails the test too, so the list can only shrink. Set `CONFORMANCE_ONLY=substr` to run
 //! a subset, `CONFORMANCE_UPDATE=1` to rewrite the list from this run (reasons are the first
 //! line of each failure; edit them into explanations). A report of every case is written to
-//! `target/conformance-report.txt`.
+//! `$CARGO_TARGET_DIR/tmp/conformance-report.txt`.
 
 mod common;
 
@@ -178,7 +178,9 @@ fn node_and_model_tests_match_onnx() {
             Err(e) => report.push_str(&format!("FAIL {n}  # {}\n", e.lines().next().unwrap_or(""))),
         }
     }
-    let report_path = common::workspace().join("target/conformance-report.txt");
+    let report_path =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("conformance-report.txt");
+    println!("report: {}", report_path.display());
     let _ = std::fs::write(&report_path, &report);
     println!("conformance: {passed} of {} cases pass", results.len());
 

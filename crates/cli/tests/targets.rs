@@ -108,14 +108,21 @@ fn unique_fails_on_tensorrt_and_runs_on_onnxruntime() {
     assert_eq!(v["targets"][0]["verdict"], "will fail");
 
     // SARIF carries the target in each result's property bag.
-    let o = run(&["check", &path, "--target", "tensorrt-8.6", "--format", "sarif"]);
+    let o = run(&[
+        "check",
+        &path,
+        "--target",
+        "tensorrt-8.6",
+        "--format",
+        "sarif",
+    ]);
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     let results = v["runs"][0]["results"].as_array().unwrap();
     let unique = results.iter().find(|r| r["ruleId"] == "ODT001").unwrap();
     assert_eq!(unique["properties"]["target"], "tensorrt-8.6");
-    assert!(results
-        .iter()
-        .all(|r| r["properties"].as_object().is_some_and(|p| p.contains_key("target"))));
+    assert!(results.iter().all(|r| r["properties"]
+        .as_object()
+        .is_some_and(|p| p.contains_key("target"))));
 }
 
 #[test]

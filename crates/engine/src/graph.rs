@@ -26,7 +26,7 @@ impl Env<'_> {
 /// What runs a node.
 pub(crate) enum Runner<'a> {
     Kernel(&'a ops::exec::KernelDef),
-    Function(std::borrow::Cow<'a, onnx_proto::FunctionProto>),
+    Function(Box<std::borrow::Cow<'a, onnx_proto::FunctionProto>>),
 }
 
 /// Picks what runs `node` under `opsets`: a model-local function, a kernel, or the schema's
@@ -41,7 +41,7 @@ pub(crate) fn runner_for<'a>(
         .functions
         .get(&(domain.to_string(), node.op_type().to_string()))
     {
-        return Ok(Runner::Function(std::borrow::Cow::Borrowed(f)));
+        return Ok(Runner::Function(Box::new(std::borrow::Cow::Borrowed(f))));
     }
     let unsupported = |version: i64, detail: String| EngineError::Unsupported {
         node: node_name(node),
@@ -55,12 +55,12 @@ pub(crate) fn runner_for<'a>(
             format!(" (the model imports no opset for domain '{domain}')"),
         ));
     };
-    if let Some(k) = ops::exec::lookup(domain, &node.op_type(), version) {
+    if let Some(k) = ops::exec::lookup(domain, node.op_type(), version) {
         return Ok(Runner::Kernel(k));
     }
-    if let Some(schema) = opset::schema_in(domain, &node.op_type(), version) {
+    if let Some(schema) = opset::schema_in(domain, node.op_type(), version) {
         if let Some(Ok(body)) = schema.function_body(version) {
-            return Ok(Runner::Function(std::borrow::Cow::Owned(body)));
+            return Ok(Runner::Function(Box::new(std::borrow::Cow::Owned(body))));
         }
     }
     let detail = if domain.is_empty() {

@@ -168,7 +168,7 @@ impl<'a> RunCx<'a> {
     }
 
     pub fn op(&self) -> &str {
-        &self.node.op_type()
+        self.node.op_type()
     }
 
     /// An error naming this op and version for an input type the kernel does not handle.

@@ -338,7 +338,7 @@ pub fn to_f64s(t: &Tensor) -> KResult<Vec<f64>> {
         return Ok(v);
     }
     for_int!(t.dtype(), T => {
-        return Ok(t.to_vec::<T>()?.into_iter().map(|x| x as f64).collect());
+        Ok(t.to_vec::<T>()?.into_iter().map(|x| x as f64).collect())
     } else {
         Err(KernelError::Invalid(format!(
             "expected a numeric tensor, got tensor({}){:?}",
