@@ -6,7 +6,7 @@
 //! the finite range first, without it overflowing to inf or NaN), float8e8m0 follows
 //! `onnx.numpy_helper.to_float8e8m0`, numbers print like numpy's `astype(str)`.
 
-use crate::exec::{kernel, KResult, KernelDef, RunCx, Value};
+use crate::exec::{kernel, KResult, KernelDef, KernelError, RunCx, Value};
 use crate::for_int;
 use bytes::Bytes;
 use half::{bf16, f16};
@@ -268,6 +268,28 @@ fn read<'a>(cx: &RunCx, t: &'a Tensor) -> KResult<Src<'a>> {
             })
         }
     })
+}
+
+/// Any numeric tensor's elements as `f64` (float8/float4/e8m0 and 2-/4-bit integers
+/// included); `None` for strings, complex and types without a decoder here.
+pub(crate) fn values_f64(cx: &RunCx, t: &Tensor) -> KResult<Option<Vec<f64>>> {
+    if matches!(
+        t.dtype(),
+        DataType::String | DataType::Complex64 | DataType::Complex128
+    ) {
+        return Ok(None);
+    }
+    Ok(match read(cx, t) {
+        Ok(Src::F(v)) => Some(v),
+        Ok(Src::I(v)) => Some(v.into_iter().map(|x| x as f64).collect()),
+        Ok(Src::S(_)) | Err(KernelError::Unsupported { .. }) => None,
+        Err(e) => return Err(e),
+    })
+}
+
+/// Width and signedness of the 2- and 4-bit integer types.
+pub(crate) fn small_int(dtype: DataType) -> Option<(u32, bool)> {
+    sub_byte_int(dtype)
 }
 
 /// Float to integer like a C cast on x86 as numpy does it for in-range values: truncation.
