@@ -313,7 +313,8 @@ fn digits(sci: &str) -> (bool, String, i32) {
 }
 
 /// numpy's `astype(str)` of a float: shortest round-trip digits, positional when
-/// `1e-4 <= |x| < upper` (1e6 for float32, 1e16 for double), else `d.ddde+XX`.
+/// `1e-4 <= |x| < upper` (1e3 for float16, 1e6 for float32, 1e16 for double), else
+/// `d.ddde+XX`.
 fn float_str(x: f64, sci: String, upper: f64) -> String {
     if x.is_nan() {
         return "nan".into();
@@ -362,6 +363,18 @@ fn to_strings(cx: &RunCx, t: &Tensor) -> KResult<Vec<Bytes>> {
             .to_vec::<f64>()?
             .into_iter()
             .map(|v| float_str(v, format!("{v:e}"), 1e16))
+            .collect(),
+        DataType::Float16 => t
+            .to_vec::<f16>()?
+            .into_iter()
+            .map(|v| {
+                let f = v.to_f32();
+                let sci = (0..8)
+                    .map(|p| format!("{f:.p$e}"))
+                    .find(|s| s.parse::<f32>().is_ok_and(|g| f16::from_f32(g) == v))
+                    .unwrap_or_else(|| format!("{f:e}"));
+                float_str(f as f64, sci, 1e3)
+            })
             .collect(),
         DataType::Bool => t
             .to_vec::<bool>()?
@@ -573,9 +586,111 @@ pub const KERNELS: &[KernelDef] = &[
     kernel("BitCast", 26, bit_cast),
 ];
 
+/// Runs kernels in unit tests.
+#[cfg(test)]
+pub(crate) mod test_util {
+    use crate::exec::{KResult, KernelError, RunCx, Value};
+    use tensor::Tensor;
+
+    pub(crate) struct NoSub;
+    impl crate::exec::Subgraphs for NoSub {
+        fn run(&self, _: &onnx_proto::GraphProto, _: Vec<Value>) -> KResult<Vec<Value>> {
+            Err(KernelError::Invalid("no subgraphs".into()))
+        }
+    }
+
+    pub(crate) fn cx_run(
+        op: &str,
+        attrs: Vec<onnx_proto::AttributeProto>,
+        opset: i64,
+        inputs: &[Tensor],
+    ) -> KResult<Vec<Value>> {
+        let node = onnx_proto::NodeProto {
+            op_type: Some(op.into()),
+            attribute: attrs,
+            ..Default::default()
+        };
+        let vals: Vec<Value> = inputs.iter().cloned().map(Value::from).collect();
+        let refs: Vec<Option<&Value>> = vals.iter().map(Some).collect();
+        let cx = RunCx::new(&node, opset, &refs, &NoSub);
+        let def = crate::exec::lookup("", op, opset).expect("kernel");
+        (def.run)(&cx)
+    }
+
+    pub(crate) fn int_attr(name: &str, v: i64) -> onnx_proto::AttributeProto {
+        onnx_proto::AttributeProto {
+            name: Some(name.into()),
+            i: Some(v),
+            r#type: Some(onnx_proto::attribute_proto::AttributeType::Int as i32),
+            ..Default::default()
+        }
+    }
+
+    pub(crate) fn float_attr(name: &str, v: f32) -> onnx_proto::AttributeProto {
+        onnx_proto::AttributeProto {
+            name: Some(name.into()),
+            f: Some(v),
+            r#type: Some(onnx_proto::attribute_proto::AttributeType::Float as i32),
+            ..Default::default()
+        }
+    }
+
+    pub(crate) fn str_attr(name: &str, v: &str) -> onnx_proto::AttributeProto {
+        onnx_proto::AttributeProto {
+            name: Some(name.into()),
+            s: Some(v.as_bytes().to_vec().into()),
+            r#type: Some(onnx_proto::attribute_proto::AttributeType::String as i32),
+            ..Default::default()
+        }
+    }
+
+    /// The first output of `op` as a tensor.
+    pub(crate) fn run1(
+        op: &str,
+        attrs: Vec<onnx_proto::AttributeProto>,
+        opset: i64,
+        inputs: &[Tensor],
+    ) -> KResult<Tensor> {
+        let out = cx_run(op, attrs, opset, inputs)?;
+        Ok(out[0].as_tensor().expect("tensor").clone())
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::test_util::*;
     use super::*;
+
+    #[test]
+    fn strings_parse_and_print() {
+        let s = Tensor::from_strings(
+            vec![4],
+            vec![" 1.5".into(), "NaN".into(), "-INF".into(), "1e3".into()],
+        )
+        .unwrap();
+        let out = cx_run("Cast", vec![int_attr("to", 1)], 21, &[s]).unwrap();
+        let v = out[0].as_tensor().unwrap().to_vec::<f32>().unwrap();
+        assert_eq!(v[0], 1.5);
+        assert!(v[1].is_nan());
+        assert_eq!(v[2], f32::NEG_INFINITY);
+        assert_eq!(v[3], 1000.0);
+        let i = Tensor::from_vec(vec![2], vec![-3i64, 7]).unwrap();
+        let out = cx_run("Cast", vec![int_attr("to", 8)], 21, &[i]).unwrap();
+        let t = out[0].as_tensor().unwrap();
+        assert_eq!(t.strings().unwrap(), &[Bytes::from("-3"), Bytes::from("7")]);
+        let bad = Tensor::from_strings(vec![1], vec!["x".into()]).unwrap();
+        assert!(cx_run("Cast", vec![int_attr("to", 6)], 21, &[bad]).is_err());
+    }
+
+    #[test]
+    fn floats_to_ints_truncate_and_wrap() {
+        let f = Tensor::from_vec(vec![4], vec![2.7f32, -2.7, 300.0, -1.0]).unwrap();
+        let out = cx_run("Cast", vec![int_attr("to", 2)], 13, &[f]).unwrap();
+        assert_eq!(
+            out[0].as_tensor().unwrap().to_vec::<u8>().unwrap(),
+            vec![2, 254, 44, 255]
+        );
+    }
 
     #[test]
     fn floats_print_like_numpy() {
@@ -594,6 +709,18 @@ mod tests {
         assert_eq!(d(1e16), "1e+16");
         assert_eq!(d(0.0001), "0.0001");
         assert_eq!(d(1e-5), "1e-05");
+        let h = |v: f32| {
+            let t = Tensor::from_vec(vec![1], vec![f16::from_f32(v)]).unwrap();
+            let node = onnx_proto::NodeProto::default();
+            let cx = RunCx::new(&node, 21, &[], &NoSub);
+            String::from_utf8(to_strings(&cx, &t).unwrap()[0].to_vec()).unwrap()
+        };
+        assert_eq!(h(1000.0), "1e+03");
+        assert_eq!(h(65504.0), "6.55e+04");
+        assert_eq!(h(0.0001), "0.0001");
+        assert_eq!(h(9e-5), "9e-05");
+        assert_eq!(h(1.23456), "1.234");
+        assert_eq!(h(12345.0), "1.2344e+04");
         assert_eq!(" INF".trim().parse::<f64>().unwrap(), f64::INFINITY);
         assert!("NaN".parse::<f64>().unwrap().is_nan());
         assert_eq!("+INF".parse::<f64>().unwrap(), f64::INFINITY);

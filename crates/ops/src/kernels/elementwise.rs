@@ -98,6 +98,7 @@ fn round_even<C: Float>(x: C) -> C {
 }
 
 /// erf in double precision (FreeBSD msun `s_erf.c`, via the `libm` crate).
+#[allow(clippy::excessive_precision)]
 pub(crate) fn erf(x: f64) -> f64 {
     const ERX: f64 = 8.45062911510467529297e-01;
     const EFX8: f64 = 1.02703333676410069053e+00;
@@ -368,11 +369,9 @@ fn modulo(cx: &RunCx) -> KResult<Vec<Value>> {
     let out = for_float!(a.dtype(), T => {
         binary::<T, T, T>(a, b, |x, y| {
             let (x, y) = (x.up(), y.up());
-            let mut r = x % y;
-            if !fmod && r != <T as Fl>::C::zero() && ((y < <T as Fl>::C::zero()) != (r < <T as Fl>::C::zero())) {
-                r = r + y;
-            }
-            T::down(r)
+            let z = <T as Fl>::C::zero();
+            let r = x % y;
+            T::down(if !fmod && r != z && ((y < z) != (r < z)) { r + y } else { r })
         })?
     } else for_int!(a.dtype(), T => {
         if has_zero::<T>(b)? {
@@ -1170,3 +1169,123 @@ pub const KERNELS: &[KernelDef] = &[
     kernel("Tanh", 1, tanh),
     kernel("ThresholdedRelu", 10, thresholded_relu),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::super::cast::test_util::*;
+    use super::*;
+
+    fn f32s(shape: &[usize], v: &[f32]) -> Tensor {
+        Tensor::from_slice(shape.to_vec(), v).unwrap()
+    }
+
+    #[test]
+    fn legacy_broadcast_aligns_at_axis() {
+        let a = f32s(&[2, 3, 2], &[0.0; 12]);
+        let b = f32s(&[3], &[1.0, 2.0, 3.0]);
+        let out = run1(
+            "Add",
+            vec![int_attr("broadcast", 1), int_attr("axis", 1)],
+            6,
+            &[a.clone(), b.clone()],
+        )
+        .unwrap();
+        assert_eq!(out.shape(), &[2, 3, 2]);
+        assert_eq!(
+            &out.to_vec::<f32>().unwrap()[..6],
+            &[1.0, 1.0, 2.0, 2.0, 3.0, 3.0]
+        );
+        // Without broadcast=1 the old versions need equal shapes.
+        assert!(run1("Add", vec![], 6, &[a.clone(), b.clone()]).is_err());
+        // A B that does not fit at the axis is refused.
+        assert!(run1(
+            "Mul",
+            vec![int_attr("broadcast", 1), int_attr("axis", 2)],
+            6,
+            &[a, b]
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn integer_arithmetic_wraps_and_truncates() {
+        let a = Tensor::from_vec(vec![4], vec![7i32, -7, 7, -7]).unwrap();
+        let b = Tensor::from_vec(vec![4], vec![2i32, 2, -2, -2]).unwrap();
+        let d = run1("Div", vec![], 14, &[a.clone(), b.clone()]).unwrap();
+        assert_eq!(d.to_vec::<i32>().unwrap(), vec![3, -3, -3, 3]);
+        let m = run1("Mod", vec![], 13, &[a.clone(), b.clone()]).unwrap();
+        assert_eq!(m.to_vec::<i32>().unwrap(), vec![1, 1, -1, -1]);
+        let f = run1("Mod", vec![int_attr("fmod", 1)], 13, &[a.clone(), b]).unwrap();
+        assert_eq!(f.to_vec::<i32>().unwrap(), vec![1, -1, 1, -1]);
+        let zero = Tensor::from_vec(vec![4], vec![0i32; 4]).unwrap();
+        assert!(run1("Div", vec![], 14, &[a, zero]).is_err());
+        let x = Tensor::from_vec(vec![1], vec![200u8]).unwrap();
+        let s = run1("Add", vec![], 14, &[x.clone(), x]).unwrap();
+        assert_eq!(s.to_vec::<u8>().unwrap(), vec![144]);
+    }
+
+    #[test]
+    fn bit_shift_out_of_range_is_zero() {
+        let a = Tensor::from_vec(vec![3], vec![1u8, 128, 3]).unwrap();
+        let b = Tensor::from_vec(vec![3], vec![7u8, 8, 1]).unwrap();
+        let l = run1(
+            "BitShift",
+            vec![str_attr("direction", "LEFT")],
+            11,
+            &[a.clone(), b.clone()],
+        )
+        .unwrap();
+        assert_eq!(l.to_vec::<u8>().unwrap(), vec![128, 0, 6]);
+        let r = run1(
+            "BitShift",
+            vec![str_attr("direction", "RIGHT")],
+            11,
+            &[a, b],
+        )
+        .unwrap();
+        assert_eq!(r.to_vec::<u8>().unwrap(), vec![0, 0, 1]);
+    }
+
+    #[test]
+    fn clip_before_11_reads_attributes() {
+        let x = f32s(&[3], &[-5.0, 0.5, 5.0]);
+        let out = run1(
+            "Clip",
+            vec![float_attr("min", -1.0), float_attr("max", 1.0)],
+            6,
+            &[x],
+        )
+        .unwrap();
+        assert_eq!(out.to_vec::<f32>().unwrap(), vec![-1.0, 0.5, 1.0]);
+    }
+
+    #[test]
+    fn prelu_aligns_a_1d_slope_on_its_unique_dim() {
+        let x = f32s(&[1, 2, 3], &[-1.0, -1.0, -1.0, -1.0, -1.0, 2.0]);
+        let s = f32s(&[2], &[0.5, 0.25]);
+        let out = run1("PRelu", vec![], 9, &[x, s]).unwrap();
+        assert_eq!(
+            out.to_vec::<f32>().unwrap(),
+            vec![-0.5, -0.5, -0.5, -0.25, -0.25, 2.0]
+        );
+    }
+
+    #[test]
+    fn pow_mixes_types_and_rounds_half_even() {
+        let b = Tensor::from_vec(vec![2], vec![2i64, 3]).unwrap();
+        let e = f32s(&[2], &[0.5, 2.0]);
+        let out = run1("Pow", vec![], 15, &[b.clone(), e]).unwrap();
+        assert_eq!(out.to_vec::<i64>().unwrap(), vec![1, 9]);
+        let neg = Tensor::from_vec(vec![1], vec![-1i64]).unwrap();
+        assert!(run1("Pow", vec![], 15, &[b, neg]).is_err());
+        let r = run1("Round", vec![], 11, &[f32s(&[4], &[2.5, 3.5, -2.5, 0.4])]).unwrap();
+        assert_eq!(r.to_vec::<f32>().unwrap(), vec![2.0, 4.0, -2.0, 0.0]);
+    }
+
+    #[test]
+    fn erf_matches_known_values() {
+        assert!((erf(0.5) - 0.520_499_877_813_046_5).abs() < 1e-15);
+        assert!((erf(-2.0) + 0.995_322_265_018_952_7).abs() < 1e-15);
+        assert_eq!(erf(f64::INFINITY), 1.0);
+    }
+}

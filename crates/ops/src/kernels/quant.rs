@@ -378,3 +378,50 @@ pub const KERNELS: &[KernelDef] = &[
     kernel("DequantizeLinear", 10, dequantize_linear),
     kernel("DynamicQuantizeLinear", 11, dynamic_quantize_linear),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::super::cast::test_util::*;
+    use super::*;
+
+    #[test]
+    fn blocked_quantization_handles_a_remainder_block() {
+        // x [1, 5] with block_size 2 along axis 1: scale [1, 3].
+        let x = Tensor::from_vec(vec![1, 5], vec![2.0f32, 4.0, 6.0, 8.0, 10.0]).unwrap();
+        let s = Tensor::from_vec(vec![1, 3], vec![1.0f32, 2.0, 5.0]).unwrap();
+        let z = Tensor::from_vec(vec![1, 3], vec![0u8, 1, 2]).unwrap();
+        let q = run1(
+            "QuantizeLinear",
+            vec![int_attr("axis", 1), int_attr("block_size", 2)],
+            21,
+            &[x, s.clone(), z.clone()],
+        )
+        .unwrap();
+        assert_eq!(q.to_vec::<u8>().unwrap(), vec![2, 4, 4, 5, 4]);
+        let d = run1(
+            "DequantizeLinear",
+            vec![int_attr("axis", 1), int_attr("block_size", 2)],
+            21,
+            &[q, s.clone(), z],
+        )
+        .unwrap();
+        assert_eq!(d.to_vec::<f32>().unwrap(), vec![2.0, 4.0, 6.0, 8.0, 10.0]);
+        let bad = Tensor::from_vec(vec![1, 2], vec![1.0f32, 2.0]).unwrap();
+        let x = Tensor::from_vec(vec![1, 5], vec![0.0f32; 5]).unwrap();
+        assert!(run1(
+            "QuantizeLinear",
+            vec![int_attr("axis", 1), int_attr("block_size", 2)],
+            21,
+            &[x, bad]
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn quantize_rounds_half_to_even_and_saturates() {
+        let x = Tensor::from_vec(vec![4], vec![0.5f32, 1.5, 300.0, -3.0]).unwrap();
+        let s = Tensor::scalar(1.0f32);
+        let q = run1("QuantizeLinear", vec![], 13, &[x, s]).unwrap();
+        assert_eq!(q.to_vec::<u8>().unwrap(), vec![0, 2, 255, 0]);
+    }
+}
