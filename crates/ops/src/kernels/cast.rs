@@ -535,11 +535,22 @@ fn round_mode(cx: &RunCx) -> KResult<String> {
 /// Cast to the `to` attribute's type (`saturate` from opset 19, `round_mode` for float8e8m0).
 fn cast(cx: &RunCx) -> KResult<Vec<Value>> {
     let x = cx.input(0)?;
-    let code = cx
-        .attr_i("to")?
-        .ok_or_else(|| cx.invalid("Cast needs the 'to' attribute"))?;
-    let to = DataType::from_onnx(code as i32)
-        .ok_or_else(|| cx.invalid(format!("Cast 'to' = {code} is not a known element type")))?;
+    // Cast-1 names the type as a string ("FLOAT"); later versions use the enum value.
+    let string_to = match cx.attr("to") {
+        Some(a) if cx.opset < 6 && !a.s().is_empty() => Some(cx.attr_s("to")?.unwrap_or_default()),
+        _ => None,
+    };
+    let to = if let Some(name) = string_to {
+        DataType::from_name(&name.to_ascii_lowercase()).ok_or_else(|| {
+            cx.invalid(format!("Cast 'to' = '{name}' is not a known element type"))
+        })?
+    } else {
+        let code = cx
+            .attr_i("to")?
+            .ok_or_else(|| cx.invalid("Cast needs the 'to' attribute"))?;
+        DataType::from_onnx(code as i32)
+            .ok_or_else(|| cx.invalid(format!("Cast 'to' = {code} is not a known element type")))?
+    };
     let saturate = cx.opset < 19 || cx.int("saturate", 1)? != 0;
     Ok(vec![
         cast_tensor(cx, x, to, saturate, &round_mode(cx)?)?.into()
@@ -680,6 +691,13 @@ mod tests {
         assert_eq!(t.strings().unwrap(), &[Bytes::from("-3"), Bytes::from("7")]);
         let bad = Tensor::from_strings(vec![1], vec!["x".into()]).unwrap();
         assert!(cx_run("Cast", vec![int_attr("to", 6)], 21, &[bad]).is_err());
+    }
+
+    #[test]
+    fn cast_1_takes_a_type_name() {
+        let x = Tensor::from_vec(vec![2], vec![1.5f32, -2.5]).unwrap();
+        let out = run1("Cast", vec![str_attr("to", "INT32")], 1, &[x]).unwrap();
+        assert_eq!(out.to_vec::<i32>().unwrap(), vec![1, -2]);
     }
 
     #[test]

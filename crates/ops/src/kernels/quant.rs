@@ -198,13 +198,21 @@ fn quantize_linear(cx: &RunCx) -> KResult<Vec<Value>> {
     } else {
         0
     };
+    // An int32 input divides in double, as numpy promotes int32 / float.
+    let int_x = x.dtype() == DataType::Int32;
     let div_dt = if prec != 0 {
         DataType::from_onnx(prec as i32)
             .ok_or_else(|| cx.invalid(format!("precision {prec} is not a known type")))?
+    } else if int_x {
+        DataType::Double
     } else {
         promote(x.dtype(), s.dtype())
     };
-    let xv = floats(cx, x)?;
+    let xv = if int_x {
+        values_f64(cx, x)?.unwrap_or_default()
+    } else {
+        floats(cx, x)?
+    };
     let sv = floats(cx, s)?;
     let si = scale_index(cx, x, s, "y_scale")?;
     let zv = match zp {
