@@ -970,9 +970,30 @@ fn gelu(cx: &RunCx) -> KResult<Vec<Value>> {
     }
 }
 
-/// IsNaN.
+/// The values of a float8 tensor (IsNaN/IsInf accept them from opset 20); `None` otherwise.
+fn small_float_values(x: &Tensor) -> KResult<Option<Vec<f64>>> {
+    if !matches!(
+        x.dtype(),
+        DataType::Float8e4m3fn
+            | DataType::Float8e4m3fnuz
+            | DataType::Float8e5m2
+            | DataType::Float8e5m2fnuz
+    ) {
+        return Ok(None);
+    }
+    let Some(f) = super::cast::mini(x.dtype()) else {
+        return Ok(None);
+    };
+    Ok(Some(x.codes()?.into_iter().map(|c| f.decode(c)).collect()))
+}
+
+/// IsNaN (floats, and float8 from opset 20).
 fn is_nan(cx: &RunCx) -> KResult<Vec<Value>> {
     let x = cx.input(0)?;
+    if let Some(v) = small_float_values(x)? {
+        let out: Vec<bool> = v.iter().map(|f| f.is_nan()).collect();
+        return Ok(vec![Tensor::from_vec(x.shape().to_vec(), out)?.into()]);
+    }
     let out = for_float!(x.dtype(), T => {
         unary::<T, bool>(x, |v| v.up().is_nan())?
     } else {
@@ -981,11 +1002,18 @@ fn is_nan(cx: &RunCx) -> KResult<Vec<Value>> {
     Ok(vec![out.into()])
 }
 
-/// IsInf (`detect_negative`, `detect_positive`).
+/// IsInf (`detect_negative`, `detect_positive`; floats, and float8 from opset 20).
 fn is_inf(cx: &RunCx) -> KResult<Vec<Value>> {
     let x = cx.input(0)?;
     let neg = cx.int("detect_negative", 1)? != 0;
     let pos = cx.int("detect_positive", 1)? != 0;
+    if let Some(v) = small_float_values(x)? {
+        let out: Vec<bool> = v
+            .iter()
+            .map(|&f| f.is_infinite() && ((f > 0.0 && pos) || (f < 0.0 && neg)))
+            .collect();
+        return Ok(vec![Tensor::from_vec(x.shape().to_vec(), out)?.into()]);
+    }
     let out = for_float!(x.dtype(), T => {
         unary::<T, bool>(x, |v| {
             let v = v.up();
@@ -1280,6 +1308,17 @@ mod tests {
         assert!(run1("Pow", vec![], 15, &[b, neg]).is_err());
         let r = run1("Round", vec![], 11, &[f32s(&[4], &[2.5, 3.5, -2.5, 0.4])]).unwrap();
         assert_eq!(r.to_vec::<f32>().unwrap(), vec![2.0, 4.0, -2.0, 0.0]);
+    }
+
+    #[test]
+    fn isnan_isinf_read_float8() {
+        // e5m2: 0x7C = +inf, 0xFC = -inf, 0x7E = NaN, 0x3C = 1.0.
+        let x =
+            Tensor::from_codes(DataType::Float8e5m2, vec![4], &[0x7C, 0xFC, 0x7E, 0x3C]).unwrap();
+        let n = run1("IsNaN", vec![], 20, &[x.clone()]).unwrap();
+        assert_eq!(n.to_vec::<bool>().unwrap(), vec![false, false, true, false]);
+        let i = run1("IsInf", vec![int_attr("detect_negative", 0)], 20, &[x]).unwrap();
+        assert_eq!(i.to_vec::<bool>().unwrap(), vec![true, false, false, false]);
     }
 
     #[test]
