@@ -1315,7 +1315,7 @@ mod tests {
         // e5m2: 0x7C = +inf, 0xFC = -inf, 0x7E = NaN, 0x3C = 1.0.
         let x =
             Tensor::from_codes(DataType::Float8e5m2, vec![4], &[0x7C, 0xFC, 0x7E, 0x3C]).unwrap();
-        let n = run1("IsNaN", vec![], 20, &[x.clone()]).unwrap();
+        let n = run1("IsNaN", vec![], 20, std::slice::from_ref(&x)).unwrap();
         assert_eq!(n.to_vec::<bool>().unwrap(), vec![false, false, true, false]);
         let i = run1("IsInf", vec![int_attr("detect_negative", 0)], 20, &[x]).unwrap();
         assert_eq!(i.to_vec::<bool>().unwrap(), vec![true, false, false, false]);
