@@ -23,7 +23,7 @@ enum Special {
     Ieee,
     /// No inf, no negative zero; NaN is 0x80 (the `fnuz` formats).
     Uz,
-    /// No inf, no NaN: overflow saturates (float4e2m1; ml_dtypes maps NaN to 0x8).
+    /// No inf, no NaN: overflow saturates (float4e2m1, float6e2m3, float6e3m2).
     Sat,
 }
 
@@ -44,6 +44,8 @@ pub(crate) fn mini(dtype: DataType) -> Option<Mini> {
         DataType::Float8e5m2 => (5, 2, 15, 57344.0, Special::Ieee),
         DataType::Float8e5m2fnuz => (5, 2, 16, 57344.0, Special::Uz),
         DataType::Float4e2m1 => (2, 1, 1, 6.0, Special::Sat),
+        DataType::Float6e2m3 => (2, 3, 1, 7.5, Special::Sat),
+        DataType::Float6e3m2 => (3, 2, 3, 28.0, Special::Sat),
         _ => return None,
     };
     Some(Mini {
@@ -66,7 +68,14 @@ impl Mini {
             Special::Fn => (self.sign_bit() - 1) | s,
             Special::Ieee => ((((1u8 << self.e) - 1) << self.m) | (1 << (self.m - 1))) | s,
             Special::Uz => 0x80,
-            Special::Sat => self.sign_bit(),
+            // ml_dtypes turns NaN into the zero of the opposite sign.
+            Special::Sat => {
+                if neg {
+                    0
+                } else {
+                    self.sign_bit()
+                }
+            }
         }
     }
 
@@ -694,6 +703,40 @@ mod tests {
     }
 
     #[test]
+    fn small_formats_match_ml_dtypes() {
+        let x = [
+            f64::NAN,
+            -f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            1e6,
+            -0.0,
+            0.1,
+            7.6,
+            29.0,
+            0.3,
+            1.0,
+        ];
+        let e2m3 = mini(DataType::Float6e2m3).unwrap();
+        let e3m2 = mini(DataType::Float6e3m2).unwrap();
+        let a: Vec<u8> = x.iter().map(|&v| e2m3.encode(v, false)).collect();
+        let b: Vec<u8> = x.iter().map(|&v| e3m2.encode(v, false)).collect();
+        assert_eq!(a, vec![32, 0, 31, 63, 31, 32, 1, 31, 31, 2, 8]);
+        assert_eq!(b, vec![32, 0, 31, 63, 31, 32, 2, 24, 31, 5, 12]);
+        let e4m3 = mini(DataType::Float8e4m3fn).unwrap();
+        assert_eq!(e4m3.encode(f64::INFINITY, false), 0x7f);
+        assert_eq!(e4m3.encode(f64::NEG_INFINITY, false), 0xff);
+        assert_eq!(e4m3.encode(470.0, false), 0x7f);
+        assert_eq!(e4m3.encode(470.0, true), 0x7e);
+        let e5m2 = mini(DataType::Float8e5m2).unwrap();
+        assert_eq!(e5m2.encode(1e6, false), 0x7c);
+        assert_eq!(e5m2.encode(f64::NAN, false), 0x7e);
+        let uz = mini(DataType::Float8e4m3fnuz).unwrap();
+        assert_eq!(uz.encode(-0.0, false), 0);
+        assert_eq!(uz.encode(f64::INFINITY, false), 0x80);
+    }
+
+    #[test]
     fn cast_1_takes_a_type_name() {
         let x = Tensor::from_vec(vec![2], vec![1.5f32, -2.5]).unwrap();
         let out = run1("Cast", vec![str_attr("to", "INT32")], 1, &[x]).unwrap();
@@ -752,6 +795,8 @@ mod tests {
             DataType::Float8e5m2,
             DataType::Float8e5m2fnuz,
             DataType::Float4e2m1,
+            DataType::Float6e2m3,
+            DataType::Float6e3m2,
         ] {
             let f = mini(dt).unwrap();
             let n = 1u16 << (f.e + f.m + 1);
