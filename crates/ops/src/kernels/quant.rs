@@ -157,7 +157,7 @@ fn promote(a: DataType, b: DataType) -> DataType {
 
 /// QuantizeLinear: `saturate(round(x / scale) + zero_point)` into the zero point's type (or
 /// `output_dtype`, default uint8); float8 targets round `x / scale` (zero point ignored, as the
-/// reference), float4 adds the zero point's value.
+/// reference), float4/float6 add the zero point's value.
 fn quantize_linear(cx: &RunCx) -> KResult<Vec<Value>> {
     let x = cx.input(0)?;
     let s = cx.input(1)?;
@@ -249,7 +249,10 @@ fn quantize_linear(cx: &RunCx) -> KResult<Vec<Value>> {
             .collect();
         ints_tensor(cx, to, shape, v)?
     } else if let Some(f) = mini(to) {
-        let codes: Vec<u8> = if to == DataType::Float4e2m1 {
+        let codes: Vec<u8> = if matches!(
+            to,
+            DataType::Float4e2m1 | DataType::Float6e2m3 | DataType::Float6e3m2
+        ) {
             (0..n)
                 .map(|i| {
                     let z = zv.as_ref().map_or(0.0, |z| z[si[i]]);
@@ -286,7 +289,10 @@ fn dequantize_linear(cx: &RunCx) -> KResult<Vec<Value>> {
             | DataType::Float8e5m2fnuz
     );
     let ok_input =
-        fp8 || xt == DataType::Float4e2m1 || int_range(xt).is_some() || xt == DataType::Int32;
+        fp8 || matches!(
+            xt,
+            DataType::Float4e2m1 | DataType::Float6e2m3 | DataType::Float6e3m2 | DataType::Int32
+        ) || int_range(xt).is_some();
     if !ok_input {
         return Err(cx.unsupported(xt));
     }
@@ -423,6 +429,19 @@ mod tests {
             &[x, bad]
         )
         .is_err());
+    }
+
+    #[test]
+    fn float6_quantizes_with_its_zero_point() {
+        let x = Tensor::from_vec(vec![3], vec![1.0f32, 100.0, -0.25]).unwrap();
+        let s = Tensor::scalar(1.0f32);
+        let z = Tensor::from_codes(DataType::Float6e2m3, vec![], &[8]).unwrap(); // 1.0
+        let q = run1("QuantizeLinear", vec![], 25, &[x, s.clone(), z.clone()]).unwrap();
+        assert_eq!(q.dtype(), DataType::Float6e2m3);
+        // 2.0 = 0b010_000, saturated 7.5 = 0b011_111, 0.75 = subnormal 6/8.
+        assert_eq!(q.codes().unwrap(), vec![0b010_000, 0b011_111, 0b000_110]);
+        let d = run1("DequantizeLinear", vec![], 25, &[q, s, z]).unwrap();
+        assert_eq!(d.to_vec::<f32>().unwrap(), vec![1.0, 6.5, -0.25]);
     }
 
     #[test]
