@@ -649,8 +649,16 @@ fn variadic(cx: &RunCx, op: Va) -> KResult<Vec<Value>> {
             )));
         }
     }
-    let mut acc = first.clone();
     let dt = first.dtype();
+    let float = matches!(
+        dt,
+        DataType::Float | DataType::Double | DataType::Float16 | DataType::Bfloat16
+    );
+    let int = for_int!(dt, _T => { true } else { false });
+    if !(float || (int && matches!(op, Va::Max | Va::Min))) {
+        return Err(cx.unsupported(dt));
+    }
+    let mut acc = first.clone();
     for t in &ts[1..] {
         acc = for_float!(dt, T => {
             match op {
@@ -675,8 +683,6 @@ fn variadic(cx: &RunCx, op: Va) -> KResult<Vec<Value>> {
         } else {
             return Err(cx.unsupported(dt));
         });
-    } else if ts.len() == 1 && matches!(op, Va::Sum) && !dt.is_float() {
-        return Err(cx.unsupported(dt));
     }
     Ok(vec![acc.into()])
 }
