@@ -301,12 +301,32 @@ pub(crate) fn small_int(dtype: DataType) -> Option<(u32, bool)> {
     sub_byte_int(dtype)
 }
 
-/// Float to integer like a C cast on x86 as numpy does it for in-range values: truncation.
-fn f2i(x: f64) -> i128 {
-    if x.is_finite() {
-        x.trunc() as i128
-    } else {
-        0
+/// Float to integer as numpy does it on x86-64: truncation toward zero; for int64 a NaN or
+/// out-of-range value gives `i64::MIN`, for the types up to 32 bits (converted through int32,
+/// then wrapped) `i32::MIN`; uint32/uint64 truncate and wrap (NaN and infinities give 0).
+fn f2i(x: f64, to: DataType) -> i128 {
+    match to {
+        DataType::Uint32 | DataType::Uint64 => {
+            if x.is_finite() {
+                x.trunc() as i128
+            } else {
+                0
+            }
+        }
+        DataType::Int64 => {
+            if x.is_finite() && x >= -(2f64.powi(63)) && x < 2f64.powi(63) {
+                x.trunc() as i128
+            } else {
+                i64::MIN as i128
+            }
+        }
+        _ => {
+            if x.is_finite() && x > -2147483649.0 && x < 2147483648.0 {
+                x.trunc() as i128
+            } else {
+                i32::MIN as i128
+            }
+        }
     }
 }
 
@@ -472,7 +492,7 @@ pub(crate) fn cast_tensor(
     };
     let as_i = |s: &Src| -> Vec<i128> {
         match s {
-            Src::F(v) => v.iter().map(|&x| f2i(x)).collect(),
+            Src::F(v) => v.iter().map(|&x| f2i(x, to)).collect(),
             Src::I(v) => v.clone(),
             Src::S(_) => Vec::new(),
         }
@@ -734,6 +754,35 @@ mod tests {
         let uz = mini(DataType::Float8e4m3fnuz).unwrap();
         assert_eq!(uz.encode(-0.0, false), 0);
         assert_eq!(uz.encode(f64::INFINITY, false), 0x80);
+    }
+
+    #[test]
+    fn out_of_range_floats_to_ints_follow_numpy_on_x86() {
+        let f = Tensor::from_vec(vec![4], vec![f32::NAN, 3e9, 300.7, -300.7]).unwrap();
+        let i32s = run1(
+            "Cast",
+            vec![int_attr("to", 6)],
+            13,
+            std::slice::from_ref(&f),
+        )
+        .unwrap();
+        assert_eq!(
+            i32s.to_vec::<i32>().unwrap(),
+            vec![i32::MIN, i32::MIN, 300, -300]
+        );
+        let i8s = run1(
+            "Cast",
+            vec![int_attr("to", 3)],
+            13,
+            std::slice::from_ref(&f),
+        )
+        .unwrap();
+        assert_eq!(i8s.to_vec::<i8>().unwrap(), vec![0, 0, 44, -44]);
+        let i64s = run1("Cast", vec![int_attr("to", 7)], 13, &[f]).unwrap();
+        assert_eq!(
+            i64s.to_vec::<i64>().unwrap(),
+            vec![i64::MIN, 3_000_000_000, 300, -300]
+        );
     }
 
     #[test]
