@@ -772,6 +772,22 @@ enum U {
     ThresholdedRelu,
 }
 
+/// numpy `maximum`/`minimum`: NaN propagates.
+fn nmax<C: Float>(x: C, y: C) -> C {
+    if x.is_nan() || y.is_nan() {
+        C::nan()
+    } else {
+        x.max(y)
+    }
+}
+fn nmin<C: Float>(x: C, y: C) -> C {
+    if x.is_nan() || y.is_nan() {
+        C::nan()
+    } else {
+        x.min(y)
+    }
+}
+
 fn softplus<C: Float>(x: C) -> C {
     // logaddexp(0, x)
     x.max(C::zero()) + (-x.abs()).exp().ln_1p()
@@ -799,7 +815,7 @@ fn ufloat<C: Float>(op: U, x: C, a: C, b: C) -> C {
         U::Atan => x.atan(),
         U::Atanh => x.atanh(),
         U::Ceil => x.ceil(),
-        U::Celu => x.max(zero) + (a * (x / a).exp_m1()).min(zero),
+        U::Celu => nmax(x, zero) + nmin(a * (x / a).exp_m1(), zero),
         U::Cos => x.cos(),
         U::Cosh => x.cosh(),
         U::Elu => {
@@ -823,8 +839,8 @@ fn ufloat<C: Float>(op: U, x: C, a: C, b: C) -> C {
             let k = cf((2.0 / std::f64::consts::PI).sqrt());
             cf(0.5) * x * (one + (k * (x + cf(0.044715) * x * x * x)).tanh())
         }
-        U::HardSigmoid => (a * x + b).min(one).max(zero),
-        U::HardSwish => x * (x / cf(6.0) + cf(0.5)).min(one).max(zero),
+        U::HardSigmoid => nmax(nmin(a * x + b, one), zero),
+        U::HardSwish => x * nmax(nmin(x / cf(6.0) + cf(0.5), one), zero),
         U::LeakyRelu => {
             if x >= zero {
                 x
@@ -1325,6 +1341,23 @@ mod tests {
         assert_eq!(n.to_vec::<bool>().unwrap(), vec![false, false, true, false]);
         let i = run1("IsInf", vec![int_attr("detect_negative", 0)], 20, &[x]).unwrap();
         assert_eq!(i.to_vec::<bool>().unwrap(), vec![true, false, false, false]);
+    }
+
+    #[test]
+    fn activations_propagate_nan() {
+        for op in [
+            "HardSigmoid",
+            "HardSwish",
+            "Celu",
+            "Relu",
+            "Softplus",
+            "Selu",
+            "Elu",
+        ] {
+            let opset = if op == "Celu" { 12 } else { 14 };
+            let out = run1(op, vec![], opset, &[f32s(&[1], &[f32::NAN])]).unwrap();
+            assert!(out.to_vec::<f32>().unwrap()[0].is_nan(), "{op}");
+        }
     }
 
     #[test]
