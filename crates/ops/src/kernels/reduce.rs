@@ -7,14 +7,14 @@
 //! to the element type). Empty reductions give the fold's identity, as the reference does
 //! (Max → -inf / type minimum, Min → +inf / maximum, Prod → 1, Sum → 0, LogSum → -inf).
 
-use crate::exec::util::{norm_axis, strides, to_i64s, FloatConv};
+use crate::exec::util::{broadcast_offsets, norm_axis, strides, to_i64s, FloatConv};
 use crate::exec::{kernel, KResult, KernelDef, RunCx, Value};
 use crate::{for_float, for_int};
 use num_traits::AsPrimitive;
 use tensor::{DataType, Element, Tensor};
 
 /// Which axes a reduction folds and the shapes it produces.
-struct Plan {
+pub(crate) struct Plan {
     in_shape: Vec<usize>,
     /// Per input dim: whether it is reduced.
     reduced: Vec<bool>,
@@ -23,11 +23,11 @@ struct Plan {
     /// Output shape as the node returns it.
     out: Vec<usize>,
     /// Elements folded into each output element.
-    count: usize,
+    pub(crate) count: usize,
 }
 
 impl Plan {
-    fn new(
+    pub(crate) fn new(
         cx: &RunCx,
         shape: &[usize],
         axes: Option<Vec<i64>>,
@@ -82,8 +82,17 @@ impl Plan {
         })
     }
 
-    fn out_len(&self) -> usize {
+    pub(crate) fn out_len(&self) -> usize {
         self.kept.iter().product()
+    }
+
+    /// For each input element in order, the offset of its output element.
+    pub(crate) fn out_offsets(&self) -> Vec<usize> {
+        let ost = strides(&self.kept);
+        let ost: Vec<usize> = (0..self.in_shape.len())
+            .map(|d| if self.reduced[d] { 0 } else { ost[d] })
+            .collect();
+        broadcast_offsets(&self.in_shape, &ost)
     }
 }
 
