@@ -335,6 +335,7 @@ fn bcast_f32(c: &Tensor, m: usize, n: usize) -> KResult<Vec<f32>> {
 }
 
 /// Integer elements (8-bit types and wider) as i32, or None for other types.
+#[allow(clippy::unnecessary_cast)] // the cast is the identity for i32 only
 fn ints32(t: &Tensor) -> Option<Vec<i32>> {
     for_int!(t.dtype(), T => {
         t.to_vec::<T>().ok().map(|v| v.into_iter().map(|x| x as i32).collect())
@@ -533,6 +534,7 @@ fn parse_term(
 
 /// Einsum: all versions, by direct summation over every label (floats in f64, bf16/f16 via
 /// f64, integers wrapping in i64).
+#[allow(clippy::unnecessary_cast)] // the cast is the identity for i64 only
 fn einsum(cx: &RunCx) -> KResult<Vec<Value>> {
     let eq = cx
         .attr_s("equation")?

@@ -237,7 +237,7 @@ fn batch_norm(cx: &RunCx) -> KResult<Vec<Value>> {
 /// Normalizes each contiguous group of `len` elements to zero mean and unit variance
 /// (population variance, `eps` added); returns the normalized data, means and inverse stddevs.
 fn standardize(v: &[f64], len: usize, eps: f64) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
-    let groups = if len == 0 { 0 } else { v.len() / len };
+    let groups = v.len().checked_div(len).unwrap_or(0);
     let mut y = vec![0f64; v.len()];
     let mut means = Vec::with_capacity(groups);
     let mut invs = Vec::with_capacity(groups);
