@@ -708,3 +708,68 @@ pub const KERNELS: &[KernelDef] = &[
     kernel("QLinearMatMul", 10, qlinear_matmul),
     kernel("Einsum", 12, einsum),
 ];
+
+#[cfg(test)]
+mod tests {
+    use crate::kernels::reduce::testutil::{out, run, t, A};
+
+    #[test]
+    fn matmul_integer_per_row_and_column_zero_points() {
+        let a = t(&[2, 2], &[1u8, 2, 3, 4]);
+        let b = t(&[2, 2], &[5u8, 6, 7, 8]);
+        let azp = t(&[2], &[1u8, 2]);
+        let bzp = t(&[2], &[3u8, 4]);
+        let r = run("MatMulInteger", 10, vec![], &[a, b, azp, bzp], 1).unwrap();
+        assert_eq!(out::<i32>(&r, 0), (vec![2, 2], vec![4, 4, 10, 10]));
+    }
+
+    #[test]
+    fn einsum_implicit_ellipsis_and_diagonal() {
+        let a = t(&[2, 2], &[1f32, 2., 3., 4.]);
+        let r = run(
+            "Einsum",
+            12,
+            vec![("equation", A::S("ij,jk"))],
+            &[a.clone(), a.clone()],
+            1,
+        )
+        .unwrap();
+        assert_eq!(out::<f32>(&r, 0).1, vec![7., 10., 15., 22.]);
+        let r = run(
+            "Einsum",
+            12,
+            vec![("equation", A::S("ii->i"))],
+            &[a.clone()],
+            1,
+        )
+        .unwrap();
+        assert_eq!(out::<f32>(&r, 0).1, vec![1., 4.]);
+        let x: Vec<f32> = (0..12).map(|v| v as f32).collect();
+        let y = t(&[2, 2], &[0f32, 1., 2., 3.]);
+        let r = run(
+            "Einsum",
+            12,
+            vec![("equation", A::S("...ij,...jk->...ik"))],
+            &[t(&[3, 2, 2], &x), y],
+            1,
+        )
+        .unwrap();
+        assert_eq!(
+            out::<f32>(&r, 0),
+            (
+                vec![3, 2, 2],
+                vec![2., 3., 6., 11., 10., 19., 14., 27., 18., 35., 22., 43.]
+            )
+        );
+    }
+
+    #[test]
+    fn gemm_on_integers_and_bad_shapes() {
+        let a = t(&[1, 2], &[1i32, 2]);
+        let b = t(&[2, 1], &[3i32, 4]);
+        let c = t(&[1], &[1i32]);
+        let r = run("Gemm", 13, vec![("beta", A::F(2.0))], &[a.clone(), b, c], 1).unwrap();
+        assert_eq!(out::<i32>(&r, 0), (vec![1, 1], vec![13]));
+        assert!(run("Gemm", 13, vec![], &[a.clone(), a], 1).is_err());
+    }
+}

@@ -724,3 +724,115 @@ pub const KERNELS: &[KernelDef] = &[
     kernel("NegativeLogLikelihoodLoss", 12, nll_loss),
     kernel("SoftmaxCrossEntropyLoss", 12, sce_loss),
 ];
+
+#[cfg(test)]
+mod tests {
+    use crate::kernels::reduce::testutil::{close, out, run, t, A};
+
+    #[test]
+    fn softmax_before_13_coerces_to_2d() {
+        let x = t(&[2, 3], &[0f32, 1., 2., 3., 4., 5.]);
+        let r = run("Softmax", 11, vec![("axis", A::I(0))], &[x.clone()], 1).unwrap();
+        let want = [
+            0.004269778f32,
+            0.011606461,
+            0.031549633,
+            0.08576079,
+            0.23312199,
+            0.6336913,
+        ];
+        close(&out::<f32>(&r, 0).1, &want);
+        // From 13 the same axis is per column.
+        let r = run("Softmax", 13, vec![("axis", A::I(0))], &[x], 1).unwrap();
+        let y = out::<f32>(&r, 0).1;
+        close(&[y[0] + y[3]], &[1.0]);
+    }
+
+    #[test]
+    fn hardmax_before_13_coerces_to_2d() {
+        let x = t(&[1, 2, 2], &[1f32, 5., 3., 2.]);
+        let r = run("Hardmax", 11, vec![], &[x.clone()], 1).unwrap();
+        assert_eq!(out::<f32>(&r, 0).1, vec![0., 1., 0., 0.]);
+        let r = run("Hardmax", 13, vec![("axis", A::I(1))], &[x], 1).unwrap();
+        assert_eq!(out::<f32>(&r, 0).1, vec![0., 1., 1., 0.]);
+    }
+
+    #[test]
+    fn group_norm_18_scales_per_group() {
+        let x = t(&[1, 4, 1], &[1f32, 3., 10., 30.]);
+        let s = t(&[2], &[1f32, 2.]);
+        let b = t(&[2], &[0f32, 1.]);
+        let r = run(
+            "GroupNormalization",
+            18,
+            vec![("num_groups", A::I(2)), ("epsilon", A::F(0.0))],
+            &[x, s, b],
+            1,
+        )
+        .unwrap();
+        close(&out::<f32>(&r, 0).1, &[-1., 1., -1., 3.]);
+    }
+
+    #[test]
+    fn batch_norm_per_element_params_and_old_training_is_unsupported() {
+        let x = t(&[1, 1, 2], &[1f32, 2.]);
+        let one = t(&[1, 2], &[1f32, 1.]);
+        let m = t(&[1, 2], &[1f32, 0.]);
+        let r = run(
+            "BatchNormalization",
+            7,
+            vec![("epsilon", A::F(0.0))],
+            &[x.clone(), one.clone(), m.clone(), m.clone(), one.clone()],
+            1,
+        )
+        .unwrap();
+        close(&out::<f32>(&r, 0).1, &[1., 2.]);
+        let e = run(
+            "BatchNormalization",
+            6,
+            vec![("is_test", A::I(0))],
+            &[x, one.clone(), m.clone(), m, one],
+            1,
+        );
+        assert!(matches!(
+            e,
+            Err(crate::exec::KernelError::Unsupported { .. })
+        ));
+    }
+
+    #[test]
+    fn lp_norm_p1_uses_absolute_values() {
+        let x = t(&[2], &[-1f32, 3.]);
+        let r = run("LpNormalization", 22, vec![("p", A::I(1))], &[x], 1).unwrap();
+        close(&out::<f32>(&r, 0).1, &[-0.25, 0.75]);
+    }
+
+    #[test]
+    fn dropout_masks_by_version() {
+        let x = t(&[2], &[1f32, 2.]);
+        let r = run("Dropout", 7, vec![], &[x.clone()], 2).unwrap();
+        assert_eq!(out::<f32>(&r, 1).1, vec![1., 1.]);
+        let r = run("Dropout", 13, vec![], &[x.clone()], 2).unwrap();
+        assert_eq!(out::<bool>(&r, 1).1, vec![true, true]);
+        // numpy: np.random.seed(0); np.random.uniform(0, 1, 2) = [0.5488, 0.7152]
+        let ratio = t(&[], &[0.6f32]);
+        let on = t(&[], &[true]);
+        let r = run("Dropout", 13, vec![("seed", A::I(0))], &[x, ratio, on], 2).unwrap();
+        assert_eq!(out::<bool>(&r, 1).1, vec![false, true]);
+        close(&out::<f32>(&r, 0).1, &[0.0, 5.0]);
+    }
+
+    #[test]
+    fn nll_rejects_out_of_range_targets() {
+        let x = t(&[1, 2], &[0.1f32, 0.2]);
+        let tg = t(&[1], &[2i64]);
+        assert!(run(
+            "NegativeLogLikelihoodLoss",
+            22,
+            vec![("reduction", A::S("none"))],
+            &[x, tg],
+            1
+        )
+        .is_err());
+    }
+}

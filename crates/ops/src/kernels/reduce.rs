@@ -449,3 +449,177 @@ pub const KERNELS: &[KernelDef] = &[
     kernel("ReduceLogSum", 1, reduce_log_sum),
     kernel("ReduceLogSumExp", 1, reduce_log_sum_exp),
 ];
+
+/// Runs one registered kernel on literal inputs, for the unit tests of this family's files.
+#[cfg(test)]
+pub(crate) mod testutil {
+    use crate::exec::{lookup, KResult, RunCx, Subgraphs, Value};
+    use onnx_proto::{attribute_proto::AttributeType, AttributeProto, GraphProto, NodeProto};
+    use tensor::{Element, Tensor};
+
+    struct NoSubgraphs;
+    impl Subgraphs for NoSubgraphs {
+        fn run(&self, _: &GraphProto, _: Vec<Value>) -> KResult<Vec<Value>> {
+            unreachable!("no subgraphs in these tests")
+        }
+    }
+
+    /// An attribute value.
+    pub enum A {
+        I(i64),
+        F(f32),
+        Is(Vec<i64>),
+        S(&'static str),
+    }
+
+    /// Runs `op` at `opset` with `attrs` and `inputs` (None = omitted), declaring `n_out` outputs.
+    pub fn run(
+        op: &str,
+        opset: i64,
+        attrs: Vec<(&str, A)>,
+        inputs: &[Option<Tensor>],
+        n_out: usize,
+    ) -> KResult<Vec<Value>> {
+        let attribute = attrs
+            .into_iter()
+            .map(|(name, v)| {
+                let mut a = AttributeProto {
+                    name: Some(name.to_string()),
+                    ..Default::default()
+                };
+                match v {
+                    A::I(i) => {
+                        a.r#type = Some(AttributeType::Int as i32);
+                        a.i = Some(i);
+                    }
+                    A::F(f) => {
+                        a.r#type = Some(AttributeType::Float as i32);
+                        a.f = Some(f);
+                    }
+                    A::Is(v) => {
+                        a.r#type = Some(AttributeType::Ints as i32);
+                        a.ints = v;
+                    }
+                    A::S(s) => {
+                        a.r#type = Some(AttributeType::String as i32);
+                        a.s = Some(bytes::Bytes::from(s.as_bytes().to_vec()));
+                    }
+                }
+                a
+            })
+            .collect();
+        let node = NodeProto {
+            op_type: Some(op.to_string()),
+            input: (0..inputs.len()).map(|i| format!("i{i}")).collect(),
+            output: (0..n_out).map(|i| format!("o{i}")).collect(),
+            attribute,
+            ..Default::default()
+        };
+        let values: Vec<Option<Value>> = inputs
+            .iter()
+            .map(|t| t.clone().map(Value::Tensor))
+            .collect();
+        let refs: Vec<Option<&Value>> = values.iter().map(|v| v.as_ref()).collect();
+        let def = lookup("", op, opset).unwrap_or_else(|| panic!("no kernel for {op} v{opset}"));
+        let cx = RunCx::new(&node, opset, &refs, &NoSubgraphs);
+        (def.run)(&cx)
+    }
+
+    /// A tensor from a shape and values.
+    pub fn t<T: Element>(shape: &[usize], v: &[T]) -> Option<Tensor> {
+        Some(Tensor::from_slice(shape.to_vec(), v).unwrap())
+    }
+
+    /// Output `k` as a vector of `T`.
+    pub fn out<T: Element>(r: &[Value], k: usize) -> (Vec<usize>, Vec<T>) {
+        let t = r[k].as_tensor().unwrap();
+        (t.shape().to_vec(), t.to_vec::<T>().unwrap())
+    }
+
+    /// Asserts two float slices agree to 1e-5.
+    pub fn close(a: &[f32], b: &[f32]) {
+        assert_eq!(a.len(), b.len(), "{a:?} vs {b:?}");
+        for (x, y) in a.iter().zip(b) {
+            assert!((x - y).abs() <= 1e-5 * (1.0 + y.abs()), "{a:?} vs {b:?}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testutil::{out, run, t, A};
+
+    #[test]
+    fn reduce_sum_before_13_takes_axes_attribute() {
+        let x = t(&[2, 3], &[1f32, 2., 3., 4., 5., 6.]);
+        let r = run(
+            "ReduceSum",
+            11,
+            vec![("axes", A::Is(vec![1])), ("keepdims", A::I(0))],
+            &[x],
+            1,
+        )
+        .unwrap();
+        assert_eq!(out::<f32>(&r, 0), (vec![2], vec![6., 15.]));
+    }
+
+    #[test]
+    fn noop_with_empty_axes_applies_the_elementwise_part() {
+        // As the reference does: ReduceL2 over no axes is |x|.
+        let x = t(&[2], &[-3f32, 4.]);
+        let axes = t::<i64>(&[0], &[]);
+        let r = run(
+            "ReduceL2",
+            18,
+            vec![("noop_with_empty_axes", A::I(1))],
+            &[x, axes],
+            1,
+        )
+        .unwrap();
+        assert_eq!(out::<f32>(&r, 0), (vec![2], vec![3., 4.]));
+    }
+
+    #[test]
+    fn integer_reductions_wrap_and_truncate_like_numpy() {
+        let x = t(&[3], &[100i8, 100, 100]);
+        let r = run(
+            "ReduceSum",
+            13,
+            vec![("keepdims", A::I(0))],
+            &[x.clone()],
+            1,
+        )
+        .unwrap();
+        assert_eq!(out::<i8>(&r, 0).1, vec![44]); // 300 mod 256
+        let y = t(&[2], &[-3i32, 0]);
+        let r = run("ReduceMean", 18, vec![], &[y], 1).unwrap();
+        assert_eq!(out::<i32>(&r, 0), (vec![1], vec![-1]));
+        let e = t::<i32>(&[0], &[]);
+        let r = run("ReduceMin", 18, vec![], &[e], 1).unwrap();
+        assert_eq!(out::<i32>(&r, 0).1, vec![i32::MAX]);
+    }
+
+    #[test]
+    fn argmax_select_last_index_and_bad_axis() {
+        let x = t(&[4], &[1f32, 3., 3., 0.]);
+        let r = run(
+            "ArgMax",
+            13,
+            vec![("select_last_index", A::I(1))],
+            &[x.clone()],
+            1,
+        )
+        .unwrap();
+        assert_eq!(out::<i64>(&r, 0), (vec![1], vec![2]));
+        let r = run(
+            "ArgMax",
+            11,
+            vec![("select_last_index", A::I(1))],
+            &[x.clone()],
+            1,
+        )
+        .unwrap();
+        assert_eq!(out::<i64>(&r, 0).1, vec![1]); // attribute unknown before 12
+        assert!(run("ArgMin", 13, vec![("axis", A::I(3))], &[x], 1).is_err());
+    }
+}
