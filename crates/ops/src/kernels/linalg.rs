@@ -739,7 +739,7 @@ mod tests {
             "Einsum",
             12,
             vec![("equation", A::S("ii->i"))],
-            &[a.clone()],
+            std::slice::from_ref(&a),
             1,
         )
         .unwrap();

@@ -732,7 +732,14 @@ mod tests {
     #[test]
     fn softmax_before_13_coerces_to_2d() {
         let x = t(&[2, 3], &[0f32, 1., 2., 3., 4., 5.]);
-        let r = run("Softmax", 11, vec![("axis", A::I(0))], &[x.clone()], 1).unwrap();
+        let r = run(
+            "Softmax",
+            11,
+            vec![("axis", A::I(0))],
+            std::slice::from_ref(&x),
+            1,
+        )
+        .unwrap();
         let want = [
             0.004269778f32,
             0.011606461,
@@ -751,7 +758,7 @@ mod tests {
     #[test]
     fn hardmax_before_13_coerces_to_2d() {
         let x = t(&[1, 2, 2], &[1f32, 5., 3., 2.]);
-        let r = run("Hardmax", 11, vec![], &[x.clone()], 1).unwrap();
+        let r = run("Hardmax", 11, vec![], std::slice::from_ref(&x), 1).unwrap();
         assert_eq!(out::<f32>(&r, 0).1, vec![0., 1., 0., 0.]);
         let r = run("Hardmax", 13, vec![("axis", A::I(1))], &[x], 1).unwrap();
         assert_eq!(out::<f32>(&r, 0).1, vec![0., 1., 1., 0.]);
@@ -810,9 +817,9 @@ mod tests {
     #[test]
     fn dropout_masks_by_version() {
         let x = t(&[2], &[1f32, 2.]);
-        let r = run("Dropout", 7, vec![], &[x.clone()], 2).unwrap();
+        let r = run("Dropout", 7, vec![], std::slice::from_ref(&x), 2).unwrap();
         assert_eq!(out::<f32>(&r, 1).1, vec![1., 1.]);
-        let r = run("Dropout", 13, vec![], &[x.clone()], 2).unwrap();
+        let r = run("Dropout", 13, vec![], std::slice::from_ref(&x), 2).unwrap();
         assert_eq!(out::<bool>(&r, 1).1, vec![true, true]);
         // numpy: np.random.seed(0); np.random.uniform(0, 1, 2) = [0.5488, 0.7152]
         let ratio = t(&[], &[0.6f32]);

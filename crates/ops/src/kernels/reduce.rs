@@ -586,7 +586,7 @@ mod tests {
             "ReduceSum",
             13,
             vec![("keepdims", A::I(0))],
-            &[x.clone()],
+            std::slice::from_ref(&x),
             1,
         )
         .unwrap();
@@ -606,7 +606,7 @@ mod tests {
             "ArgMax",
             13,
             vec![("select_last_index", A::I(1))],
-            &[x.clone()],
+            std::slice::from_ref(&x),
             1,
         )
         .unwrap();
@@ -615,7 +615,7 @@ mod tests {
             "ArgMax",
             11,
             vec![("select_last_index", A::I(1))],
-            &[x.clone()],
+            std::slice::from_ref(&x),
             1,
         )
         .unwrap();
