@@ -608,7 +608,13 @@ fn einsum(cx: &RunCx) -> KResult<Vec<Value>> {
             o
         }
     };
-    for l in &out_labels {
+    for (i, l) in out_labels.iter().enumerate() {
+        if out_labels[..i].contains(l) {
+            return Err(cx.invalid(format!(
+                "output label '{}' appears twice in '{eq}'",
+                char::from_u32(*l).unwrap_or('?')
+            )));
+        }
         if !size.contains_key(l) {
             return Err(cx.invalid(format!(
                 "output label '{}' is not in any input",

@@ -331,11 +331,14 @@ fn row_param(
     Ok((v, true))
 }
 
-/// The stash type's element type for Mean/InvStdDev: float for half-precision inputs.
-fn stat_dtype(x: DataType) -> DataType {
-    match x {
-        DataType::Float16 | DataType::Bfloat16 => DataType::Float,
-        d => d,
+/// The element type of Mean / InvStdDev: the `stash_type` attribute (float or bfloat16).
+fn stat_dtype(cx: &RunCx) -> KResult<DataType> {
+    match cx.int("stash_type", 1)? {
+        1 => Ok(DataType::Float),
+        16 => Ok(DataType::Bfloat16),
+        s => Err(cx.invalid(format!(
+            "stash_type must be 1 (float) or 16 (bfloat16), got {s}"
+        ))),
     }
 }
 
@@ -362,7 +365,7 @@ fn layer_norm(cx: &RunCx) -> KResult<Vec<Value>> {
     }
     let mut stat_shape = shape.clone();
     stat_shape[axis..].iter_mut().for_each(|d| *d = 1);
-    let sd = stat_dtype(x.dtype());
+    let sd = stat_dtype(cx)?;
     let mut out: Vec<Value> = vec![from_f64s(cx, x.dtype(), shape, y)?.into()];
     if cx.num_outputs() > 1 {
         out.push(from_f64s(cx, sd, stat_shape.clone(), means)?.into());
