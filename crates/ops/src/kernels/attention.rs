@@ -107,6 +107,10 @@ fn attention(cx: &RunCx) -> KResult<Vec<Value>> {
             }
         }
     } else {
+        if cx.opset >= 25 && (cx.attr("q_num_heads").is_some() || cx.attr("kv_num_heads").is_some())
+        {
+            return Err(cx.invalid("q_num_heads and kv_num_heads must not be given for 4-D inputs"));
+        }
         (q_t.shape()[1], k_t.shape()[1])
     };
     if rank == 3 {
