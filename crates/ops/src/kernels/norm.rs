@@ -230,6 +230,7 @@ fn batch_norm(cx: &RunCx) -> KResult<Vec<Value>> {
             .collect();
         out.push(from_f64s(cx, mt.dtype(), mt.shape().to_vec(), rm)?.into());
         out.push(from_f64s(cx, cx.input(4)?.dtype(), cx.input(4)?.shape().to_vec(), rv)?.into());
+        out.truncate(cx.num_outputs().max(1));
     }
     Ok(out)
 }
