@@ -8,6 +8,7 @@
 use crate::exec::util::{broadcast_strides, to_i64s, FloatConv};
 use crate::exec::{kernel, KResult, KernelDef, RunCx, Value};
 use crate::for_float;
+use crate::kernels::reduce::checked_len;
 use half::{bf16, f16};
 use tensor::{DataType, Tensor};
 
@@ -265,6 +266,7 @@ fn attention(cx: &RunCx) -> KResult<Vec<Value>> {
         }
         None => None,
     };
+    checked_len(cx, &[b, hq, sq, dv.max(t)], "Attention output")?;
     let reps = hq / hkv;
     let mut y = vec![0f64; b * hq * sq * dv];
     let want_qk = cx.wants_output(3);
@@ -657,6 +659,7 @@ fn linear_attention(cx: &RunCx) -> KResult<Vec<Value>> {
         _ => 1.0 / (dk as f32).sqrt(),
     };
     let group = hq / hkv;
+    checked_len(cx, &[b, t, hq, dvv], "LinearAttention output")?;
     let mut out = vec![0f32; b * t * hq * dvv];
     let mut vt = vec![0f32; dvv];
     for ti in 0..t {

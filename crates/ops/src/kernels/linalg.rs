@@ -9,6 +9,7 @@ use crate::exec::util::{
     FloatConv,
 };
 use crate::exec::{kernel, KResult, KernelDef, RunCx, Value};
+use crate::kernels::reduce::checked_len;
 use crate::{for_float, for_int};
 use half::{bf16, f16};
 use tensor::{DataType, Element, Tensor};
@@ -141,6 +142,7 @@ fn matmul_tensors(cx: &RunCx, a: &Tensor, b: &Tensor) -> KResult<Tensor> {
         )));
     }
     let plan = MatPlan::new(a.shape(), b.shape()).map_err(|e| cx.invalid(e))?;
+    checked_len(cx, &plan.out_shape, "MatMul output")?;
     let shape = plan.out_shape.clone();
     macro_rules! native {
         ($t:ty) => {
@@ -367,6 +369,7 @@ fn int_matmul(
     bzp: Option<&Tensor>,
 ) -> KResult<(MatPlan, Vec<i32>)> {
     let plan = MatPlan::new(a.shape(), b.shape()).map_err(|e| cx.invalid(e))?;
+    checked_len(cx, &plan.out_shape, "MatMul output")?;
     let mut av = ints32(a).ok_or_else(|| cx.unsupported(a.dtype()))?;
     let mut bv = ints32(b).ok_or_else(|| cx.unsupported(b.dtype()))?;
     let (m, k, n) = (plan.m, plan.k, plan.n);
@@ -647,8 +650,11 @@ fn einsum(cx: &RunCx) -> KResult<Vec<Value>> {
         })
         .collect();
     let out_shape: Vec<usize> = out_labels.iter().map(|l| size[l]).collect();
-    let n_out: usize = out_shape.iter().product();
+    let n_out = checked_len(cx, &out_shape, "Einsum output")?;
     let n_sum: usize = sum_labels.iter().map(|l| size[l]).product();
+    let total = n_out
+        .checked_mul(n_sum)
+        .ok_or_else(|| cx.invalid(format!("Einsum iteration space of dims {dims:?} overflows")))?;
     let n_o = out_labels.len();
     let dt = inputs[0].dtype();
     if inputs.iter().any(|x| x.dtype() != dt) {
@@ -658,7 +664,6 @@ fn einsum(cx: &RunCx) -> KResult<Vec<Value>> {
         ($vals:expr, $zero:expr, $one:expr, $mul:expr, $add:expr) => {{
             let vals = $vals;
             let mut out = vec![$zero; n_out];
-            let total = n_out * n_sum;
             if total > 0 {
                 let mut idx = vec![0usize; all.len()];
                 let mut offs = vec![0usize; inputs.len()];

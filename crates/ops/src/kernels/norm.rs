@@ -305,15 +305,17 @@ fn group_norm(cx: &RunCx) -> KResult<Vec<Value>> {
     Ok(vec![from_f64s(cx, x.dtype(), shape, y)?.into()])
 }
 
-/// `t` broadcast to cover the trailing `cols` elements of each row (or all of `shape`).
+/// `t` as one value per element of the normalized dims `shape[axis..]` (`false`), or, when it
+/// broadcasts otherwise, one value per element of `shape` (`true`).
 fn row_param(
     cx: &RunCx,
     t: &Tensor,
     shape: &[usize],
-    cols: usize,
+    axis: usize,
     what: &str,
 ) -> KResult<(Vec<f64>, bool)> {
-    if t.len() == cols && t.rank() <= shape.len() {
+    let strip = |s: &[usize]| -> Vec<usize> { s.iter().copied().skip_while(|&d| d == 1).collect() };
+    if t.rank() <= shape.len() && strip(t.shape()) == strip(&shape[axis..]) {
         return Ok((to_f64s(t)?, false));
     }
     let full = crate::exec::util::broadcast_shapes(&[shape, t.shape()])
@@ -352,9 +354,9 @@ fn layer_norm(cx: &RunCx) -> KResult<Vec<Value>> {
     let eps = cx.float("epsilon", 1e-5)? as f64;
     let cols: usize = shape[axis..].iter().product();
     let (mut y, means, invs) = standardize(&floats(cx, x)?, cols, eps);
-    let (w, wfull) = row_param(cx, cx.input(1)?, &shape, cols, "Scale")?;
+    let (w, wfull) = row_param(cx, cx.input(1)?, &shape, axis, "Scale")?;
     let b = match cx.opt_input(2)? {
-        Some(b) => Some(row_param(cx, b, &shape, cols, "B")?),
+        Some(b) => Some(row_param(cx, b, &shape, axis, "B")?),
         None => None,
     };
     for (i, v) in y.iter_mut().enumerate() {
@@ -386,7 +388,7 @@ fn rms_norm(cx: &RunCx) -> KResult<Vec<Value>> {
     let eps = cx.float("epsilon", 1e-5)? as f64;
     let cols: usize = shape[axis..].iter().product();
     let mut y = floats(cx, x)?;
-    let (w, wfull) = row_param(cx, cx.input(1)?, &shape, cols, "scale")?;
+    let (w, wfull) = row_param(cx, cx.input(1)?, &shape, axis, "scale")?;
     if cols > 0 {
         for (r, row) in y.chunks_mut(cols).enumerate() {
             let ms = row.iter().map(|v| v * v).sum::<f64>() / cols as f64;

@@ -151,6 +151,22 @@ fn fold_into<X: Copy, A: Copy>(
     }
 }
 
+/// Most elements a kernel allocates for a result or intermediate whose size is a product of
+/// several input dims (not bounded by any one input's size).
+pub(crate) const MAX_ELEMENTS: usize = 1 << 31;
+
+/// The product of `dims`, or an error when it overflows or exceeds [`MAX_ELEMENTS`].
+pub(crate) fn checked_len(cx: &RunCx, dims: &[usize], what: &str) -> KResult<usize> {
+    dims.iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .filter(|&n| n <= MAX_ELEMENTS)
+        .ok_or_else(|| {
+            cx.invalid(format!(
+                "{what} of dims {dims:?} would exceed {MAX_ELEMENTS} elements"
+            ))
+        })
+}
+
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
     Sum,
