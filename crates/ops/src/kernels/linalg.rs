@@ -132,6 +132,14 @@ impl MatPlan {
     }
 }
 
+/// A tensor's elements, borrowed when its bytes are aligned (no copy of large weights).
+fn elems<T: Element>(t: &Tensor) -> KResult<std::borrow::Cow<'_, [T]>> {
+    Ok(match t.as_slice::<T>() {
+        Some(s) => std::borrow::Cow::Borrowed(s),
+        None => std::borrow::Cow::Owned(t.to_vec::<T>()?),
+    })
+}
+
 /// Batched product of two tensors of one dtype (f16/bf16 via f32).
 fn matmul_tensors(cx: &RunCx, a: &Tensor, b: &Tensor) -> KResult<Tensor> {
     if a.dtype() != b.dtype() {
@@ -146,10 +154,7 @@ fn matmul_tensors(cx: &RunCx, a: &Tensor, b: &Tensor) -> KResult<Tensor> {
     let shape = plan.out_shape.clone();
     macro_rules! native {
         ($t:ty) => {
-            Tensor::from_vec(
-                shape,
-                plan.run::<$t>(&a.to_vec::<$t>()?, &b.to_vec::<$t>()?),
-            )?
+            Tensor::from_vec(shape, plan.run::<$t>(&elems::<$t>(a)?, &elems::<$t>(b)?))?
         };
     }
     Ok(match a.dtype() {
