@@ -341,14 +341,20 @@ fn bcast_f32(c: &Tensor, m: usize, n: usize) -> KResult<Vec<f32>> {
     Ok(v)
 }
 
-/// Integer elements (8-bit types and wider) as i32, or None for other types.
-#[allow(clippy::unnecessary_cast)] // the cast is the identity for i32 only
+/// 8- and 16-bit integer elements as i32 (exact), or None for other types.
 fn ints32(t: &Tensor) -> Option<Vec<i32>> {
-    for_int!(t.dtype(), T => {
-        t.to_vec::<T>().ok().map(|v| v.into_iter().map(|x| x as i32).collect())
-    } else {
-        None
-    })
+    fn conv<T: Element + Into<i32>>(t: &Tensor) -> Option<Vec<i32>> {
+        t.to_vec::<T>()
+            .ok()
+            .map(|v| v.into_iter().map(Into::into).collect())
+    }
+    match t.dtype() {
+        DataType::Int8 => conv::<i8>(t),
+        DataType::Uint8 => conv::<u8>(t),
+        DataType::Int16 => conv::<i16>(t),
+        DataType::Uint16 => conv::<u16>(t),
+        _ => None,
+    }
 }
 
 /// A zero point (or scale) that is a scalar or one value per row (`rows`) of a 2-D operand.
