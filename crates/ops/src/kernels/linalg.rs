@@ -666,7 +666,6 @@ fn einsum(cx: &RunCx) -> KResult<Vec<Value>> {
     let total = n_out
         .checked_mul(n_sum)
         .ok_or_else(|| cx.invalid(format!("Einsum iteration space of dims {dims:?} overflows")))?;
-    let n_o = out_labels.len();
     let dt = inputs[0].dtype();
     if inputs.iter().any(|x| x.dtype() != dt) {
         return Err(cx.invalid("Einsum inputs must share one type"));
@@ -700,7 +699,6 @@ fn einsum(cx: &RunCx) -> KResult<Vec<Value>> {
                     }
                 }
             }
-            let _ = n_o;
             out
         }};
     }
