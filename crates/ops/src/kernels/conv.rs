@@ -6,7 +6,7 @@
 //! `rnn.rs`.
 
 use crate::exec::util::FloatConv;
-use crate::exec::{kernel, kernel_range, KResult, KernelDef, RunCx, Value};
+use crate::exec::{kernel, KResult, KernelDef, RunCx, Value};
 use common::{load, load_f64, store, Real};
 #[allow(unused_imports)]
 use num_traits::{Float, Zero};
@@ -73,7 +73,9 @@ pub(crate) mod common {
                     type $F = f64;
                     $body
                 }
-                tensor::DataType::Float | tensor::DataType::Float16 | tensor::DataType::Bfloat16 => {
+                tensor::DataType::Float
+                | tensor::DataType::Float16
+                | tensor::DataType::Bfloat16 => {
                     type $F = f32;
                     $body
                 }
@@ -637,9 +639,7 @@ fn conv_transpose(cx: &RunCx) -> KResult<Vec<Value>> {
         Some(v) if v.is_empty() => vec![0; nsp],
         None => vec![0; nsp],
         Some(v) => {
-            return Err(cx.invalid(format!(
-                "output_padding must hold {nsp} values, got {v:?}"
-            )))
+            return Err(cx.invalid(format!("output_padding must hold {nsp} values, got {v:?}")))
         }
     };
     let in_sp = xs[2..].to_vec();
@@ -652,45 +652,40 @@ fn conv_transpose(cx: &RunCx) -> KResult<Vec<Value>> {
         Some(v) if v.is_empty() => None,
         None => None,
         Some(v) => {
-            return Err(cx.invalid(format!(
-                "output_shape must hold {nsp} values, got {v:?}"
-            )))
+            return Err(cx.invalid(format!("output_shape must hold {nsp} values, got {v:?}")))
         }
     };
     let ap = auto_pad(cx)?;
     let has_pads = cx.attr_ints("pads")?.is_some_and(|p| !p.is_empty());
-    let (pb, pe, out_sp): (Vec<i64>, Vec<i64>, Vec<i64>) =
-        if !has_pads && ap.starts_with("SAME") {
-            let out: Vec<i64> = out_attr
-                .clone()
-                .unwrap_or_else(|| (0..nsp).map(|i| (in_sp[i] * s[i]) as i64).collect());
-            let mut pb = vec![0; nsp];
-            let mut pe = vec![0; nsp];
-            for i in 0..nsp {
-                let total = s[i] as i64 * (in_sp[i] as i64 - 1) + op[i] + keff[i] - out[i];
-                if ap == "SAME_UPPER" {
-                    pb[i] = total / 2;
-                } else {
-                    pb[i] = total - total / 2;
-                }
-                pe[i] = total - pb[i];
-            }
-            (pb, pe, out)
-        } else {
-            let (pb, pe) = if ap == "VALID" {
-                (vec![0; nsp], vec![0; nsp])
+    let (pb, pe, out_sp): (Vec<i64>, Vec<i64>, Vec<i64>) = if !has_pads && ap.starts_with("SAME") {
+        let out: Vec<i64> = out_attr
+            .clone()
+            .unwrap_or_else(|| (0..nsp).map(|i| (in_sp[i] * s[i]) as i64).collect());
+        let mut pb = vec![0; nsp];
+        let mut pe = vec![0; nsp];
+        for i in 0..nsp {
+            let total = s[i] as i64 * (in_sp[i] as i64 - 1) + op[i] + keff[i] - out[i];
+            if ap == "SAME_UPPER" {
+                pb[i] = total / 2;
             } else {
-                explicit_pads(cx, nsp)?
-            };
-            let out = out_attr.clone().unwrap_or_else(|| {
-                (0..nsp)
-                    .map(|i| {
-                        s[i] as i64 * (in_sp[i] as i64 - 1) + op[i] + keff[i] - pb[i] - pe[i]
-                    })
-                    .collect()
-            });
-            (pb, pe, out)
+                pb[i] = total - total / 2;
+            }
+            pe[i] = total - pb[i];
+        }
+        (pb, pe, out)
+    } else {
+        let (pb, pe) = if ap == "VALID" {
+            (vec![0; nsp], vec![0; nsp])
+        } else {
+            explicit_pads(cx, nsp)?
         };
+        let out = out_attr.clone().unwrap_or_else(|| {
+            (0..nsp)
+                .map(|i| s[i] as i64 * (in_sp[i] as i64 - 1) + op[i] + keff[i] - pb[i] - pe[i])
+                .collect()
+        });
+        (pb, pe, out)
+    };
     if out_sp.iter().any(|&o| o < 0) {
         return Err(cx.invalid(format!("computed output shape {out_sp:?} is negative")));
     }
@@ -960,6 +955,518 @@ fn global_lp_pool(cx: &RunCx) -> KResult<Vec<Value>> {
     global_pool(cx, PoolKind::Lp(p_attr(cx)?))
 }
 
+// ---------------------------------------------------------------------------------------------
+// MaxUnpool, RoiAlign, MaxRoiPool, DeformConv, CausalConvWithState
+
+/// MaxUnpool: scatters X to the positions `I` names (output_shape input optional).
+fn max_unpool(cx: &RunCx) -> KResult<Vec<Value>> {
+    let x = cx.input(0)?;
+    let ind = cx.input(1)?;
+    let in_sp = spatial_of(cx, x, "X")?.to_vec();
+    let nsp = in_sp.len();
+    if ind.shape() != x.shape() {
+        return Err(cx.invalid(format!(
+            "I must have X's shape {:?}, got {:?}",
+            x.shape(),
+            ind.shape()
+        )));
+    }
+    let k: Vec<i64> = match cx.attr_ints("kernel_shape")? {
+        Some(k) if k.len() == nsp && k.iter().all(|&v| v >= 1) => k.to_vec(),
+        other => {
+            return Err(cx.invalid(format!(
+                "kernel_shape must hold {nsp} positive values, got {other:?}"
+            )))
+        }
+    };
+    let s = common::positive_n(cx, "strides", nsp)?;
+    let (pb, pe) = explicit_pads(cx, nsp)?;
+    let mut inferred = vec![x.shape()[0], x.shape()[1]];
+    for i in 0..nsp {
+        let v = (in_sp[i] as i64 - 1) * s[i] as i64 - (pb[i] + pe[i]) + k[i];
+        if v < 0 {
+            return Err(cx.invalid(format!("inferred output dim {v} is negative")));
+        }
+        inferred.push(v as usize);
+    }
+    let shape: Vec<usize> = match cx.opt_input(2)? {
+        Some(t) => {
+            let v = crate::exec::util::to_i64s(t)?;
+            if v.len() != inferred.len() || v.iter().zip(&inferred).any(|(&a, &b)| a < b as i64) {
+                return Err(cx.invalid(format!(
+                    "output_shape must hold {} values no smaller than the inferred shape {inferred:?}, got {v:?}",
+                    inferred.len()
+                )));
+            }
+            v.into_iter().map(|d| d as usize).collect()
+        }
+        None => inferred.clone(),
+    };
+    let total = common::numel(cx, &inferred)?;
+    common::numel(cx, &shape)?;
+    let iv = crate::exec::util::to_i64s(ind)?;
+    let mut offs = vec![usize::MAX; total];
+    for (src, &i) in iv.iter().enumerate() {
+        if i < 0 || i as usize >= total {
+            return Err(cx.invalid(format!(
+                "index {i} in I is out of range for the output of {total} elements"
+            )));
+        }
+        offs[i as usize] = src;
+    }
+    // Place the inferred-shape result at the top-left corner of `shape`.
+    let ist = crate::exec::util::strides(&inferred);
+    let mut full = vec![usize::MAX; shape.iter().product()];
+    let ost = crate::exec::util::strides(&shape);
+    common::for_each_index(&inferred, |idx| {
+        let a: usize = idx.iter().zip(&ist).map(|(i, s)| i * s).sum();
+        let b: usize = idx.iter().zip(&ost).map(|(i, s)| i * s).sum();
+        full[b] = offs[a];
+    });
+    // Gather (missing positions get zero).
+    let n = x.len();
+    let zero = crate::exec::util::zeros(x.dtype(), vec![1])?;
+    let ext = crate::exec::util::concat_flat(&[x, &zero], x.dtype(), vec![n + 1])?;
+    let offs: Vec<usize> = full
+        .into_iter()
+        .map(|o| if o == usize::MAX { n } else { o })
+        .collect();
+    Ok(vec![crate::exec::util::take(&ext, &offs, shape)?.into()])
+}
+
+/// RoiAlign (avg / max, half_pixel or output_half_pixel coordinates).
+fn roi_align(cx: &RunCx) -> KResult<Vec<Value>> {
+    let x = cx.input(0)?;
+    let rois = cx.input(1)?;
+    let bi = crate::exec::util::to_i64s(cx.input(2)?)?;
+    if x.rank() != 4 || rois.rank() != 2 || rois.shape()[1] != 4 || rois.shape()[0] != bi.len() {
+        return Err(cx.invalid(format!(
+            "X must be (N, C, H, W), rois (R, 4) and batch_indices (R), got {:?}, {:?}, {}",
+            x.shape(),
+            rois.shape(),
+            bi.len()
+        )));
+    }
+    let mode = cx.string("mode", "avg")?.to_ascii_lowercase();
+    if mode != "avg" && mode != "max" {
+        return Err(cx.invalid(format!("mode must be avg or max, got '{mode}'")));
+    }
+    let ctm = cx.string(
+        "coordinate_transformation_mode",
+        if cx.opset < 16 {
+            "output_half_pixel"
+        } else {
+            "half_pixel"
+        },
+    )?;
+    let half_pixel = match ctm.as_str() {
+        "half_pixel" => true,
+        "output_half_pixel" => false,
+        _ => return Err(cx.invalid(format!(
+            "coordinate_transformation_mode must be half_pixel or output_half_pixel, got '{ctm}'"
+        ))),
+    };
+    let oh = cx.int("output_height", 1)?;
+    let ow = cx.int("output_width", 1)?;
+    if oh < 1 || ow < 1 {
+        return Err(cx.invalid(format!(
+            "output_height/width must be positive, got {oh}x{ow}"
+        )));
+    }
+    let (oh, ow) = (oh as usize, ow as usize);
+    let sr = cx.int("sampling_ratio", 0)?;
+    let scale = cx.float("spatial_scale", 1.0)? as f64;
+    let [n, c, h, w] = [x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3]];
+    let nr = bi.len();
+    let shape = vec![nr, c, oh, ow];
+    common::numel(cx, &shape)?;
+    if !matches!(
+        x.dtype(),
+        DataType::Float | DataType::Double | DataType::Float16 | DataType::Bfloat16
+    ) {
+        return Err(cx.unsupported(x.dtype()));
+    }
+    let xv = load_f64(x)?;
+    let rv = load_f64(rois)?;
+    let mut y = vec![0f64; nr * c * oh * ow];
+    for r in 0..nr {
+        let b = bi[r];
+        if b < 0 || b as usize >= n {
+            return Err(cx.invalid(format!("batch index {b} is out of range for batch {n}")));
+        }
+        let b = b as usize;
+        let off = if half_pixel { 0.5 } else { 0.0 };
+        let sw = rv[r * 4] * scale - off;
+        let sh = rv[r * 4 + 1] * scale - off;
+        let ew = rv[r * 4 + 2] * scale - off;
+        let eh = rv[r * 4 + 3] * scale - off;
+        let (mut rw, mut rh) = (ew - sw, eh - sh);
+        if !half_pixel {
+            rw = rw.max(1.0);
+            rh = rh.max(1.0);
+        }
+        let bh = rh / oh as f64;
+        let bw = rw / ow as f64;
+        let gh = if sr > 0 {
+            sr as usize
+        } else {
+            (rh / oh as f64).ceil().max(0.0) as usize
+        };
+        let gw = if sr > 0 {
+            sr as usize
+        } else {
+            (rw / ow as f64).ceil().max(0.0) as usize
+        };
+        if gh.saturating_mul(gw) > 1 << 24 {
+            return Err(cx.invalid("RoiAlign sampling grid too large"));
+        }
+        let count = (gh * gw).max(1) as f64;
+        // Precompute the bilinear taps per (ph, pw, iy, ix).
+        let mut pre: Vec<([usize; 4], [f64; 4])> = Vec::with_capacity(oh * ow * gh * gw);
+        for ph in 0..oh {
+            for pw in 0..ow {
+                for iy in 0..gh {
+                    let yy = sh + ph as f64 * bh + (iy as f64 + 0.5) * bh / gh as f64;
+                    for ix in 0..gw {
+                        let xx = sw + pw as f64 * bw + (ix as f64 + 0.5) * bw / gw as f64;
+                        let (mut yv, mut xq) = (yy, xx);
+                        if yv < -1.0 || yv > h as f64 || xq < -1.0 || xq > w as f64 {
+                            pre.push(([0; 4], [0.0; 4]));
+                            continue;
+                        }
+                        yv = yv.max(0.0);
+                        xq = xq.max(0.0);
+                        let (mut yl, mut xl) = (yv as usize, xq as usize);
+                        let (yh, xh);
+                        if yl >= h - 1 {
+                            yl = h - 1;
+                            yh = yl;
+                            yv = yl as f64;
+                        } else {
+                            yh = yl + 1;
+                        }
+                        if xl >= w - 1 {
+                            xl = w - 1;
+                            xh = xl;
+                            xq = xl as f64;
+                        } else {
+                            xh = xl + 1;
+                        }
+                        let (ly, lx) = (yv - yl as f64, xq - xl as f64);
+                        let (hy, hx) = (1.0 - ly, 1.0 - lx);
+                        pre.push((
+                            [yl * w + xl, yl * w + xh, yh * w + xl, yh * w + xh],
+                            [hy * hx, hy * lx, ly * hx, ly * lx],
+                        ));
+                    }
+                }
+            }
+        }
+        for ch in 0..c {
+            let src = &xv[(b * c + ch) * h * w..(b * c + ch + 1) * h * w];
+            for p in 0..oh * ow {
+                let taps = &pre[p * gh * gw..(p + 1) * gh * gw];
+                let v = if mode == "avg" {
+                    taps.iter()
+                        .map(|(pos, wt)| (0..4).map(|k| wt[k] * src[pos[k]]).sum::<f64>())
+                        .sum::<f64>()
+                        / count
+                } else {
+                    let mut best: Option<f64> = None;
+                    for (pos, wt) in taps {
+                        let v = (0..4)
+                            .map(|k| wt[k] * src[pos[k]])
+                            .fold(f64::NEG_INFINITY, f64::max);
+                        best = Some(best.map_or(v, |b: f64| b.max(v)));
+                    }
+                    best.unwrap_or(0.0)
+                };
+                y[(r * c + ch) * oh * ow + p] = v;
+            }
+        }
+    }
+    Ok(vec![numeric_store(cx, x.dtype(), shape, y)?.into()])
+}
+
+/// MaxRoiPool: Caffe-style max pooling over each region of interest.
+fn max_roi_pool(cx: &RunCx) -> KResult<Vec<Value>> {
+    let x = cx.input(0)?;
+    let rois = cx.input(1)?;
+    if x.rank() != 4 || rois.rank() != 2 || rois.shape()[1] != 5 {
+        return Err(cx.invalid(format!(
+            "X must be (N, C, H, W) and rois (R, 5), got {:?} and {:?}",
+            x.shape(),
+            rois.shape()
+        )));
+    }
+    let ps = match cx.attr_ints("pooled_shape")? {
+        Some(p) if p.len() == 2 && p.iter().all(|&v| v >= 1) => [p[0] as usize, p[1] as usize],
+        other => {
+            return Err(cx.invalid(format!(
+                "pooled_shape must hold 2 positive values, got {other:?}"
+            )))
+        }
+    };
+    let scale = cx.float("spatial_scale", 1.0)? as f64;
+    let [n, c, h, w] = [x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3]];
+    let nr = rois.shape()[0];
+    let shape = vec![nr, c, ps[0], ps[1]];
+    common::numel(cx, &shape)?;
+    if !matches!(
+        x.dtype(),
+        DataType::Float | DataType::Double | DataType::Float16 | DataType::Bfloat16
+    ) {
+        return Err(cx.unsupported(x.dtype()));
+    }
+    let xv = load_f64(x)?;
+    let rv = load_f64(rois)?;
+    let mut y = vec![0f64; nr * c * ps[0] * ps[1]];
+    for r in 0..nr {
+        let roi = &rv[r * 5..r * 5 + 5];
+        let b = roi[0] as i64;
+        if b < 0 || b as usize >= n {
+            return Err(cx.invalid(format!("roi batch index {b} is out of range for batch {n}")));
+        }
+        let b = b as usize;
+        let sw = (roi[1] * scale).round() as i64;
+        let sh = (roi[2] * scale).round() as i64;
+        let ew = (roi[3] * scale).round() as i64;
+        let eh = (roi[4] * scale).round() as i64;
+        let rh = (eh - sh + 1).max(1) as f64;
+        let rw = (ew - sw + 1).max(1) as f64;
+        let bh = rh / ps[0] as f64;
+        let bw = rw / ps[1] as f64;
+        for ch in 0..c {
+            let src = &xv[(b * c + ch) * h * w..(b * c + ch + 1) * h * w];
+            for ph in 0..ps[0] {
+                let hs = ((ph as f64 * bh).floor() as i64 + sh).clamp(0, h as i64) as usize;
+                let he = (((ph + 1) as f64 * bh).ceil() as i64 + sh).clamp(0, h as i64) as usize;
+                for pw in 0..ps[1] {
+                    let ws = ((pw as f64 * bw).floor() as i64 + sw).clamp(0, w as i64) as usize;
+                    let we =
+                        (((pw + 1) as f64 * bw).ceil() as i64 + sw).clamp(0, w as i64) as usize;
+                    let mut m = f64::NEG_INFINITY;
+                    for yy in hs..he {
+                        for xx in ws..we {
+                            m = m.max(src[yy * w + xx]);
+                        }
+                    }
+                    y[((r * c + ch) * ps[0] + ph) * ps[1] + pw] =
+                        if hs >= he || ws >= we { 0.0 } else { m };
+                }
+            }
+        }
+    }
+    Ok(vec![numeric_store(cx, x.dtype(), shape, y)?.into()])
+}
+
+/// DeformConv (2-D): convolution sampling X bilinearly at offset positions, with optional mask.
+fn deform_conv(cx: &RunCx) -> KResult<Vec<Value>> {
+    let x = cx.input(0)?;
+    let w = cx.input(1)?;
+    let off = cx.input(2)?;
+    if x.rank() != 4 {
+        return Err(cx.unsupported(format!(
+            "{} with rank-{} input (only 2-D is implemented)",
+            x.dtype(),
+            x.rank()
+        )));
+    }
+    if w.rank() != 4 || off.rank() != 4 {
+        return Err(cx.invalid(format!(
+            "W and offset must have rank 4, got {:?} and {:?}",
+            w.shape(),
+            off.shape()
+        )));
+    }
+    let [n, ic, ih, iw] = [x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3]];
+    let oc = w.shape()[0];
+    let group = cx.int("group", 1)?.max(1) as usize;
+    let og = cx.int("offset_group", 1)?.max(1) as usize;
+    let (kh, kw) = (w.shape()[2], w.shape()[3]);
+    if ic != w.shape()[1] * group || oc % group != 0 || ic % og != 0 {
+        return Err(cx.invalid(format!(
+            "inconsistent shapes: X {:?}, W {:?}, group {group}, offset_group {og}",
+            x.shape(),
+            w.shape()
+        )));
+    }
+    let s = common::positive_n(cx, "strides", 2)?;
+    let d = common::positive_n(cx, "dilations", 2)?;
+    let (pb, pe) = explicit_pads(cx, 2)?;
+    let khe = (kh - 1) * d[0] + 1;
+    let kwe = (kw - 1) * d[1] + 1;
+    let oh_i = (ih as i64 + pb[0] + pe[0] - khe as i64) / s[0] as i64 + 1;
+    let ow_i = (iw as i64 + pb[1] + pe[1] - kwe as i64) / s[1] as i64 + 1;
+    let (oh, ow) = (off.shape()[2], off.shape()[3]);
+    let k = kh * kw;
+    if oh_i != oh as i64 || ow_i != ow as i64 || off.shape()[0] != n || off.shape()[1] != og * k * 2
+    {
+        return Err(cx.invalid(format!(
+            "offset must be {:?}, got {:?}",
+            [n, og * k * 2, oh_i.max(0) as usize, ow_i.max(0) as usize],
+            off.shape()
+        )));
+    }
+    let mask = match cx.opt_input(4)? {
+        Some(m) => {
+            if m.shape() != [n, og * k, oh, ow] {
+                return Err(cx.invalid(format!(
+                    "mask must be {:?}, got {:?}",
+                    [n, og * k, oh, ow],
+                    m.shape()
+                )));
+            }
+            Some(load_f64(m)?)
+        }
+        None => None,
+    };
+    crate::with_real!(cx, x.dtype(), F => {
+        let b = bias_of::<F>(cx, 3, oc)?;
+        let xv = load_f64(x)?;
+        let wv = load_f64(w)?;
+        let ov = load_f64(off)?;
+        let icg = ic / group;
+        let ocg = oc / group;
+        let icog = ic / og;
+        let osz = oh * ow;
+        // Sample every input channel at every (kernel pos, output pos): col[(c*k + kk)*osz + o].
+        let mut y = vec![0f64; n * oc * osz];
+        let mut col = vec![0f64; ic * k * osz];
+        for bn in 0..n {
+            for c in 0..ic {
+                let g = c / icog;
+                let src = &xv[(bn * ic + c) * ih * iw..(bn * ic + c + 1) * ih * iw];
+                for ki in 0..kh {
+                    for kj in 0..kw {
+                        let kk = ki * kw + kj;
+                        for i in 0..oh {
+                            for j in 0..ow {
+                                let o = i * ow + j;
+                                let obase = ((bn * og + g) * k + kk) * 2;
+                                let dy = ov[obase * osz + o];
+                                let dx = ov[(obase + 1) * osz + o];
+                                let py = -pb[0] as f64 + (s[0] * i) as f64 + (ki * d[0]) as f64 + dy;
+                                let px = -pb[1] as f64 + (s[1] * j) as f64 + (kj * d[1]) as f64 + dx;
+                                let y0 = py.floor();
+                                let x0 = px.floor();
+                                let (fy, fx) = (py - y0, px - x0);
+                                let at = |yy: f64, xx: f64| -> f64 {
+                                    if yy >= 0.0 && yy < ih as f64 && xx >= 0.0 && xx < iw as f64 {
+                                        src[yy as usize * iw + xx as usize]
+                                    } else {
+                                        0.0
+                                    }
+                                };
+                                let mut v = (1.0 - fy) * ((1.0 - fx) * at(y0, x0) + fx * at(y0, x0 + 1.0))
+                                    + fy * ((1.0 - fx) * at(y0 + 1.0, x0) + fx * at(y0 + 1.0, x0 + 1.0));
+                                if let Some(m) = &mask {
+                                    v *= m[((bn * og + g) * k + kk) * osz + o];
+                                }
+                                col[(c * k + kk) * osz + o] = v;
+                            }
+                        }
+                    }
+                }
+            }
+            for m in 0..oc {
+                let g = m / ocg;
+                let out = &mut y[(bn * oc + m) * osz..(bn * oc + m + 1) * osz];
+                let bias = b.as_ref().map_or(0.0, |b| b[m].f());
+                out.iter_mut().for_each(|v| *v = bias);
+                for ci in 0..icg {
+                    let c = g * icg + ci;
+                    for kk in 0..k {
+                        let wt = wv[(m * icg + ci) * k + kk];
+                        let cr = &col[(c * k + kk) * osz..(c * k + kk + 1) * osz];
+                        for (o, &cv) in out.iter_mut().zip(cr) {
+                            *o += wt * cv;
+                        }
+                    }
+                }
+            }
+        }
+        let y: Vec<F> = y.into_iter().map(F::of).collect();
+        Ok(vec![store(x.dtype(), vec![n, oc, oh, ow], y)?.into()])
+    })
+}
+
+/// CausalConvWithState: causal depthwise 1-D convolution carrying the last k-1 positions.
+fn causal_conv_with_state(cx: &RunCx) -> KResult<Vec<Value>> {
+    let x = cx.input(0)?;
+    let w = cx.input(1)?;
+    let act = cx.string("activation", "none")?;
+    if !matches!(act.as_str(), "none" | "silu" | "swish") {
+        return Err(cx.invalid(format!(
+            "activation must be none, silu or swish, got '{act}'"
+        )));
+    }
+    if x.rank() != 3
+        || w.rank() != 3
+        || w.shape()[0] != x.shape()[1]
+        || w.shape()[1] != 1
+        || w.shape()[2] < 1
+    {
+        return Err(cx.invalid(format!(
+            "input must be (B, C, L) and weight (C, 1, k), got {:?} and {:?}",
+            x.shape(),
+            w.shape()
+        )));
+    }
+    let [b, c, l] = [x.shape()[0], x.shape()[1], x.shape()[2]];
+    let k = w.shape()[2];
+    crate::with_real!(cx, x.dtype(), F => {
+        let xv = load::<F>(x)?;
+        let wv = load::<F>(w)?;
+        let bias = bias_of::<F>(cx, 2, c)?;
+        let past = match cx.opt_input(3)? {
+            Some(p) => {
+                if p.shape() != [b, c, k - 1] {
+                    return Err(cx.invalid(format!(
+                        "past_state must be {:?}, got {:?}",
+                        [b, c, k - 1],
+                        p.shape()
+                    )));
+                }
+                load::<F>(p)?
+            }
+            None => vec![F::zero(); b * c * (k - 1)],
+        };
+        let pl = l + k - 1;
+        let mut out = vec![F::zero(); b * c * l];
+        let mut state = vec![F::zero(); b * c * (k - 1)];
+        let mut padded = vec![F::zero(); pl];
+        for bc in 0..b * c {
+            let ch = bc % c;
+            padded[..k - 1].copy_from_slice(&past[bc * (k - 1)..(bc + 1) * (k - 1)]);
+            padded[k - 1..].copy_from_slice(&xv[bc * l..(bc + 1) * l]);
+            for t in 0..l {
+                let mut acc = bias.as_ref().map_or(F::zero(), |b| b[ch]);
+                for j in 0..k {
+                    acc = acc + wv[ch * k + j] * padded[t + j];
+                }
+                // Round to the tensor type before the activation, as the reference does.
+                let mut v = <F as Real>::of(acc.f());
+                if x.dtype() == DataType::Float16 {
+                    v = F::of(half::f16::from_f64(v.f()).to_f64());
+                } else if x.dtype() == DataType::Bfloat16 {
+                    v = F::of(half::bf16::from_f64(v.f()).to_f64());
+                }
+                if act != "none" {
+                    let vf = v.f() as f32;
+                    v = F::of((vf * (1.0 / (1.0 + (-vf).exp()))) as f64);
+                }
+                out[bc * l + t] = v;
+            }
+            state[bc * (k - 1)..(bc + 1) * (k - 1)].copy_from_slice(&padded[pl - (k - 1)..]);
+        }
+        Ok(vec![
+            store(x.dtype(), vec![b, c, l], out)?.into(),
+            store(x.dtype(), vec![b, c, k - 1], state)?.into(),
+        ])
+    })
+}
+
 pub const KERNELS: &[KernelDef] = &[
     kernel("Conv", 1, conv),
     kernel("ConvInteger", 10, conv_integer),
@@ -971,7 +1478,9 @@ pub const KERNELS: &[KernelDef] = &[
     kernel("GlobalAveragePool", 1, global_average_pool),
     kernel("GlobalMaxPool", 1, global_max_pool),
     kernel("GlobalLpPool", 1, global_lp_pool),
+    kernel("MaxUnpool", 9, max_unpool),
+    kernel("RoiAlign", 10, roi_align),
+    kernel("MaxRoiPool", 1, max_roi_pool),
+    kernel("DeformConv", 19, deform_conv),
+    kernel("CausalConvWithState", 27, causal_conv_with_state),
 ];
-
-#[allow(dead_code)]
-const _RANGE: fn(&'static str, i64, i64, crate::exec::KernelFn) -> KernelDef = kernel_range;

@@ -31,7 +31,12 @@ fn combine(maps: &[Vec<Option<usize>>], in_shape: &[usize]) -> Vec<usize> {
 
 /// Gathers `t`'s elements at `offs` into `shape`; [`FILL`] entries take `fill` (a one-element
 /// tensor of t's dtype) or zero.
-fn gather_fill(t: &Tensor, offs: &[usize], fill: Option<&Tensor>, shape: Vec<usize>) -> KResult<Tensor> {
+fn gather_fill(
+    t: &Tensor,
+    offs: &[usize],
+    fill: Option<&Tensor>,
+    shape: Vec<usize>,
+) -> KResult<Tensor> {
     if !offs.contains(&FILL) {
         return util::take(t, offs, shape);
     }
@@ -45,7 +50,10 @@ fn gather_fill(t: &Tensor, offs: &[usize], fill: Option<&Tensor>, shape: Vec<usi
     };
     let n = t.len();
     let ext = util::concat_flat(&[t, fill], t.dtype(), vec![n + 1])?;
-    let offs: Vec<usize> = offs.iter().map(|&o| if o == FILL { n } else { o }).collect();
+    let offs: Vec<usize> = offs
+        .iter()
+        .map(|&o| if o == FILL { n } else { o })
+        .collect();
     util::take(&ext, &offs, shape)
 }
 
@@ -171,15 +179,11 @@ fn pad(cx: &RunCx) -> KResult<Vec<Value>> {
         let n = x.shape()[a];
         let o = n as i64 + pb[a] + pe[a];
         if o < 0 {
-            return Err(cx.invalid(format!(
-                "pads {pads:?} make axis {a} (length {n}) negative"
-            )));
+            return Err(cx.invalid(format!("pads {pads:?} make axis {a} (length {n}) negative")));
         }
         let o = o as usize;
         if n == 0 && o > 0 && mode != "constant" {
-            return Err(cx.invalid(format!(
-                "mode '{mode}' cannot pad the empty axis {a}"
-            )));
+            return Err(cx.invalid(format!("mode '{mode}' cannot pad the empty axis {a}")));
         }
         out_shape.push(o);
         maps.push((0..o).map(|i| pad_coord(i, pb[a], n, &mode)).collect());
@@ -211,8 +215,11 @@ fn center_crop_pad(cx: &RunCx) -> KResult<Vec<Value>> {
         )));
     }
     let mut out_shape = x.shape().to_vec();
-    let mut maps: Vec<Vec<Option<usize>>> =
-        x.shape().iter().map(|&n| (0..n).map(Some).collect()).collect();
+    let mut maps: Vec<Vec<Option<usize>>> = x
+        .shape()
+        .iter()
+        .map(|&n| (0..n).map(Some).collect())
+        .collect();
     for (&a, &sh) in axes.iter().zip(&shape) {
         let dim = x.shape()[a];
         let sh = sh as usize;
@@ -239,10 +246,7 @@ fn block_args(cx: &RunCx, x: &Tensor) -> KResult<(usize, [usize; 4], bool)> {
         return Err(cx.invalid(format!("blocksize must be positive, got {bs}")));
     }
     if x.rank() != 4 {
-        return Err(cx.invalid(format!(
-            "input must have rank 4, got shape {:?}",
-            x.shape()
-        )));
+        return Err(cx.invalid(format!("input must have rank 4, got shape {:?}", x.shape())));
     }
     let mode = cx.string("mode", "DCR")?;
     let crd = match mode.as_str() {
@@ -554,8 +558,11 @@ fn run_resize(
         .collect();
     if ip.mode == "nearest" && !ip.exclude_outside && ip.coord != "tf_crop_and_resize" {
         // Pure index selection: exact for every dtype.
-        let mut maps: Vec<Vec<Option<usize>>> =
-            x.shape().iter().map(|&n| (0..n).map(Some).collect()).collect();
+        let mut maps: Vec<Vec<Option<usize>>> = x
+            .shape()
+            .iter()
+            .map(|&n| (0..n).map(Some).collect())
+            .collect();
         for &i in &active {
             let a = axes[i];
             let taps = ip.axis_taps(x.shape()[a], sizes[i], scales[i], rois[i]);
@@ -643,7 +650,9 @@ fn resize(cx: &RunCx) -> KResult<Vec<Value>> {
             .collect::<KResult<Vec<_>>>()?;
         let axes: Vec<usize> = (0..rank).collect();
         let rois = vec![(0.0, 1.0); rank];
-        return Ok(vec![run_resize(cx, x, &ip, &axes, &sizes, &scales, &rois)?.into()]);
+        return Ok(vec![
+            run_resize(cx, x, &ip, &axes, &sizes, &scales, &rois)?.into()
+        ]);
     }
     let coord = cx.string("coordinate_transformation_mode", "half_pixel")?;
     let known = [
@@ -655,12 +664,12 @@ fn resize(cx: &RunCx) -> KResult<Vec<Value>> {
         "tf_crop_and_resize",
     ];
     if !known.contains(&coord.as_str()) {
-        return Err(cx.invalid(format!(
-            "unknown coordinate_transformation_mode '{coord}'"
-        )));
+        return Err(cx.invalid(format!("unknown coordinate_transformation_mode '{coord}'")));
     }
     let nearest_mode = cx.string("nearest_mode", "round_prefer_floor")?;
-    if !["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"].contains(&nearest_mode.as_str()) {
+    if !["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]
+        .contains(&nearest_mode.as_str())
+    {
         return Err(cx.invalid(format!("unknown nearest_mode '{nearest_mode}'")));
     }
     let antialias = cx.int("antialias", 0)? != 0;
@@ -732,9 +741,7 @@ fn resize(cx: &RunCx) -> KResult<Vec<Value>> {
                     "sizes must hold {na} non-negative values, got {sz:?}"
                 )));
             }
-            let mut scales: Vec<f64> = (0..na)
-                .map(|i| sz[i] as f64 / in_dims[i] as f64)
-                .collect();
+            let mut scales: Vec<f64> = (0..na).map(|i| sz[i] as f64 / in_dims[i] as f64).collect();
             let mut sizes: Vec<usize> = sz.iter().map(|&s| s as usize).collect();
             let policy = cx.string("keep_aspect_ratio_policy", "stretch")?;
             match policy.as_str() {
@@ -759,12 +766,12 @@ fn resize(cx: &RunCx) -> KResult<Vec<Value>> {
             (sizes, scales)
         }
         _ => {
-            return Err(cx.invalid(
-                "exactly one of scales and sizes must be given (and non-empty)",
-            ))
+            return Err(cx.invalid("exactly one of scales and sizes must be given (and non-empty)"))
         }
     };
-    Ok(vec![run_resize(cx, x, &ip, &axes, &sizes, &scales, &rois)?.into()])
+    Ok(vec![
+        run_resize(cx, x, &ip, &axes, &sizes, &scales, &rois)?.into()
+    ])
 }
 
 /// Upsample (deprecated; opsets 1 to 9): nearest or (bi)linear with asymmetric coordinates.
@@ -781,10 +788,17 @@ fn upsample(cx: &RunCx) -> KResult<Vec<Value>> {
             .collect()
     } else {
         if rank != 4 {
-            return Err(cx.invalid(format!("Upsample-1 needs a rank-4 input, got {:?}", x.shape())));
+            return Err(cx.invalid(format!(
+                "Upsample-1 needs a rank-4 input, got {:?}",
+                x.shape()
+            )));
         }
-        let h = cx.attr_f("height_scale")?.ok_or_else(|| cx.invalid("height_scale is required"))?;
-        let w = cx.attr_f("width_scale")?.ok_or_else(|| cx.invalid("width_scale is required"))?;
+        let h = cx
+            .attr_f("height_scale")?
+            .ok_or_else(|| cx.invalid("height_scale is required"))?;
+        let w = cx
+            .attr_f("width_scale")?
+            .ok_or_else(|| cx.invalid("width_scale is required"))?;
         vec![1.0, 1.0, h as f64, w as f64]
     };
     if scales.len() != rank || scales.iter().any(|&s| s < 1.0) {
@@ -812,7 +826,9 @@ fn upsample(cx: &RunCx) -> KResult<Vec<Value>> {
         .collect::<KResult<Vec<_>>>()?;
     let axes: Vec<usize> = (0..rank).collect();
     let rois = vec![(0.0, 1.0); rank];
-    Ok(vec![run_resize(cx, x, &ip, &axes, &sizes, &scales, &rois)?.into()])
+    Ok(vec![
+        run_resize(cx, x, &ip, &axes, &sizes, &scales, &rois)?.into()
+    ])
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -869,7 +885,10 @@ fn grid_sample(cx: &RunCx) -> KResult<Vec<Value>> {
         )));
     }
     let nd = xs.len() - 2;
-    let mode = match cx.string("mode", if cx.opset < 20 { "bilinear" } else { "linear" })?.as_str() {
+    let mode = match cx
+        .string("mode", if cx.opset < 20 { "bilinear" } else { "linear" })?
+        .as_str()
+    {
         "bilinear" | "linear" => 1,
         "nearest" => 0,
         "bicubic" | "cubic" => 2,
@@ -996,7 +1015,12 @@ fn affine_grid(cx: &RunCx) -> KResult<Vec<Value>> {
     let align = cx.int("align_corners", 0)? != 0;
     let nd = size.len().saturating_sub(2);
     let ts = theta.shape();
-    if !(nd == 2 || nd == 3) || ts.len() != 3 || ts[1] != nd || ts[2] != nd + 1 || ts[0] as i64 != size[0] {
+    if !(nd == 2 || nd == 3)
+        || ts.len() != 3
+        || ts[1] != nd
+        || ts[2] != nd + 1
+        || ts[0] as i64 != size[0]
+    {
         return Err(cx.invalid(format!(
             "theta must be (N, 2, 3) with size (N, C, H, W) or (N, 3, 4) with size (N, C, D, H, W), got theta {ts:?} and size {size:?}"
         )));

@@ -224,9 +224,7 @@ fn recurrent(cx: &RunCx, cell: Cell) -> KResult<Vec<Value>> {
     let h = r.shape()[2];
     if let Some(hs) = cx.attr_i("hidden_size")? {
         if hs as usize != h {
-            return Err(cx.invalid(format!(
-                "hidden_size {hs} does not match R's last dim {h}"
-            )));
+            return Err(cx.invalid(format!("hidden_size {hs} does not match R's last dim {h}")));
         }
     }
     if w.shape() != [dirs, g * h, isz] || r.shape() != [dirs, g * h, h] {
@@ -303,7 +301,9 @@ fn recurrent(cx: &RunCx, cell: Cell) -> KResult<Vec<Value>> {
             .map_or(&zero_b[..], |b| &b[d * 2 * g * h..(d + 1) * 2 * g * h]);
         let (wb, rb) = bd.split_at(g * h);
         let zero_p = vec![0f64; 3 * h];
-        let pd = pv.as_ref().map_or(&zero_p[..], |p| &p[d * 3 * h..(d + 1) * 3 * h]);
+        let pd = pv
+            .as_ref()
+            .map_or(&zero_p[..], |p| &p[d * 3 * h..(d + 1) * 3 * h]);
         let a = &acts[d * per_act..(d + 1) * per_act];
         for b in 0..batch {
             let si = (d * batch + b) * h;
@@ -356,7 +356,9 @@ fn recurrent(cx: &RunCx, cell: Cell) -> KResult<Vec<Value>> {
                             let f = if input_forget {
                                 1.0 - i
                             } else {
-                                a[0].apply(cl(gx[2 * h + j] + gh[2 * h + j] + pd[2 * h + j] * cs[j]))
+                                a[0].apply(cl(gx[2 * h + j]
+                                    + gh[2 * h + j]
+                                    + pd[2 * h + j] * cs[j]))
                             };
                             let c = a[1].apply(cl(gx[3 * h + j] + gh[3 * h + j]));
                             let cn = f * cs[j] + i * c;
