@@ -20,7 +20,14 @@ pub(crate) mod common {
 
     /// The compute type of a float kernel (`f32` or `f64`).
     pub(crate) trait Real:
-        num_traits::Float + Default + std::fmt::Debug + std::iter::Sum + Send + Sync + 'static
+        num_traits::Float
+        + num_traits::NumAssign
+        + Default
+        + std::fmt::Debug
+        + std::iter::Sum
+        + Send
+        + Sync
+        + 'static
     {
         fn of(v: f64) -> Self;
         fn f(self) -> f64;
@@ -102,7 +109,7 @@ pub(crate) mod common {
     pub(crate) fn ints_n(cx: &RunCx, name: &str, n: usize, default: i64) -> KResult<Vec<i64>> {
         match cx.attr_ints(name)? {
             None => Ok(vec![default; n]),
-            Some(v) if v.is_empty() => Ok(vec![default; n]),
+            Some([]) => Ok(vec![default; n]),
             Some(v) if v.len() == n => Ok(v.to_vec()),
             Some(v) => Err(cx.invalid(format!(
                 "attribute '{name}' must hold {n} values, got {}",
@@ -153,7 +160,7 @@ pub(crate) mod common {
 // Window geometry
 
 /// Marks a window element in the padding (inside `-pad_begin .. len + pad_end`).
-const PAD: usize = usize::MAX - 1;
+pub(crate) const PAD: usize = usize::MAX - 1;
 /// Marks a window element beyond the padding (ceil-mode overhang).
 const OUT: usize = usize::MAX;
 
@@ -161,7 +168,7 @@ const OUT: usize = usize::MAX;
 /// `pshape`), the flat offset into `tshape` of coordinate `p*s + k*d - pb`, or [`PAD`]/[`OUT`].
 /// Indexed `k * P + p`.
 #[allow(clippy::too_many_arguments)]
-fn window_table(
+pub(crate) fn window_table(
     cx: &RunCx,
     pshape: &[usize],
     kshape: &[usize],
@@ -455,7 +462,7 @@ fn conv_compute<F: Real>(p: &ConvPlan, x: &[F], w: &[F], b: Option<&[F]>) -> Vec
                     }
                     let cr = &col[r * osz..(r + 1) * osz];
                     for (o, &cv) in out.iter_mut().zip(cr) {
-                        *o = *o + wv * cv;
+                        *o += wv * cv;
                     }
                 }
             }
@@ -636,7 +643,7 @@ fn conv_transpose(cx: &RunCx) -> KResult<Vec<Value>> {
     let d = common::positive_n(cx, "dilations", nsp)?;
     let op = match cx.attr_ints("output_padding")? {
         Some(v) if v.len() >= nsp => v[..nsp].to_vec(),
-        Some(v) if v.is_empty() => vec![0; nsp],
+        Some([]) => vec![0; nsp],
         None => vec![0; nsp],
         Some(v) => {
             return Err(cx.invalid(format!("output_padding must hold {nsp} values, got {v:?}")))
@@ -649,7 +656,7 @@ fn conv_transpose(cx: &RunCx) -> KResult<Vec<Value>> {
     let out_attr = match cx.attr_ints("output_shape")? {
         Some(v) if v.len() == nsp => Some(v.to_vec()),
         Some(v) if v.len() == nsp + 2 => Some(v[2..].to_vec()),
-        Some(v) if v.is_empty() => None,
+        Some([]) => None,
         None => None,
         Some(v) => {
             return Err(cx.invalid(format!("output_shape must hold {nsp} values, got {v:?}")))
@@ -722,13 +729,13 @@ fn conv_transpose(cx: &RunCx) -> KResult<Vec<Value>> {
                             }
                             let xr = &xv[(nn * c + ic) * insz..(nn * c + ic + 1) * insz];
                             for (cv, &xv) in col.iter_mut().zip(xr) {
-                                *cv = *cv + wv * xv;
+                                *cv += wv * xv;
                             }
                         }
                         let t = &tab[k * insz..(k + 1) * insz];
                         for (&o, &cv) in t.iter().zip(col.iter()) {
                             if o < PAD {
-                                out[o] = out[o] + cv;
+                                out[o] += cv;
                             }
                         }
                     }
@@ -1062,9 +1069,11 @@ fn roi_align(cx: &RunCx) -> KResult<Vec<Value>> {
     let half_pixel = match ctm.as_str() {
         "half_pixel" => true,
         "output_half_pixel" => false,
-        _ => return Err(cx.invalid(format!(
+        _ => {
+            return Err(cx.invalid(format!(
             "coordinate_transformation_mode must be half_pixel or output_half_pixel, got '{ctm}'"
-        ))),
+        )))
+        }
     };
     let oh = cx.int("output_height", 1)?;
     let ow = cx.int("output_width", 1)?;
@@ -1443,7 +1452,7 @@ fn causal_conv_with_state(cx: &RunCx) -> KResult<Vec<Value>> {
             for t in 0..l {
                 let mut acc = bias.as_ref().map_or(F::zero(), |b| b[ch]);
                 for j in 0..k {
-                    acc = acc + wv[ch * k + j] * padded[t + j];
+                    acc += wv[ch * k + j] * padded[t + j];
                 }
                 // Round to the tensor type before the activation, as the reference does.
                 let mut v = <F as Real>::of(acc.f());

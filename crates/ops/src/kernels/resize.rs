@@ -612,7 +612,7 @@ fn run_resize(
 /// Output size from a scale (truncation, as the reference's `astype(int)`).
 fn size_of_scale(cx: &RunCx, n: usize, s: f64) -> KResult<usize> {
     let v = s * n as f64;
-    if !(s > 0.0) || !v.is_finite() || v > 1e12 {
+    if s.is_nan() || s <= 0.0 || !v.is_finite() || v > 1e12 {
         return Err(cx.invalid(format!("scale {s} must be positive and finite")));
     }
     Ok(v as usize)
@@ -1054,9 +1054,9 @@ fn affine_grid(cx: &RunCx) -> KResult<Vec<Value>> {
             common::for_each_index(&sp, |idx| {
                 // Homogeneous point (x, y[, z], 1): x runs over the last spatial dim.
                 let mut pt = vec![0f64; nd + 1];
-                for k in 0..nd {
+                for (k, p) in pt.iter_mut().take(nd).enumerate() {
                     let dim = nd - 1 - k;
-                    pt[k] = base(idx[dim], sp[dim]);
+                    *p = base(idx[dim], sp[dim]);
                 }
                 pt[nd] = 1.0;
                 for r in 0..nd {
@@ -1069,6 +1069,76 @@ fn affine_grid(cx: &RunCx) -> KResult<Vec<Value>> {
     })
 }
 
+// ---------------------------------------------------------------------------------------------
+// Col2Im
+
+/// Col2Im: sums sliding-block columns (N, C*prod(block), L) back into images (N, C, image...).
+fn col2im(cx: &RunCx) -> KResult<Vec<Value>> {
+    let x = cx.input(0)?;
+    let image = util::to_i64s(cx.input(1)?)?;
+    let block = util::to_i64s(cx.input(2)?)?;
+    let nd = image.len();
+    if nd == 0 || block.len() != nd || image.iter().chain(&block).any(|&v| v < 1) {
+        return Err(cx.invalid(format!(
+            "image_shape and block_shape must hold the same number of positive values, got {image:?} and {block:?}"
+        )));
+    }
+    if x.rank() != 3 {
+        return Err(cx.invalid(format!(
+            "input must be (N, C*prod(block_shape), L), got {:?}",
+            x.shape()
+        )));
+    }
+    let img: Vec<usize> = image.iter().map(|&v| v as usize).collect();
+    let blk: Vec<usize> = block.iter().map(|&v| v as usize).collect();
+    let s = common::positive_n(cx, "strides", nd)?;
+    let d = common::positive_n(cx, "dilations", nd)?;
+    let p = common::ints_n(cx, "pads", 2 * nd, 0)?;
+    let (pb, pe) = (p[..nd].to_vec(), p[nd..].to_vec());
+    let mut nblocks = Vec::with_capacity(nd);
+    for i in 0..nd {
+        let v = (img[i] as i64 + pb[i] + pe[i] - (d[i] as i64 * (blk[i] as i64 - 1) + 1))
+            / s[i] as i64
+            + 1;
+        if v < 1 {
+            return Err(cx.invalid(format!("no sliding block fits image dim {i}")));
+        }
+        nblocks.push(v as usize);
+    }
+    let k: usize = common::numel(cx, &blk)?;
+    let l: usize = nblocks.iter().product();
+    let (n, ck, xl) = (x.shape()[0], x.shape()[1], x.shape()[2]);
+    if ck % k != 0 || xl != l {
+        return Err(cx.invalid(format!(
+            "input must be (N, C*{k}, {l}) for these shapes, got {:?}",
+            x.shape()
+        )));
+    }
+    let c = ck / k;
+    let mut out_shape = vec![n, c];
+    out_shape.extend(&img);
+    common::numel(cx, &out_shape)?;
+    let tab = super::conv::window_table(cx, &nblocks, &blk, &s, &d, &pb, &pe, &img)?;
+    let isz: usize = img.iter().product();
+    crate::with_real!(cx, x.dtype(), F => {
+        let xv = load::<F>(x)?;
+        let mut y = vec![<F as num_traits::Zero>::zero(); n * c * isz];
+        for nc in 0..n * c {
+            let out = &mut y[nc * isz..(nc + 1) * isz];
+            for kk in 0..k {
+                let row = &xv[(nc * k + kk) * l..(nc * k + kk + 1) * l];
+                for (bl, &v) in row.iter().enumerate() {
+                    let t = tab[kk * l + bl];
+                    if t < super::conv::PAD {
+                        out[t] += v;
+                    }
+                }
+            }
+        }
+        Ok(vec![store(x.dtype(), out_shape, y)?.into()])
+    })
+}
+
 pub const KERNELS: &[KernelDef] = &[
     kernel("Pad", 1, pad),
     kernel("CenterCropPad", 18, center_crop_pad),
@@ -1078,4 +1148,5 @@ pub const KERNELS: &[KernelDef] = &[
     kernel_range("Upsample", 1, 9, upsample),
     kernel("GridSample", 16, grid_sample),
     kernel("AffineGrid", 20, affine_grid),
+    kernel("Col2Im", 18, col2im),
 ];
