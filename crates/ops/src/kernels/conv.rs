@@ -852,14 +852,25 @@ fn pool(cx: &RunCx, kind: PoolKind) -> KResult<Vec<Value>> {
                     y[yo] = sum / cnt as f64;
                 }
                 PoolKind::Lp(p) => {
-                    let mut sum = 0f64;
+                    // As PyTorch and the reference: kernel size * mean over the window's
+                    // elements inside the padded input (pads count as zeros; a ceil-mode
+                    // overhang does not count).
+                    let (mut sum, mut cnt) = (0f64, 0usize);
                     for k in 0..ksz {
                         let t = tab[k * osz + o];
                         if t < PAD {
                             sum += xs[t].abs().powf(p);
+                            cnt += 1;
+                        } else if t == PAD {
+                            cnt += 1;
                         }
                     }
-                    y[yo] = sum.powf(1.0 / p);
+                    let scaled = if cnt == 0 {
+                        0.0
+                    } else {
+                        sum * ksz as f64 / cnt as f64
+                    };
+                    y[yo] = scaled.powf(1.0 / p);
                 }
             }
         }
