@@ -1504,3 +1504,86 @@ pub const KERNELS: &[KernelDef] = &[
     kernel("DeformConv", 19, deform_conv),
     kernel("CausalConvWithState", 27, causal_conv_with_state),
 ];
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use crate::exec::{KResult, RunCx, Subgraphs, Value};
+    use onnx_proto::{AttributeProto, GraphProto};
+    use tensor::Tensor;
+
+    struct NoGraphs;
+    impl Subgraphs for NoGraphs {
+        fn run(&self, _: &GraphProto, _: Vec<Value>) -> KResult<Vec<Value>> {
+            unreachable!("no subgraphs in these tests")
+        }
+    }
+
+    /// Runs kernel `f` as op `op` at `opset` with `inputs` (None = omitted) and `nout` outputs.
+    pub(crate) fn run(
+        f: crate::exec::KernelFn,
+        op: &str,
+        opset: i64,
+        attrs: Vec<AttributeProto>,
+        inputs: Vec<Option<Tensor>>,
+        nout: usize,
+    ) -> KResult<Vec<Tensor>> {
+        let names: Vec<String> = (0..inputs.len())
+            .map(|i| {
+                if inputs[i].is_some() {
+                    format!("i{i}")
+                } else {
+                    String::new()
+                }
+            })
+            .collect();
+        let outs: Vec<String> = (0..nout).map(|i| format!("o{i}")).collect();
+        let n = crate::families::testing::node(
+            op,
+            &names.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
+            &outs.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
+            attrs,
+        );
+        let vals: Vec<Option<Value>> = inputs.into_iter().map(|t| t.map(Value::from)).collect();
+        let refs: Vec<Option<&Value>> = vals.iter().map(|v| v.as_ref()).collect();
+        let cx = RunCx::new(&n, opset, &refs, &NoGraphs);
+        Ok(f(&cx)?
+            .into_iter()
+            .map(|v| v.as_tensor().unwrap().clone())
+            .collect())
+    }
+
+    #[test]
+    fn max_roi_pool_takes_quadrant_maxima() {
+        use crate::families::testing::ais;
+        let x = Tensor::from_vec(vec![1, 1, 4, 4], (0..16).map(|v| v as f32).collect()).unwrap();
+        let rois = Tensor::from_vec(vec![1, 5], vec![0f32, 0.0, 0.0, 3.0, 3.0]).unwrap();
+        let y = run(
+            super::max_roi_pool,
+            "MaxRoiPool",
+            22,
+            vec![ais("pooled_shape", &[2, 2])],
+            vec![Some(x), Some(rois)],
+            1,
+        )
+        .unwrap();
+        assert_eq!(y[0].shape(), &[1, 1, 2, 2]);
+        assert_eq!(y[0].to_vec::<f32>().unwrap(), vec![5.0, 7.0, 13.0, 15.0]);
+    }
+
+    #[test]
+    fn bad_conv_shapes_are_errors_not_panics() {
+        let x = Tensor::from_vec(vec![1, 3, 4, 4], vec![0f32; 48]).unwrap();
+        let w = Tensor::from_vec(vec![2, 2, 3, 3], vec![0f32; 36]).unwrap();
+        assert!(run(
+            super::conv,
+            "Conv",
+            22,
+            vec![],
+            vec![Some(x.clone()), Some(w)],
+            1
+        )
+        .is_err());
+        let w = Tensor::from_vec(vec![2, 3, 5, 5], vec![0f32; 150]).unwrap();
+        assert!(run(super::conv, "Conv", 22, vec![], vec![Some(x), Some(w)], 1).is_err());
+    }
+}

@@ -1150,3 +1150,82 @@ pub const KERNELS: &[KernelDef] = &[
     kernel("AffineGrid", 20, affine_grid),
     kernel("Col2Im", 18, col2im),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::super::conv::tests::run;
+    use crate::families::testing::astr;
+    use tensor::Tensor;
+
+    #[test]
+    fn pad_with_negative_pads_crops() {
+        let x = Tensor::from_vec(vec![2, 3], vec![1i64, 2, 3, 4, 5, 6]).unwrap();
+        let p = Tensor::from_vec(vec![4], vec![0i64, -1, 1, 1]).unwrap();
+        let y = run(super::pad, "Pad", 19, vec![], vec![Some(x), Some(p)], 1).unwrap();
+        assert_eq!(y[0].shape(), &[3, 3]);
+        assert_eq!(
+            y[0].to_vec::<i64>().unwrap(),
+            vec![2, 3, 0, 5, 6, 0, 0, 0, 0]
+        );
+    }
+
+    #[test]
+    fn pad_reflect_and_wrap_strings() {
+        let x = Tensor::from_strings(vec![3], vec!["a".into(), "b".into(), "c".into()]).unwrap();
+        let p = Tensor::from_vec(vec![2], vec![2i64, 2]).unwrap();
+        let y = run(
+            super::pad,
+            "Pad",
+            19,
+            vec![astr("mode", "reflect")],
+            vec![Some(x.clone()), Some(p.clone())],
+            1,
+        )
+        .unwrap();
+        let s: Vec<_> = y[0]
+            .strings()
+            .unwrap()
+            .iter()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .collect();
+        assert_eq!(s, ["c", "b", "a", "b", "c", "b", "a"]);
+        let y = run(
+            super::pad,
+            "Pad",
+            19,
+            vec![astr("mode", "wrap")],
+            vec![Some(x), Some(p)],
+            1,
+        )
+        .unwrap();
+        let s: Vec<_> = y[0]
+            .strings()
+            .unwrap()
+            .iter()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .collect();
+        assert_eq!(s, ["b", "c", "a", "b", "c", "a", "b"]);
+    }
+
+    #[test]
+    fn upsample_linear_v7_is_asymmetric() {
+        use onnx_proto::AttributeProto;
+        let scales = AttributeProto {
+            name: Some("scales".into()),
+            floats: vec![1.0, 2.0],
+            r#type: Some(6),
+            ..Default::default()
+        };
+        let x = Tensor::from_vec(vec![1, 2], vec![1f32, 3.0]).unwrap();
+        let y = run(
+            super::upsample,
+            "Upsample",
+            7,
+            vec![scales, astr("mode", "linear")],
+            vec![Some(x)],
+            1,
+        )
+        .unwrap();
+        assert_eq!(y[0].to_vec::<f32>().unwrap(), vec![1.0, 2.0, 3.0, 3.0]);
+    }
+}

@@ -430,3 +430,55 @@ pub const KERNELS: &[KernelDef] = &[
     kernel("GRU", 1, gru),
     kernel("LSTM", 1, lstm),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::super::conv::tests::run;
+    use crate::families::testing::ai;
+    use tensor::Tensor;
+
+    fn seq(n: usize, k: f32) -> Vec<f32> {
+        (0..n).map(|i| ((i as f32) * k).sin()).collect()
+    }
+
+    #[test]
+    fn sequence_lens_stop_a_batch_entry_early() {
+        let (t, b, i, h) = (3, 2, 2, 3);
+        let w = Tensor::from_vec(vec![1, 4 * h, i], seq(4 * h * i, 0.7)).unwrap();
+        let r = Tensor::from_vec(vec![1, 4 * h, h], seq(4 * h * h, 1.3)).unwrap();
+        let xv = seq(t * b * i, 0.9);
+        let x = Tensor::from_vec(vec![t, b, i], xv.clone()).unwrap();
+        let lens = Tensor::from_vec(vec![b], vec![3i32, 2]).unwrap();
+        let attrs = || vec![ai("hidden_size", h as i64)];
+        let full = run(
+            super::lstm,
+            "LSTM",
+            22,
+            attrs(),
+            vec![Some(x), Some(w.clone()), Some(r.clone()), None, Some(lens)],
+            3,
+        )
+        .unwrap();
+        // Batch entry 1 alone over its first 2 steps.
+        let x1: Vec<f32> = (0..2)
+            .flat_map(|s| xv[(s * b + 1) * i..(s * b + 2) * i].to_vec())
+            .collect();
+        let x1 = Tensor::from_vec(vec![2, 1, i], x1).unwrap();
+        let one = run(
+            super::lstm,
+            "LSTM",
+            22,
+            attrs(),
+            vec![Some(x1), Some(w), Some(r)],
+            3,
+        )
+        .unwrap();
+        let yh = full[1].to_vec::<f32>().unwrap();
+        assert_eq!(&yh[h..2 * h], &one[1].to_vec::<f32>().unwrap()[..]);
+        let y = full[0].to_vec::<f32>().unwrap();
+        // Y[t=2, d=0, b=1, :] is zero past the length.
+        assert!(y[(2 * b + 1) * h..(2 * b + 2) * h]
+            .iter()
+            .all(|&v| v == 0.0));
+    }
+}
