@@ -99,7 +99,7 @@ pub(crate) mod common {
                 .checked_mul(d)
                 .ok_or_else(|| cx.invalid(format!("shape {shape:?} is too large")))?;
         }
-        if n > (1usize << 34) {
+        if n > (1usize << 31) {
             return Err(cx.invalid(format!("shape {shape:?} is too large")));
         }
         Ok(n)
@@ -183,7 +183,7 @@ pub(crate) fn window_table(
     let k_total = common::numel(cx, kshape)?;
     let total = p_total
         .checked_mul(k_total)
-        .filter(|&t| t <= (1usize << 34))
+        .filter(|&t| t <= (1usize << 28))
         .ok_or_else(|| cx.invalid("window table too large"))?;
     let tstr = crate::exec::util::strides(tshape);
     // Per dim: for (kd, pd), (offset contribution or None, in padded region).
@@ -1137,7 +1137,7 @@ fn roi_align(cx: &RunCx) -> KResult<Vec<Value>> {
         } else {
             (rw / ow as f64).ceil().max(0.0) as usize
         };
-        if gh.saturating_mul(gw) > 1 << 24 {
+        if gh.saturating_mul(gw).saturating_mul(oh * ow) > 1 << 26 {
             return Err(cx.invalid("RoiAlign sampling grid too large"));
         }
         let count = (gh * gw).max(1) as f64;

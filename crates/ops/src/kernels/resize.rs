@@ -347,6 +347,9 @@ impl Interp {
                 match self.nearest_mode.as_str() {
                     "round_prefer_ceil" => vec![b(ratio < 0.5), b(ratio >= 0.5)],
                     "floor" => vec![1.0, 0.0],
+                    // Opset-10 Resize (as onnxruntime): ceil when downsampling, else floor.
+                    "simple" if scale < 1.0 => vec![0.0, 1.0],
+                    "simple" => vec![1.0, 0.0],
                     "ceil" => vec![0.0, 1.0],
                     _ => vec![b(ratio <= 0.5), b(ratio > 0.5)],
                 }
@@ -638,7 +641,7 @@ fn resize(cx: &RunCx) -> KResult<Vec<Value>> {
         }
         let ip = Interp {
             mode,
-            nearest_mode: "floor".into(),
+            nearest_mode: "simple".into(),
             coord: "asymmetric".into(),
             cubic_a: -0.75,
             exclude_outside: false,
