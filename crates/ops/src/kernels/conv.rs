@@ -673,9 +673,9 @@ fn conv_transpose(cx: &RunCx) -> KResult<Vec<Value>> {
         for i in 0..nsp {
             let total = s[i] as i64 * (in_sp[i] as i64 - 1) + op[i] + keff[i] - out[i];
             if ap == "SAME_UPPER" {
-                pb[i] = total / 2;
+                pb[i] = total.div_euclid(2); // floor, as the reference (total may be negative)
             } else {
-                pb[i] = total - total / 2;
+                pb[i] = total - total.div_euclid(2);
             }
             pe[i] = total - pb[i];
         }
