@@ -105,12 +105,22 @@ pub(crate) mod common {
         Ok(n)
     }
 
+    /// Bound on geometry attribute values (pads, strides, kernel sizes ...).
+    pub(crate) const LIMIT: u64 = 1 << 31;
+
     /// An int list attribute of exactly `n` values, or `default` repeated.
     pub(crate) fn ints_n(cx: &RunCx, name: &str, n: usize, default: i64) -> KResult<Vec<i64>> {
         match cx.attr_ints(name)? {
             None => Ok(vec![default; n]),
             Some([]) => Ok(vec![default; n]),
-            Some(v) if v.len() == n => Ok(v.to_vec()),
+            Some(v) if v.len() == n => {
+                if v.iter().any(|x| x.unsigned_abs() > LIMIT) {
+                    return Err(cx.invalid(format!(
+                        "attribute '{name}' values must lie within ±{LIMIT}, got {v:?}"
+                    )));
+                }
+                Ok(v.to_vec())
+            }
             Some(v) => Err(cx.invalid(format!(
                 "attribute '{name}' must hold {n} values, got {}",
                 v.len()
@@ -185,6 +195,9 @@ pub(crate) fn window_table(
         .checked_mul(k_total)
         .filter(|&t| t <= (1usize << 28))
         .ok_or_else(|| cx.invalid("window table too large"))?;
+    if total == 0 {
+        return Ok(Vec::new());
+    }
     let tstr = crate::exec::util::strides(tshape);
     // Per dim: for (kd, pd), (offset contribution or None, in padded region).
     let mut per: Vec<Vec<(Option<usize>, bool)>> = Vec::with_capacity(n);
@@ -395,6 +408,9 @@ fn conv_plan(cx: &RunCx, xs: &[usize], ws: &[usize]) -> KResult<ConvPlan> {
     }
     let group = group as usize;
     let (n, c, m) = (xs[0], xs[1], ws[0]);
+    if group > c.max(1) {
+        return Err(cx.invalid(format!("group {group} exceeds the {c} input channels")));
+    }
     if c != ws[1] * group || m % group != 0 {
         return Err(cx.invalid(format!(
             "X channels {c} must equal W.shape[1] ({}) * group ({group}) and W.shape[0] ({m}) must divide by group",
@@ -630,6 +646,9 @@ fn conv_transpose(cx: &RunCx) -> KResult<Vec<Value>> {
     }
     let group = group as usize;
     let c = xs[1];
+    if group > c.max(1) {
+        return Err(cx.invalid(format!("group {group} exceeds the {c} input channels")));
+    }
     if ws[0] != c || c % group != 0 {
         return Err(cx.invalid(format!(
             "W.shape[0] ({}) must equal X channels ({c}), divisible by group {group}",
@@ -662,6 +681,16 @@ fn conv_transpose(cx: &RunCx) -> KResult<Vec<Value>> {
             return Err(cx.invalid(format!("output_shape must hold {nsp} values, got {v:?}")))
         }
     };
+    if op
+        .iter()
+        .chain(out_attr.iter().flatten())
+        .any(|v| v.unsigned_abs() > common::LIMIT)
+    {
+        return Err(cx.invalid(format!(
+            "output_padding {op:?} / output_shape {out_attr:?} must lie within ±{}",
+            common::LIMIT
+        )));
+    }
     let ap = auto_pad(cx)?;
     let has_pads = cx.attr_ints("pads")?.is_some_and(|p| !p.is_empty());
     let (pb, pe, out_sp): (Vec<i64>, Vec<i64>, Vec<i64>) = if !has_pads && ap.starts_with("SAME") {
@@ -774,7 +803,7 @@ fn pool(cx: &RunCx, kind: PoolKind) -> KResult<Vec<Value>> {
     let in_sp = spatial_of(cx, x, "X")?.to_vec();
     let nsp = in_sp.len();
     let k_sp: Vec<usize> = match cx.attr_ints("kernel_shape")? {
-        Some(k) if k.len() == nsp && k.iter().all(|&v| v >= 1) => {
+        Some(k) if k.len() == nsp && k.iter().all(|&v| v >= 1 && v as u64 <= common::LIMIT) => {
             k.iter().map(|&v| v as usize).collect()
         }
         other => {
@@ -990,7 +1019,9 @@ fn max_unpool(cx: &RunCx) -> KResult<Vec<Value>> {
         )));
     }
     let k: Vec<i64> = match cx.attr_ints("kernel_shape")? {
-        Some(k) if k.len() == nsp && k.iter().all(|&v| v >= 1) => k.to_vec(),
+        Some(k) if k.len() == nsp && k.iter().all(|&v| v >= 1 && v as u64 <= common::LIMIT) => {
+            k.to_vec()
+        }
         other => {
             return Err(cx.invalid(format!(
                 "kernel_shape must hold {nsp} positive values, got {other:?}"
@@ -1098,6 +1129,12 @@ fn roi_align(cx: &RunCx) -> KResult<Vec<Value>> {
     let scale = cx.float("spatial_scale", 1.0)? as f64;
     let [n, c, h, w] = [x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3]];
     let nr = bi.len();
+    if h == 0 || w == 0 {
+        return Err(cx.invalid(format!(
+            "X spatial dims must be non-empty, got {:?}",
+            x.shape()
+        )));
+    }
     let shape = vec![nr, c, oh, ow];
     common::numel(cx, &shape)?;
     if !matches!(
@@ -1208,6 +1245,11 @@ fn roi_align(cx: &RunCx) -> KResult<Vec<Value>> {
     Ok(vec![numeric_store(cx, x.dtype(), shape, y)?.into()])
 }
 
+/// `round(v) + start` clamped to `0..=len` (saturating).
+fn edge(v: f64, round: fn(f64) -> f64, start: i64, len: usize) -> usize {
+    (round(v) as i64).saturating_add(start).clamp(0, len as i64) as usize
+}
+
 /// MaxRoiPool: Caffe-style max pooling over each region of interest.
 fn max_roi_pool(cx: &RunCx) -> KResult<Vec<Value>> {
     let x = cx.input(0)?;
@@ -1252,19 +1294,18 @@ fn max_roi_pool(cx: &RunCx) -> KResult<Vec<Value>> {
         let sh = (roi[2] * scale).round() as i64;
         let ew = (roi[3] * scale).round() as i64;
         let eh = (roi[4] * scale).round() as i64;
-        let rh = (eh - sh + 1).max(1) as f64;
-        let rw = (ew - sw + 1).max(1) as f64;
+        let rh = eh.saturating_sub(sh).saturating_add(1).max(1) as f64;
+        let rw = ew.saturating_sub(sw).saturating_add(1).max(1) as f64;
         let bh = rh / ps[0] as f64;
         let bw = rw / ps[1] as f64;
         for ch in 0..c {
             let src = &xv[(b * c + ch) * h * w..(b * c + ch + 1) * h * w];
             for ph in 0..ps[0] {
-                let hs = ((ph as f64 * bh).floor() as i64 + sh).clamp(0, h as i64) as usize;
-                let he = (((ph + 1) as f64 * bh).ceil() as i64 + sh).clamp(0, h as i64) as usize;
+                let hs = edge(ph as f64 * bh, f64::floor, sh, h);
+                let he = edge((ph + 1) as f64 * bh, f64::ceil, sh, h);
                 for pw in 0..ps[1] {
-                    let ws = ((pw as f64 * bw).floor() as i64 + sw).clamp(0, w as i64) as usize;
-                    let we =
-                        (((pw + 1) as f64 * bw).ceil() as i64 + sw).clamp(0, w as i64) as usize;
+                    let ws = edge(pw as f64 * bw, f64::floor, sw, w);
+                    let we = edge((pw + 1) as f64 * bw, f64::ceil, sw, w);
                     let mut m = f64::NEG_INFINITY;
                     for yy in hs..he {
                         for xx in ws..we {
@@ -1304,6 +1345,12 @@ fn deform_conv(cx: &RunCx) -> KResult<Vec<Value>> {
     let group = cx.int("group", 1)?.max(1) as usize;
     let og = cx.int("offset_group", 1)?.max(1) as usize;
     let (kh, kw) = (w.shape()[2], w.shape()[3]);
+    if kh == 0 || kw == 0 || group > ic.max(1) || og > ic.max(1) {
+        return Err(cx.invalid(format!(
+            "W must have a non-empty kernel and group/offset_group at most the {ic} channels, got W {:?}, group {group}, offset_group {og}",
+            w.shape()
+        )));
+    }
     if ic != w.shape()[1] * group || oc % group != 0 || ic % og != 0 {
         return Err(cx.invalid(format!(
             "inconsistent shapes: X {:?}, W {:?}, group {group}, offset_group {og}",

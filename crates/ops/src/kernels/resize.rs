@@ -166,6 +166,12 @@ fn pad(cx: &RunCx) -> KResult<Vec<Value>> {
             pads.len()
         )));
     }
+    if pads.iter().any(|p| p.unsigned_abs() > common::LIMIT) {
+        return Err(cx.invalid(format!(
+            "pads must lie within ±{}, got {pads:?}",
+            common::LIMIT
+        )));
+    }
     let na = axes.len();
     let mut pb = vec![0i64; rank];
     let mut pe = vec![0i64; rank];
@@ -215,6 +221,10 @@ fn center_crop_pad(cx: &RunCx) -> KResult<Vec<Value>> {
         )));
     }
     let mut out_shape = x.shape().to_vec();
+    for (&a, &sh) in axes.iter().zip(&shape) {
+        out_shape[a] = sh as usize;
+    }
+    common::numel(cx, &out_shape)?;
     let mut maps: Vec<Vec<Option<usize>>> = x
         .shape()
         .iter()
@@ -242,7 +252,7 @@ fn center_crop_pad(cx: &RunCx) -> KResult<Vec<Value>> {
 /// The blocksize attribute and a rank-4 input's dims.
 fn block_args(cx: &RunCx, x: &Tensor) -> KResult<(usize, [usize; 4], bool)> {
     let bs = cx.int("blocksize", 0)?;
-    if bs < 1 {
+    if !(1..=1 << 16).contains(&bs) {
         return Err(cx.invalid(format!("blocksize must be positive, got {bs}")));
     }
     if x.rank() != 4 {
@@ -301,6 +311,7 @@ fn space_to_depth(cx: &RunCx) -> KResult<Vec<Value>> {
     }
     let (ho, wo) = (h / bs, w / bs);
     let co = c * bs * bs;
+    common::numel(cx, &[b, co, ho, wo])?;
     let mut offs = vec![0usize; x.len()];
     for n in 0..b {
         for cc in 0..c {
@@ -448,6 +459,8 @@ impl Interp {
                     }
                     _ => (yf + 0.5) / scale - 0.5,
                 };
+                // Far-away coordinates all clamp to the edge; keep the index arithmetic finite.
+                let x = x.clamp(-1e12, 1e12);
                 let xi = x.floor();
                 let ratio = if x == xi { 1.0 } else { x - xi };
                 let mut w = self.coeffs(ratio, scale);
@@ -967,6 +980,11 @@ fn grid_sample(cx: &RunCx) -> KResult<Vec<Value>> {
                         xo = gs_reflect(xo, lo, hi);
                     }
                 }
+                let xo = if xo.is_nan() {
+                    xo
+                } else {
+                    xo.clamp(-1e12, 1e12)
+                };
                 taps[i].clear();
                 match mode {
                     0 => taps[i].push((pix(xo as i32 as i64, i), 1.0)),
@@ -1081,7 +1099,13 @@ fn col2im(cx: &RunCx) -> KResult<Vec<Value>> {
     let image = util::to_i64s(cx.input(1)?)?;
     let block = util::to_i64s(cx.input(2)?)?;
     let nd = image.len();
-    if nd == 0 || block.len() != nd || image.iter().chain(&block).any(|&v| v < 1) {
+    if nd == 0
+        || block.len() != nd
+        || image
+            .iter()
+            .chain(&block)
+            .any(|&v| v < 1 || v as u64 > common::LIMIT)
+    {
         return Err(cx.invalid(format!(
             "image_shape and block_shape must hold the same number of positive values, got {image:?} and {block:?}"
         )));
