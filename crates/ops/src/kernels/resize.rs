@@ -919,6 +919,9 @@ fn grid_sample(cx: &RunCx) -> KResult<Vec<Value>> {
     let align = cx.int("align_corners", 0)? != 0;
     let (n, c) = (xs[0], xs[1]);
     let dims = &xs[2..];
+    if dims.contains(&0) {
+        return Err(cx.invalid(format!("X spatial dims must be non-empty, got {xs:?}")));
+    }
     let out_sp = &gs[1..gs.len() - 1];
     let osz: usize = out_sp.iter().product();
     let insz: usize = dims.iter().product();
