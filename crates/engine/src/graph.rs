@@ -59,7 +59,15 @@ pub(crate) fn runner_for<'a>(
         return Ok(Runner::Kernel(k));
     }
     if let Some(schema) = opset::schema_in(domain, node.op_type(), version) {
-        if let Some(Ok(body)) = schema.function_body(version) {
+        if let Some(Ok(mut body)) = schema.function_body(version) {
+            // Attribute references fall back to the schema's defaults when the node omits them.
+            for a in &schema.attributes {
+                if let Some(d) = &a.default {
+                    if !body.attribute_proto.iter().any(|p| p.name() == a.name) {
+                        body.attribute_proto.push(default_attribute(&a.name, d));
+                    }
+                }
+            }
             return Ok(Runner::Function(Box::new(std::borrow::Cow::Owned(body))));
         }
     }
@@ -69,6 +77,50 @@ pub(crate) fn runner_for<'a>(
         format!(" in domain '{domain}'")
     };
     Err(unsupported(version, detail))
+}
+
+/// A schema default as an `AttributeProto`.
+fn default_attribute(name: &str, v: &opset::AttributeValue) -> onnx_proto::AttributeProto {
+    use onnx_proto::attribute_proto::AttributeType as T;
+    use opset::AttributeValue as V;
+    let mut a = onnx_proto::AttributeProto {
+        name: Some(name.to_string()),
+        ..Default::default()
+    };
+    match v {
+        V::Float(f) => {
+            a.r#type = Some(T::Float as i32);
+            a.f = Some(*f);
+        }
+        V::Int(i) => {
+            a.r#type = Some(T::Int as i32);
+            a.i = Some(*i);
+        }
+        V::String(s) => {
+            a.r#type = Some(T::String as i32);
+            a.s = Some(bytes::Bytes::from(s.clone().into_bytes()));
+        }
+        V::Floats(f) => {
+            a.r#type = Some(T::Floats as i32);
+            a.floats = f.clone();
+        }
+        V::Ints(i) => {
+            a.r#type = Some(T::Ints as i32);
+            a.ints = i.clone();
+        }
+        V::Strings(s) => {
+            a.r#type = Some(T::Strings as i32);
+            a.strings = s
+                .iter()
+                .map(|s| bytes::Bytes::from(s.clone().into_bytes()))
+                .collect();
+        }
+        V::Tensor(hex) => {
+            a.r#type = Some(T::Tensor as i32);
+            a.t = <onnx_proto::TensorProto as onnx_proto::Message>::decode(&hex.0[..]).ok();
+        }
+    }
+    a
 }
 
 pub(crate) fn node_name(node: &NodeProto) -> String {
