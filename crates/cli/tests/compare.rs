@@ -97,7 +97,7 @@ fn layerwise_names_the_node_with_a_changed_weight() {
     assert_eq!(nodes[0]["output"]["ok"], true);
     let conv2 = nodes.iter().find(|n| n["name"] == "/conv2/Conv").unwrap();
     assert_eq!(conv2["own"]["ok"], false);
-    // The bisected node reproduces on its own.
+    // The bisected node alone reproduces the divergence against the reference's values.
     let cut = bisect.join("model.onnx");
     assert!(cut.is_file());
     let o2 = run(&[
@@ -108,11 +108,12 @@ fn layerwise_names_the_node_with_a_changed_weight() {
     ]);
     assert_eq!(
         o2.status.code(),
-        Some(0),
-        "the cut model reproduces the candidate's node: {}{}",
+        Some(1),
+        "the cut node alone diverges: {}{}",
         stdout(&o2),
         stderr(&o2)
     );
+    assert!(stdout(&o2).contains("BAD /conv2/Conv_output_0"), "{}", stdout(&o2));
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("<svg") && page.contains("/conv2/Conv"));
     assert!(!page.contains("http://") || page.contains("xmlns='http://www.w3.org/2000/svg'"));

@@ -69,8 +69,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
 
     if let Some(path) = &args.output {
         let mut tensors: Vec<(String, tensor::Tensor)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for (name, v) in result.outputs.iter().chain(&result.captured) {
-            flatten_for_npz(name, v, &mut tensors);
+            // A captured graph output is already there.
+            if seen.insert(name.as_str()) {
+                flatten_for_npz(name, v, &mut tensors);
+            }
         }
         tensor::npz::write(path, tensors.iter().map(|(n, t)| (n.as_str(), t)))
             .with_context(|| format!("writing {}", path.display()))?;
