@@ -90,7 +90,9 @@ fn loop_op(cx: &RunCx) -> KResult<Vec<Value>> {
         let mut inputs = Vec::with_capacity(2 + n_carried);
         inputs.push(Value::Tensor(Tensor::scalar(it)));
         inputs.push(Value::Tensor(Tensor::scalar(cond)));
-        inputs.extend(carried.iter().cloned());
+        for (i, v) in carried.iter().enumerate() {
+            inputs.push(as_declared(v, body.input[2 + i].r#type.as_ref()));
+        }
         let mut out = cx.run_graph(body, inputs)?.into_iter();
         let c = out
             .next()
@@ -146,6 +148,20 @@ fn loop_op(cx: &RunCx) -> KResult<Vec<Value>> {
         }
     }
     Ok(result)
+}
+
+/// `v` wrapped in an optional when the body input it binds to is declared optional and `v`
+/// is a plain tensor or sequence (a loop-carried optional comes back from the body unwrapped).
+fn as_declared(v: &Value, ty: Option<&TypeProto>) -> Value {
+    let declared_optional = matches!(
+        ty.and_then(|t| t.value.as_ref()),
+        Some(type_proto::Value::OptionalType(_))
+    );
+    match v {
+        Value::Optional(_) => v.clone(),
+        _ if declared_optional => Value::Optional(Some(Box::new(v.clone()))),
+        _ => v.clone(),
+    }
 }
 
 /// An empty scan output (no iterations ran): shape `[0]` inserted at `axis` into the body's
