@@ -1,5 +1,785 @@
-//! Kernels of the text family (inference: `families/text.rs`).
+//! Kernels of the text family (inference: `families/text.rs`): string tensors.
 
-use crate::exec::KernelDef;
+use crate::exec::util::{broadcast_offsets, broadcast_shapes, broadcast_strides, to_i64s};
+use crate::exec::{kernel, KResult, KernelDef, RunCx, Value};
+use bytes::Bytes;
+use std::collections::HashMap;
+use tensor::{DataType, Tensor};
 
-pub const KERNELS: &[KernelDef] = &[];
+/// Input `i` as a string tensor's elements.
+fn strings<'a>(cx: &RunCx<'a>, i: usize) -> KResult<(&'a Tensor, &'a [Bytes])> {
+    let t = cx.input(i)?;
+    match t.strings() {
+        Some(s) => Ok((t, s)),
+        None => Err(cx.unsupported(t.dtype())),
+    }
+}
+
+/// StringConcat: elementwise concatenation of two string tensors, with broadcasting.
+fn string_concat(cx: &RunCx) -> KResult<Vec<Value>> {
+    let (a, av) = strings(cx, 0)?;
+    let (b, bv) = strings(cx, 1)?;
+    let out = broadcast_shapes(&[a.shape(), b.shape()])?;
+    let ao = broadcast_offsets(&out, &broadcast_strides(a.shape(), &out));
+    let bo = broadcast_offsets(&out, &broadcast_strides(b.shape(), &out));
+    let data: Vec<Bytes> = ao
+        .into_iter()
+        .zip(bo)
+        .map(|(i, j)| {
+            let mut v = Vec::with_capacity(av[i].len() + bv[j].len());
+            v.extend_from_slice(&av[i]);
+            v.extend_from_slice(&bv[j]);
+            Bytes::from(v)
+        })
+        .collect();
+    Ok(vec![Tensor::from_strings(out, data)?.into()])
+}
+
+/// StringSplit: splits each string by `delimiter` (runs of whitespace when empty or absent)
+/// at most `maxsplit` times; outputs the pieces padded with "" to the longest split, and the
+/// number of pieces per string.
+fn string_split(cx: &RunCx) -> KResult<Vec<Value>> {
+    let (x, xv) = strings(cx, 0)?;
+    let delim = cx.attr_s("delimiter")?.unwrap_or_default();
+    let maxsplit = cx.attr_i("maxsplit")?;
+    if let Some(m) = maxsplit {
+        if m < 0 {
+            return Err(cx.invalid(format!("StringSplit maxsplit must be >= 0, got {m}")));
+        }
+    }
+    let limit = maxsplit.map(|m| m as usize).unwrap_or(usize::MAX);
+    let mut pieces: Vec<Vec<Bytes>> = Vec::with_capacity(xv.len());
+    for s in xv {
+        let text = std::str::from_utf8(s)
+            .map_err(|_| cx.invalid("StringSplit input holds a string that is not valid UTF-8"))?;
+        let parts: Vec<&str> = if delim.is_empty() {
+            split_whitespace(text, limit)
+        } else {
+            text.splitn(limit.saturating_add(1), delim.as_str())
+                .collect()
+        };
+        pieces.push(
+            parts
+                .into_iter()
+                .map(|p| Bytes::copy_from_slice(p.as_bytes()))
+                .collect(),
+        );
+    }
+    let width = pieces.iter().map(Vec::len).max().unwrap_or(0);
+    let mut shape = x.shape().to_vec();
+    shape.push(width);
+    let mut flat = Vec::with_capacity(pieces.len() * width);
+    let mut counts = Vec::with_capacity(pieces.len());
+    for p in pieces {
+        counts.push(p.len() as i64);
+        let pad = width - p.len();
+        flat.extend(p);
+        flat.extend(std::iter::repeat_n(Bytes::new(), pad));
+    }
+    Ok(vec![
+        Tensor::from_strings(shape, flat)?.into(),
+        Tensor::from_vec(x.shape().to_vec(), counts)?.into(),
+    ])
+}
+
+/// Python's `str.split(None, maxsplit)`: runs of whitespace separate, leading whitespace is
+/// dropped, and after `limit` splits the remainder (trailing whitespace included) is one piece.
+fn split_whitespace(text: &str, limit: usize) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text.trim_start();
+    while !rest.is_empty() {
+        if out.len() == limit {
+            out.push(rest);
+            break;
+        }
+        match rest.find(char::is_whitespace) {
+            Some(e) => {
+                out.push(&rest[..e]);
+                rest = rest[e..].trim_start();
+            }
+            None => {
+                out.push(rest);
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// StringNormalizer: removes stopwords (whole elements) and changes case, on a `[C]` or
+/// `[1, C]` string tensor; if every element is removed the output is a single "".
+fn string_normalizer(cx: &RunCx) -> KResult<Vec<Value>> {
+    let (x, xv) = strings(cx, 0)?;
+    let action = cx.string("case_change_action", "NONE")?;
+    if !matches!(action.as_str(), "NONE" | "LOWER" | "UPPER") {
+        return Err(cx.invalid(format!(
+            "StringNormalizer case_change_action must be NONE, LOWER or UPPER, got '{action}'"
+        )));
+    }
+    let sensitive = cx.int("is_case_sensitive", 0)? != 0;
+    let stop: Vec<String> = cx.attr_strings("stopwords")?.unwrap_or_default();
+    let two_d = match x.shape() {
+        [_] => false,
+        [1, _] => true,
+        s => {
+            return Err(cx.invalid(format!(
+                "StringNormalizer input must have shape [C] or [1, C], got {s:?}"
+            )))
+        }
+    };
+    let stop_cmp: Vec<String> = if sensitive {
+        stop
+    } else {
+        stop.iter().map(|w| w.to_lowercase()).collect()
+    };
+    let mut out: Vec<Bytes> = Vec::with_capacity(xv.len());
+    for s in xv {
+        let text = String::from_utf8_lossy(s);
+        let key = if sensitive {
+            text.to_string()
+        } else {
+            text.to_lowercase()
+        };
+        if stop_cmp.contains(&key) {
+            continue;
+        }
+        let changed = match action.as_str() {
+            "LOWER" => text.to_lowercase(),
+            "UPPER" => text.to_uppercase(),
+            _ => text.into_owned(),
+        };
+        out.push(Bytes::from(changed));
+    }
+    if out.is_empty() {
+        out.push(Bytes::new());
+    }
+    let shape = if two_d {
+        vec![1, out.len()]
+    } else {
+        vec![out.len()]
+    };
+    Ok(vec![Tensor::from_strings(shape, out)?.into()])
+}
+
+/// RegexFullMatch: whether each string matches `pattern` entirely (a backtracking matcher
+/// for the common RE2 subset; other syntax is reported unsupported).
+fn regex_full_match(cx: &RunCx) -> KResult<Vec<Value>> {
+    let (x, xv) = strings(cx, 0)?;
+    let pattern = cx
+        .attr_s("pattern")?
+        .ok_or_else(|| cx.invalid("RegexFullMatch needs the 'pattern' attribute"))?;
+    let re = match regex::Regex::parse(&pattern) {
+        Ok(r) => r,
+        Err(regex::ParseError::Unsupported(what)) => {
+            return Err(cx.unsupported(format!("pattern syntax {what}")))
+        }
+        Err(regex::ParseError::Invalid(what)) => {
+            return Err(cx.invalid(format!("RegexFullMatch pattern '{pattern}': {what}")))
+        }
+    };
+    let mut out = Vec::with_capacity(xv.len());
+    for s in xv {
+        let text: Vec<char> = String::from_utf8_lossy(s).chars().collect();
+        match re.full_match(&text) {
+            Some(m) => out.push(m),
+            None => {
+                return Err(cx.invalid(format!(
+                    "RegexFullMatch pattern '{pattern}' needs too much backtracking on an input"
+                )))
+            }
+        }
+    }
+    Ok(vec![Tensor::from_vec(x.shape().to_vec(), out)?.into()])
+}
+
+/// ImageDecoder: needs image codecs this build does not have.
+fn image_decoder(cx: &RunCx) -> KResult<Vec<Value>> {
+    Err(cx.unsupported("encoded images (no JPEG/PNG/BMP/TIFF/WebP/PNM codecs in this build)"))
+}
+
+/// An n-gram pool key.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum Key {
+    I(i64),
+    S(Bytes),
+}
+
+/// A trie node of the n-gram pool: `id` 0 means no n-gram ends here.
+#[derive(Default)]
+struct Gram {
+    id: usize,
+    children: HashMap<Key, usize>,
+}
+
+/// TfIdfVectorizer: counts the pool's n-grams (with skips) in each row of `[C]` or `[B, C]`
+/// input and weighs them by `mode` (TF, IDF, TFIDF).
+fn tfidf_vectorizer(cx: &RunCx) -> KResult<Vec<Value>> {
+    let x = cx.input(0)?;
+    let mode = cx.string("mode", "TF")?;
+    if !matches!(mode.as_str(), "TF" | "IDF" | "TFIDF") {
+        return Err(cx.invalid(format!(
+            "TfIdfVectorizer mode must be TF, IDF or TFIDF, got '{mode}'"
+        )));
+    }
+    let min_n = cx.int("min_gram_length", 1)?;
+    let max_n = cx.int("max_gram_length", 1)?;
+    let max_skip = cx.int("max_skip_count", 0)?;
+    if min_n < 1 || max_n < min_n || max_skip < 0 {
+        return Err(cx.invalid(format!(
+            "TfIdfVectorizer needs 1 <= min_gram_length <= max_gram_length and max_skip_count >= 0, got {min_n}, {max_n}, {max_skip}"
+        )));
+    }
+    let (min_n, max_n, max_skip) = (min_n as usize, max_n as usize, max_skip as usize);
+    let counts = cx.attr_ints("ngram_counts")?.unwrap_or(&[]);
+    let indexes = cx.attr_ints("ngram_indexes")?.unwrap_or(&[]);
+    let weights = cx.attr_floats("weights")?.unwrap_or(&[]);
+    let pool: Vec<Key> = if let Some(p) = cx.attr_ints("pool_int64s")? {
+        p.iter().map(|&v| Key::I(v)).collect()
+    } else if let Some(a) = cx.attr("pool_strings") {
+        a.strings.iter().map(|s| Key::S(s.clone())).collect()
+    } else {
+        return Err(cx.invalid("TfIdfVectorizer needs pool_int64s or pool_strings"));
+    };
+    if indexes.iter().any(|&i| i < 0) {
+        return Err(cx.invalid("TfIdfVectorizer ngram_indexes must be >= 0"));
+    }
+    let out_size = indexes.iter().map(|&i| i as usize + 1).max().unwrap_or(0);
+    if !weights.is_empty() && weights.len() < out_size {
+        return Err(cx.invalid(format!(
+            "TfIdfVectorizer has {} weights for an output of size {out_size}",
+            weights.len()
+        )));
+    }
+    // Build the trie of the pool's n-grams.
+    let mut trie: Vec<Gram> = vec![Gram::default()];
+    let mut gram_id = 1usize;
+    for (i, &start) in counts.iter().enumerate() {
+        let n = i + 1;
+        let end = counts.get(i + 1).copied().unwrap_or(pool.len() as i64);
+        if start < 0 || end < start || end as usize > pool.len() {
+            return Err(cx.invalid(format!(
+                "TfIdfVectorizer ngram_counts {counts:?} do not fit a pool of {}",
+                pool.len()
+            )));
+        }
+        let (start, end) = (start as usize, end as usize);
+        let grams = (end - start) / n;
+        if n < min_n || n > max_n {
+            gram_id += grams;
+            continue;
+        }
+        for g in 0..grams {
+            let mut node = 0usize;
+            for k in 0..n {
+                let key = pool[start + g * n + k].clone();
+                let next = match trie[node].children.get(&key) {
+                    Some(&c) => c,
+                    None => {
+                        trie.push(Gram::default());
+                        let c = trie.len() - 1;
+                        trie[node].children.insert(key, c);
+                        c
+                    }
+                };
+                node = next;
+            }
+            trie[node].id = gram_id;
+            gram_id += 1;
+        }
+    }
+    let keys: Vec<Key> = match x.dtype() {
+        DataType::String => x
+            .strings()
+            .unwrap_or(&[])
+            .iter()
+            .map(|s| Key::S(s.clone()))
+            .collect(),
+        DataType::Int32 | DataType::Int64 => to_i64s(x)?.into_iter().map(Key::I).collect(),
+        d => return Err(cx.unsupported(d)),
+    };
+    let (rows, c, out_shape) = match x.shape() {
+        [] => (1, 1, vec![out_size]),
+        [c] => (1, *c, vec![out_size]),
+        [b, c] => (*b, *c, vec![*b, out_size]),
+        s => {
+            return Err(cx.invalid(format!(
+                "TfIdfVectorizer input must have shape [C] or [B, C], got {s:?}"
+            )))
+        }
+    };
+    let mut freq = vec![0i64; rows * out_size];
+    for r in 0..rows {
+        let row = &keys[r * c..(r + 1) * c];
+        let mut start_n = min_n;
+        for skip in 1..=max_skip + 1 {
+            for s in 0..c {
+                if s + skip * (start_n - 1) >= c {
+                    break;
+                }
+                let mut node = 0usize;
+                let mut item = s;
+                let mut n = 1;
+                while !trie[node].children.is_empty() && n <= max_n && item < c {
+                    let Some(&next) = trie[node].children.get(&row[item]) else {
+                        break;
+                    };
+                    let id = trie[next].id;
+                    if n >= start_n && id != 0 {
+                        let slot = indexes.get(id - 1).copied().ok_or_else(|| {
+                            cx.invalid(format!(
+                                "TfIdfVectorizer has {} ngram_indexes, n-gram {id} needs more",
+                                indexes.len()
+                            ))
+                        })?;
+                        freq[r * out_size + slot as usize] += 1;
+                    }
+                    node = next;
+                    n += 1;
+                    item += skip;
+                }
+            }
+            if start_n == 1 {
+                start_n += 1;
+                if start_n > max_n {
+                    break;
+                }
+            }
+        }
+    }
+    let y: Vec<f32> = freq
+        .iter()
+        .enumerate()
+        .map(|(p, &f)| {
+            let w = weights.get(p % out_size.max(1)).copied();
+            match (mode.as_str(), w) {
+                ("TF", _) => f as f32,
+                ("IDF", Some(w)) => {
+                    if f > 0 {
+                        w
+                    } else {
+                        0.0
+                    }
+                }
+                ("IDF", None) => {
+                    if f > 0 {
+                        1.0
+                    } else {
+                        0.0
+                    }
+                }
+                (_, Some(w)) => w * f as f32,
+                (_, None) => f as f32,
+            }
+        })
+        .collect();
+    Ok(vec![Tensor::from_vec(out_shape, y)?.into()])
+}
+
+/// A small backtracking matcher for the RE2 subset RegexFullMatch patterns commonly use:
+/// literals, `.`, classes `[...]` (ranges, negation, `\w\d\s` and their negations), escapes,
+/// `^ $ \b \B`, groups `(...)` / `(?:...)`, `|`, and greedy or lazy `* + ? {n} {n,} {n,m}`.
+/// `\w`, `\d`, `\s` and `\b` are ASCII, as in RE2.
+mod regex {
+    use std::cell::Cell;
+
+    /// Why a pattern cannot be used.
+    pub enum ParseError {
+        /// Valid RE2 this matcher does not implement.
+        Unsupported(String),
+        /// Not a valid pattern.
+        Invalid(String),
+    }
+
+    #[derive(Debug, Clone)]
+    enum ClassItem {
+        Range(char, char),
+        Word(bool),
+        Digit(bool),
+        Space(bool),
+    }
+
+    #[derive(Debug, Clone)]
+    enum Node {
+        Char(char),
+        Any,
+        Class(Vec<ClassItem>, bool),
+        Start,
+        End,
+        WordBoundary(bool),
+        Concat(Vec<Node>),
+        Alt(Vec<Node>),
+        Repeat(Box<Node>, usize, usize, bool),
+    }
+
+    pub struct Regex {
+        root: Node,
+    }
+
+    /// Backtracking steps allowed per input before giving up.
+    const BUDGET: usize = 1_000_000;
+
+    fn is_word(c: char) -> bool {
+        c.is_ascii_alphanumeric() || c == '_'
+    }
+
+    fn is_space(c: char) -> bool {
+        matches!(c, ' ' | '\t' | '\n' | '\r' | '\x0b' | '\x0c')
+    }
+
+    impl ClassItem {
+        fn matches(&self, c: char) -> bool {
+            match *self {
+                ClassItem::Range(a, b) => a <= c && c <= b,
+                ClassItem::Word(neg) => is_word(c) != neg,
+                ClassItem::Digit(neg) => c.is_ascii_digit() != neg,
+                ClassItem::Space(neg) => is_space(c) != neg,
+            }
+        }
+    }
+
+    struct Parser<'a> {
+        s: &'a [char],
+        i: usize,
+    }
+
+    impl Parser<'_> {
+        fn peek(&self) -> Option<char> {
+            self.s.get(self.i).copied()
+        }
+
+        fn alt(&mut self) -> Result<Node, ParseError> {
+            let mut branches = vec![self.concat()?];
+            while self.peek() == Some('|') {
+                self.i += 1;
+                branches.push(self.concat()?);
+            }
+            Ok(if branches.len() == 1 {
+                branches.pop().unwrap_or(Node::Concat(vec![]))
+            } else {
+                Node::Alt(branches)
+            })
+        }
+
+        fn concat(&mut self) -> Result<Node, ParseError> {
+            let mut items = Vec::new();
+            while let Some(c) = self.peek() {
+                if c == '|' || c == ')' {
+                    break;
+                }
+                let atom = self.atom()?;
+                let atom = self.quantifier(atom)?;
+                items.push(atom);
+            }
+            Ok(Node::Concat(items))
+        }
+
+        fn number(&mut self) -> Option<usize> {
+            let start = self.i;
+            while self.peek().is_some_and(|c| c.is_ascii_digit()) {
+                self.i += 1;
+            }
+            if self.i == start {
+                return None;
+            }
+            self.s[start..self.i]
+                .iter()
+                .collect::<String>()
+                .parse()
+                .ok()
+        }
+
+        fn quantifier(&mut self, atom: Node) -> Result<Node, ParseError> {
+            let (min, max) = match self.peek() {
+                Some('*') => {
+                    self.i += 1;
+                    (0, usize::MAX)
+                }
+                Some('+') => {
+                    self.i += 1;
+                    (1, usize::MAX)
+                }
+                Some('?') => {
+                    self.i += 1;
+                    (0, 1)
+                }
+                Some('{') => {
+                    let save = self.i;
+                    self.i += 1;
+                    let Some(lo) = self.number() else {
+                        // RE2 treats a '{' that starts no repetition as a literal.
+                        self.i = save;
+                        return Ok(atom);
+                    };
+                    let hi = if self.peek() == Some(',') {
+                        self.i += 1;
+                        self.number().unwrap_or(usize::MAX)
+                    } else {
+                        lo
+                    };
+                    if self.peek() != Some('}') {
+                        self.i = save;
+                        return Ok(atom);
+                    }
+                    self.i += 1;
+                    if hi < lo || lo > 1000 || (hi != usize::MAX && hi > 1000) {
+                        return Err(ParseError::Invalid(format!("bad repetition {{{lo},{hi}}}")));
+                    }
+                    (lo, hi)
+                }
+                _ => return Ok(atom),
+            };
+            if matches!(
+                atom,
+                Node::Start | Node::End | Node::WordBoundary(_) | Node::Repeat(..)
+            ) {
+                return Err(ParseError::Invalid(
+                    "repetition of an anchor or repetition".into(),
+                ));
+            }
+            let greedy = if self.peek() == Some('?') {
+                self.i += 1;
+                false
+            } else {
+                true
+            };
+            Ok(Node::Repeat(Box::new(atom), min, max, greedy))
+        }
+
+        fn escape_class(c: char) -> Option<ClassItem> {
+            Some(match c {
+                'w' => ClassItem::Word(false),
+                'W' => ClassItem::Word(true),
+                'd' => ClassItem::Digit(false),
+                'D' => ClassItem::Digit(true),
+                's' => ClassItem::Space(false),
+                'S' => ClassItem::Space(true),
+                _ => return None,
+            })
+        }
+
+        fn escape_char(c: char) -> Result<char, ParseError> {
+            match c {
+                'n' => Ok('\n'),
+                't' => Ok('\t'),
+                'r' => Ok('\r'),
+                'f' => Ok('\x0c'),
+                'v' => Ok('\x0b'),
+                c if c.is_ascii_punctuation() => Ok(c),
+                c => Err(ParseError::Unsupported(format!("escape \\{c}"))),
+            }
+        }
+
+        fn atom(&mut self) -> Result<Node, ParseError> {
+            let c = self
+                .peek()
+                .ok_or_else(|| ParseError::Invalid("unexpected end".into()))?;
+            self.i += 1;
+            match c {
+                '.' => Ok(Node::Any),
+                '^' => Ok(Node::Start),
+                '$' => Ok(Node::End),
+                '*' | '+' | '?' => Err(ParseError::Invalid(format!("nothing to repeat at '{c}'"))),
+                '(' => {
+                    if self.peek() == Some('?') {
+                        if self.s.get(self.i + 1) == Some(&':') {
+                            self.i += 2;
+                        } else {
+                            return Err(ParseError::Unsupported(
+                                "group flags or names (?...)".into(),
+                            ));
+                        }
+                    }
+                    let inner = self.alt()?;
+                    if self.peek() != Some(')') {
+                        return Err(ParseError::Invalid("missing ')'".into()));
+                    }
+                    self.i += 1;
+                    Ok(inner)
+                }
+                ')' => Err(ParseError::Invalid("unmatched ')'".into())),
+                '[' => self.class(),
+                '\\' => {
+                    let e = self
+                        .peek()
+                        .ok_or_else(|| ParseError::Invalid("trailing backslash".into()))?;
+                    self.i += 1;
+                    if let Some(item) = Self::escape_class(e) {
+                        return Ok(Node::Class(vec![item], false));
+                    }
+                    match e {
+                        'b' => Ok(Node::WordBoundary(true)),
+                        'B' => Ok(Node::WordBoundary(false)),
+                        'A' => Ok(Node::Start),
+                        'z' => Ok(Node::End),
+                        _ => Ok(Node::Char(Self::escape_char(e)?)),
+                    }
+                }
+                c => Ok(Node::Char(c)),
+            }
+        }
+
+        fn class(&mut self) -> Result<Node, ParseError> {
+            let mut neg = false;
+            if self.peek() == Some('^') {
+                neg = true;
+                self.i += 1;
+            }
+            let mut items = Vec::new();
+            let mut first = true;
+            loop {
+                let c = self
+                    .peek()
+                    .ok_or_else(|| ParseError::Invalid("missing ']'".into()))?;
+                self.i += 1;
+                if c == ']' && !first {
+                    break;
+                }
+                first = false;
+                if c == '[' && self.peek() == Some(':') {
+                    return Err(ParseError::Unsupported("POSIX class [:name:]".into()));
+                }
+                let lo = if c == '\\' {
+                    let e = self
+                        .peek()
+                        .ok_or_else(|| ParseError::Invalid("trailing backslash".into()))?;
+                    self.i += 1;
+                    if let Some(item) = Self::escape_class(e) {
+                        items.push(item);
+                        continue;
+                    }
+                    Self::escape_char(e)?
+                } else {
+                    c
+                };
+                if self.peek() == Some('-') && self.s.get(self.i + 1).is_some_and(|&n| n != ']') {
+                    self.i += 1;
+                    let h = self.peek().unwrap_or(']');
+                    self.i += 1;
+                    let hi = if h == '\\' {
+                        let e = self
+                            .peek()
+                            .ok_or_else(|| ParseError::Invalid("trailing backslash".into()))?;
+                        self.i += 1;
+                        Self::escape_char(e)?
+                    } else {
+                        h
+                    };
+                    if hi < lo {
+                        return Err(ParseError::Invalid(format!("bad range {lo}-{hi}")));
+                    }
+                    items.push(ClassItem::Range(lo, hi));
+                } else {
+                    items.push(ClassItem::Range(lo, lo));
+                }
+            }
+            Ok(Node::Class(items, neg))
+        }
+    }
+
+    impl Regex {
+        pub fn parse(pattern: &str) -> Result<Regex, ParseError> {
+            let chars: Vec<char> = pattern.chars().collect();
+            let mut p = Parser { s: &chars, i: 0 };
+            let root = p.alt()?;
+            if p.i != chars.len() {
+                return Err(ParseError::Invalid("unmatched ')'".into()));
+            }
+            Ok(Regex { root })
+        }
+
+        /// Whether `text` matches entirely; `None` when the backtracking budget runs out.
+        pub fn full_match(&self, text: &[char]) -> Option<bool> {
+            let m = Matcher {
+                s: text,
+                steps: Cell::new(0),
+            };
+            let n = text.len();
+            let r = m.node(&self.root, 0, &mut |j| j == n);
+            (m.steps.get() <= BUDGET).then_some(r)
+        }
+    }
+
+    struct Matcher<'a> {
+        s: &'a [char],
+        steps: Cell<usize>,
+    }
+
+    impl Matcher<'_> {
+        fn node(&self, n: &Node, i: usize, k: &mut dyn FnMut(usize) -> bool) -> bool {
+            let steps = self.steps.get() + 1;
+            self.steps.set(steps);
+            if steps > BUDGET {
+                return false;
+            }
+            let s = self.s;
+            match n {
+                Node::Char(c) => s.get(i) == Some(c) && k(i + 1),
+                Node::Any => s.get(i).is_some_and(|&c| c != '\n') && k(i + 1),
+                Node::Class(items, neg) => {
+                    s.get(i)
+                        .is_some_and(|&c| items.iter().any(|it| it.matches(c)) != *neg)
+                        && k(i + 1)
+                }
+                Node::Start => i == 0 && k(i),
+                Node::End => i == s.len() && k(i),
+                Node::WordBoundary(want) => {
+                    let before = i > 0 && is_word(s[i - 1]);
+                    let after = i < s.len() && is_word(s[i]);
+                    ((before != after) == *want) && k(i)
+                }
+                Node::Concat(items) => self.seq(items, i, k),
+                Node::Alt(branches) => branches.iter().any(|b| self.node(b, i, k)),
+                Node::Repeat(inner, min, max, greedy) => {
+                    self.repeat(inner, *min, *max, *greedy, 0, i, k)
+                }
+            }
+        }
+
+        fn seq(&self, items: &[Node], i: usize, k: &mut dyn FnMut(usize) -> bool) -> bool {
+            match items.split_first() {
+                None => k(i),
+                Some((first, rest)) => self.node(first, i, &mut |j| self.seq(rest, j, k)),
+            }
+        }
+
+        #[allow(clippy::too_many_arguments)]
+        fn repeat(
+            &self,
+            inner: &Node,
+            min: usize,
+            max: usize,
+            greedy: bool,
+            count: usize,
+            i: usize,
+            k: &mut dyn FnMut(usize) -> bool,
+        ) -> bool {
+            if self.steps.get() > BUDGET {
+                return false;
+            }
+            let more = |k: &mut dyn FnMut(usize) -> bool| {
+                count < max
+                    && self.node(inner, i, &mut |j| {
+                        // An empty iteration past the minimum cannot make progress.
+                        if j == i && count >= min {
+                            return false;
+                        }
+                        self.repeat(inner, min, max, greedy, count + 1, j, k)
+                    })
+            };
+            if greedy {
+                more(k) || (count >= min && k(i))
+            } else {
+                (count >= min && k(i)) || more(k)
+            }
+        }
+    }
+}
+
+pub const KERNELS: &[KernelDef] = &[
+    kernel("StringConcat", 20, string_concat),
+    kernel("StringNormalizer", 10, string_normalizer),
+    kernel("StringSplit", 20, string_split),
+    kernel("RegexFullMatch", 20, regex_full_match),
+    kernel("TfIdfVectorizer", 9, tfidf_vectorizer),
+    kernel("ImageDecoder", 20, image_decoder),
+];
