@@ -1,5 +1,797 @@
-//! Kernels of the ml family (inference: `families/ml.rs`).
+//! Kernels of the `ai.onnx.ml` domain (inference: `families/ml.rs`): the classic-ML operators
+//! sklearn exports use. Map-typed ops (ZipMap, DictVectorizer, CastMap) are not implemented:
+//! runtime values have no map type.
 
-use crate::exec::KernelDef;
+use crate::exec::util::{concat_flat, take, to_f64s, to_i64s, FloatConv};
+use crate::exec::{kernel_in, KResult, KernelDef, RunCx, Value};
+use crate::{for_float, for_int};
+use bytes::Bytes;
+use std::collections::HashMap;
+use tensor::{DataType, Tensor};
 
-pub const KERNELS: &[KernelDef] = &[];
+const ML: &str = "ai.onnx.ml";
+
+/// A lookup key: integers, floats (by bits, -0 folded into 0) or strings.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum Key {
+    I(i64),
+    F(u64),
+    S(Bytes),
+}
+
+fn float_key(v: f64) -> Key {
+    Key::F(if v == 0.0 {
+        0f64.to_bits()
+    } else {
+        v.to_bits()
+    })
+}
+
+/// The elements of `t` as keys.
+fn keys_of(cx: &RunCx, t: &Tensor) -> KResult<Vec<Key>> {
+    if let Some(s) = t.strings() {
+        return Ok(s.iter().map(|b| Key::S(b.clone())).collect());
+    }
+    if t.dtype().is_float() {
+        return Ok(to_f64s(t)?.into_iter().map(float_key).collect());
+    }
+    if t.dtype().is_int() {
+        return Ok(to_i64s(t)?.into_iter().map(Key::I).collect());
+    }
+    Err(cx.unsupported(t.dtype()))
+}
+
+/// A one-element tensor of `dtype` holding `v` (numeric types).
+fn scalar_of(cx: &RunCx, dtype: DataType, v: f64) -> KResult<Tensor> {
+    for_float!(dtype, T => {
+        return Ok(Tensor::from_vec(vec![1], vec![T::from_f64(v)])?);
+    } else {
+        for_int!(dtype, T => {
+            Ok(Tensor::from_vec(vec![1], vec![v as T])?)
+        } else {
+            Err(cx.unsupported(dtype))
+        })
+    })
+}
+
+/// A one-element string tensor.
+fn string1(s: &str) -> KResult<Tensor> {
+    Ok(Tensor::from_strings(
+        vec![1],
+        vec![Bytes::copy_from_slice(s.as_bytes())],
+    )?)
+}
+
+/// LabelEncoder: maps each input element through keys → values, else to the default
+/// (v1: `classes_strings` between strings and their indices; v2: `keys_*`/`values_*`
+/// lists; v4: also `keys_tensor`/`values_tensor`/`default_tensor`).
+fn label_encoder(cx: &RunCx) -> KResult<Vec<Value>> {
+    let x = cx.input(0)?;
+    let xk = keys_of(cx, x)?;
+    let (keys, values, default): (Vec<Key>, Tensor, Tensor) = if cx.opset < 2 {
+        let classes = cx
+            .attr("classes_strings")
+            .map(|a| a.strings.clone())
+            .unwrap_or_default();
+        let n = classes.len();
+        if x.dtype() == DataType::String {
+            let keys = classes.into_iter().map(Key::S).collect();
+            let values = Tensor::from_vec(vec![n], (0..n as i64).collect::<Vec<_>>())?;
+            let d = Tensor::from_vec(vec![1], vec![cx.int("default_int64", -1)?])?;
+            (keys, values, d)
+        } else if x.dtype() == DataType::Int64 {
+            let keys = (0..n as i64).map(Key::I).collect();
+            let values = Tensor::from_strings(vec![n], classes)?;
+            let d = string1(&cx.string("default_string", "_Unused")?)?;
+            (keys, values, d)
+        } else {
+            return Err(cx.unsupported(x.dtype()));
+        }
+    } else {
+        let keys: Vec<Key> = if let Some(k) = cx.attr_floats("keys_floats")? {
+            k.iter().map(|&v| float_key(v as f64)).collect()
+        } else if let Some(k) = cx.attr_ints("keys_int64s")? {
+            k.iter().map(|&v| Key::I(v)).collect()
+        } else if let Some(a) = cx.attr("keys_strings") {
+            a.strings.iter().map(|s| Key::S(s.clone())).collect()
+        } else if let Some(t) = cx.attr_t("keys_tensor")? {
+            keys_of(cx, &t)?
+        } else {
+            return Err(cx.invalid(
+                "LabelEncoder needs one of keys_floats, keys_int64s, keys_strings, keys_tensor",
+            ));
+        };
+        let (values, default) = if let Some(v) = cx.attr_floats("values_floats")? {
+            (
+                Tensor::from_slice(vec![v.len()], v)?,
+                Tensor::from_vec(vec![1], vec![cx.float("default_float", -0.0)?])?,
+            )
+        } else if let Some(v) = cx.attr_ints("values_int64s")? {
+            (
+                Tensor::from_slice(vec![v.len()], v)?,
+                Tensor::from_vec(vec![1], vec![cx.int("default_int64", -1)?])?,
+            )
+        } else if let Some(a) = cx.attr("values_strings") {
+            (
+                Tensor::from_strings(vec![a.strings.len()], a.strings.clone())?,
+                string1(&cx.string("default_string", "_Unused")?)?,
+            )
+        } else if let Some(t) = cx.attr_t("values_tensor")? {
+            let n = t.len();
+            let t = t.reshape(vec![n])?;
+            let d = match cx.attr_t("default_tensor")? {
+                Some(d) if d.dtype() == t.dtype() && d.len() == 1 => d.reshape(vec![1])?,
+                Some(d) => {
+                    return Err(cx.invalid(format!(
+                        "LabelEncoder default_tensor must be one element of type {}, got tensor({}){:?}",
+                        t.dtype(),
+                        d.dtype(),
+                        d.shape()
+                    )))
+                }
+                None if t.dtype() == DataType::String => string1("_Unused")?,
+                None if t.dtype().is_float() => scalar_of(cx, t.dtype(), -0.0)?,
+                None => scalar_of(cx, t.dtype(), -1.0)?,
+            };
+            (t, d)
+        } else {
+            return Err(cx.invalid("LabelEncoder needs one of values_floats, values_int64s, values_strings, values_tensor"));
+        };
+        (keys, values, default)
+    };
+    if keys.len() != values.len() {
+        return Err(cx.invalid(format!(
+            "LabelEncoder has {} keys and {} values",
+            keys.len(),
+            values.len()
+        )));
+    }
+    let n = keys.len();
+    let mut map: HashMap<Key, usize> = HashMap::with_capacity(n);
+    for (i, k) in keys.into_iter().enumerate() {
+        map.entry(k).or_insert(i);
+    }
+    let table = concat_flat(&[&values, &default], values.dtype(), vec![n + 1])?;
+    let offs: Vec<usize> = xk
+        .iter()
+        .map(|k| map.get(k).copied().unwrap_or(n))
+        .collect();
+    Ok(vec![take(&table, &offs, x.shape().to_vec())?.into()])
+}
+
+/// ArrayFeatureExtractor: picks the given indices along the last axis (a 1-D input gives
+/// `[1, k]`).
+fn array_feature_extractor(cx: &RunCx) -> KResult<Vec<Value>> {
+    let x = cx.input(0)?;
+    let idx = to_i64s(cx.input(1)?)?;
+    if x.rank() == 0 {
+        return Err(cx.invalid("ArrayFeatureExtractor input must have rank >= 1"));
+    }
+    let c = x.shape()[x.rank() - 1];
+    let picks: Vec<usize> = idx
+        .iter()
+        .map(|&i| {
+            if i < 0 || i as usize >= c {
+                Err(cx.invalid(format!(
+                    "ArrayFeatureExtractor index {i} is out of range for a last dim of {c}"
+                )))
+            } else {
+                Ok(i as usize)
+            }
+        })
+        .collect::<KResult<_>>()?;
+    let rows = x.len() / c.max(1);
+    let mut offs = Vec::with_capacity(rows * picks.len());
+    for r in 0..rows {
+        offs.extend(picks.iter().map(|&p| r * c + p));
+    }
+    let shape = if x.rank() == 1 {
+        vec![1, picks.len()]
+    } else {
+        let mut s = x.shape()[..x.rank() - 1].to_vec();
+        s.push(picks.len());
+        s
+    };
+    Ok(vec![take(x, &offs, shape)?.into()])
+}
+
+/// A numeric tensor as f64 values, or unsupported.
+fn numbers(cx: &RunCx, t: &Tensor) -> KResult<Vec<f64>> {
+    if t.dtype().is_float() || t.dtype().is_int() {
+        to_f64s(t)
+    } else {
+        Err(cx.unsupported(t.dtype()))
+    }
+}
+
+/// A tensor of `dtype` from f64 values (float types round, integers truncate).
+fn from_f64s(cx: &RunCx, dtype: DataType, shape: Vec<usize>, v: Vec<f64>) -> KResult<Tensor> {
+    for_float!(dtype, T => {
+        return Ok(Tensor::from_vec(shape, v.into_iter().map(T::from_f64).collect::<Vec<T>>())?);
+    } else {
+        for_int!(dtype, T => {
+            Ok(Tensor::from_vec(shape, v.into_iter().map(|x| x as T).collect::<Vec<T>>())?)
+        } else {
+            Err(cx.unsupported(dtype))
+        })
+    })
+}
+
+/// Binarizer: 1 where the input exceeds `threshold`, else 0, in the input's type.
+fn binarizer(cx: &RunCx) -> KResult<Vec<Value>> {
+    let x = cx.input(0)?;
+    let th = cx.float("threshold", 0.0)? as f64;
+    let v = numbers(cx, x)?;
+    let out = v
+        .into_iter()
+        .map(|a| if a > th { 1.0 } else { 0.0 })
+        .collect();
+    Ok(vec![
+        from_f64s(cx, x.dtype(), x.shape().to_vec(), out)?.into()
+    ])
+}
+
+/// Rows of a `[N, C]` (or `[C]`, one row) input: (N, C).
+fn rows_cols(cx: &RunCx, t: &Tensor) -> KResult<(usize, usize)> {
+    match *t.shape() {
+        [c] => Ok((1, c)),
+        [n, c] => Ok((n, c)),
+        ref s => Err(cx.invalid(format!(
+            "{} input must have shape [N, C] or [C], got {s:?}",
+            cx.op()
+        ))),
+    }
+}
+
+/// Scaler: `(x - offset) * scale`, per column (one value broadcasts), as float.
+fn scaler(cx: &RunCx) -> KResult<Vec<Value>> {
+    let x = cx.input(0)?;
+    let v = numbers(cx, x)?;
+    let offset = cx.attr_floats("offset")?.unwrap_or(&[]);
+    let scale = cx.attr_floats("scale")?.unwrap_or(&[]);
+    let c = x.shape().last().copied().unwrap_or(1).max(1);
+    for (name, a) in [("offset", offset), ("scale", scale)] {
+        if a.len() > 1 && a.len() != c {
+            return Err(cx.invalid(format!(
+                "Scaler {name} has {} values for {c} columns",
+                a.len()
+            )));
+        }
+    }
+    let pick = |a: &[f32], j: usize, d: f32| -> f32 {
+        match a.len() {
+            0 => d,
+            1 => a[0],
+            _ => a[j],
+        }
+    };
+    let out: Vec<f32> = v
+        .iter()
+        .enumerate()
+        .map(|(i, &a)| {
+            let j = i % c;
+            (a as f32 - pick(offset, j, 0.0)) * pick(scale, j, 1.0)
+        })
+        .collect();
+    Ok(vec![Tensor::from_vec(x.shape().to_vec(), out)?.into()])
+}
+
+/// Normalizer: each row divided by its MAX, L1 or L2 norm, as float.
+fn normalizer(cx: &RunCx) -> KResult<Vec<Value>> {
+    let x = cx.input(0)?;
+    let (n, c) = rows_cols(cx, x)?;
+    let v = numbers(cx, x)?;
+    let norm = cx.string("norm", "MAX")?;
+    let mut out = Vec::with_capacity(v.len());
+    for r in 0..n {
+        let row = &v[r * c..(r + 1) * c];
+        let d = match norm.as_str() {
+            "MAX" => row.iter().fold(f64::NEG_INFINITY, |m, &a| m.max(a.abs())),
+            "L1" => row.iter().map(|a| a.abs()).sum(),
+            "L2" => row.iter().map(|a| a * a).sum::<f64>().sqrt(),
+            other => {
+                return Err(cx.invalid(format!(
+                    "Normalizer norm must be MAX, L1 or L2, got '{other}'"
+                )))
+            }
+        };
+        let d = d.max(1e-30);
+        out.extend(row.iter().map(|&a| (a / d) as f32));
+    }
+    Ok(vec![Tensor::from_vec(x.shape().to_vec(), out)?.into()])
+}
+
+/// Imputer: replaces `replaced_value_*` (NaN by default for floats) with the per-column
+/// imputed value.
+fn imputer(cx: &RunCx) -> KResult<Vec<Value>> {
+    let x = cx.input(0)?;
+    let c = x.shape().last().copied().unwrap_or(1).max(1);
+    let (vals, replace): (Vec<f64>, f64) = match cx.attr_floats("imputed_value_floats")? {
+        Some(v) if !v.is_empty() => (
+            v.iter().map(|&a| a as f64).collect(),
+            cx.float("replaced_value_float", 0.0)? as f64,
+        ),
+        _ => match cx.attr_ints("imputed_value_int64s")? {
+            Some(v) if !v.is_empty() => (
+                v.iter().map(|&a| a as f64).collect(),
+                cx.int("replaced_value_int64", 0)? as f64,
+            ),
+            _ => {
+                return Err(cx.invalid("Imputer needs imputed_value_floats or imputed_value_int64s"))
+            }
+        },
+    };
+    if vals.len() != 1 && vals.len() != c {
+        return Err(cx.invalid(format!(
+            "Imputer has {} imputed values for {c} columns",
+            vals.len()
+        )));
+    }
+    let v = numbers(cx, x)?;
+    let out: Vec<f64> = v
+        .into_iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let hit = if replace.is_nan() {
+                a.is_nan()
+            } else {
+                a == replace
+            };
+            if hit {
+                vals[if vals.len() == 1 { 0 } else { i % c }]
+            } else {
+                a
+            }
+        })
+        .collect();
+    Ok(vec![
+        from_f64s(cx, x.dtype(), x.shape().to_vec(), out)?.into()
+    ])
+}
+
+/// The ONNX-ML approximation of erf⁻¹ used by PROBIT.
+fn erf_inv(x: f64) -> f64 {
+    let sgn = if x < 0.0 { -1.0 } else { 1.0 };
+    let x = (1.0 - x) * (1.0 + x);
+    if x == 0.0 {
+        return 0.0;
+    }
+    let log = x.ln();
+    let v = 2.0 / (std::f64::consts::PI * 0.147) + 0.5 * log;
+    let v2 = 1.0 / 0.147 * log;
+    let v3 = -v + (v * v - v2).sqrt();
+    sgn * v3.sqrt()
+}
+
+/// Applies `post_transform` to rows of width `w` in place.
+fn post_transform(cx: &RunCx, name: &str, scores: &mut [f64], w: usize) -> KResult<()> {
+    match name {
+        "NONE" => {}
+        "LOGISTIC" => scores
+            .iter_mut()
+            .for_each(|s| *s = 1.0 / (1.0 + (-*s).exp())),
+        "SOFTMAX" => {
+            for row in scores.chunks_mut(w.max(1)) {
+                let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let mut sum = 0.0;
+                for v in row.iter_mut() {
+                    *v = (*v - m).exp();
+                    sum += *v;
+                }
+                row.iter_mut().for_each(|v| *v /= sum);
+            }
+        }
+        "SOFTMAX_ZERO" => {
+            for row in scores.chunks_mut(w.max(1)) {
+                let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let e = (-m).exp();
+                let mut sum = 0.0;
+                for v in row.iter_mut() {
+                    if *v > 1e-7 || *v < -1e-7 {
+                        *v = (*v - m).exp();
+                    } else {
+                        *v *= e;
+                    }
+                    sum += *v;
+                }
+                if sum == 0.0 {
+                    row.iter_mut().for_each(|v| *v = 0.5);
+                } else {
+                    row.iter_mut().for_each(|v| *v /= sum);
+                }
+            }
+        }
+        "PROBIT" => scores
+            .iter_mut()
+            .for_each(|s| *s = std::f64::consts::SQRT_2 * erf_inv(*s * 2.0 - 1.0)),
+        other => return Err(cx.invalid(format!(
+            "post_transform must be NONE, SOFTMAX, LOGISTIC, SOFTMAX_ZERO or PROBIT, got '{other}'"
+        ))),
+    }
+    Ok(())
+}
+
+/// LinearRegressor: `x · coefficientsᵀ + intercepts` for `targets` outputs, as float.
+fn linear_regressor(cx: &RunCx) -> KResult<Vec<Value>> {
+    let x = cx.input(0)?;
+    let (n, c) = rows_cols(cx, x)?;
+    let v = numbers(cx, x)?;
+    let coef = cx.attr_floats("coefficients")?.unwrap_or(&[]);
+    let icpt = cx.attr_floats("intercepts")?.unwrap_or(&[]);
+    let t = cx.int("targets", 1)?;
+    if t < 1 || coef.len() != t as usize * c || (!icpt.is_empty() && icpt.len() != t as usize) {
+        return Err(cx.invalid(format!(
+            "LinearRegressor needs targets × {c} coefficients and targets intercepts, got targets={t}, {} and {}",
+            coef.len(),
+            icpt.len()
+        )));
+    }
+    let t = t as usize;
+    let mut out = vec![0.0f64; n * t];
+    for r in 0..n {
+        for k in 0..t {
+            let mut s = icpt.get(k).map_or(0.0, |&b| b as f64);
+            for j in 0..c {
+                s += v[r * c + j] * coef[k * c + j] as f64;
+            }
+            out[r * t + k] = s;
+        }
+    }
+    post_transform(cx, &cx.string("post_transform", "NONE")?, &mut out, t)?;
+    let out: Vec<f32> = out.into_iter().map(|a| a as f32).collect();
+    Ok(vec![Tensor::from_vec(vec![n, t], out)?.into()])
+}
+
+/// Class labels of a classifier: ints or strings.
+enum Labels {
+    Ints(Vec<i64>),
+    Strings(Vec<Bytes>),
+}
+
+impl Labels {
+    fn read(cx: &RunCx) -> KResult<Labels> {
+        if let Some(v) = cx.attr_ints("classlabels_ints")? {
+            return Ok(Labels::Ints(v.to_vec()));
+        }
+        if let Some(a) = cx.attr("classlabels_strings") {
+            return Ok(Labels::Strings(a.strings.clone()));
+        }
+        Err(cx.invalid(format!(
+            "{} needs classlabels_ints or classlabels_strings",
+            cx.op()
+        )))
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Labels::Ints(v) => v.len(),
+            Labels::Strings(v) => v.len(),
+        }
+    }
+
+    /// A `[n]` tensor of the labels at `picks`.
+    fn tensor(&self, picks: &[usize]) -> KResult<Tensor> {
+        Ok(match self {
+            Labels::Ints(v) => Tensor::from_vec(
+                vec![picks.len()],
+                picks.iter().map(|&i| v[i]).collect::<Vec<_>>(),
+            )?,
+            Labels::Strings(v) => Tensor::from_strings(
+                vec![picks.len()],
+                picks.iter().map(|&i| v[i].clone()).collect(),
+            )?,
+        })
+    }
+}
+
+/// Index of the largest value (first on ties).
+fn argmax(row: &[f64]) -> usize {
+    let mut best = 0;
+    for (i, &v) in row.iter().enumerate() {
+        if v > row[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+/// LinearClassifier: per-class linear scores (post-transformed) and the best class label.
+fn linear_classifier(cx: &RunCx) -> KResult<Vec<Value>> {
+    let x = cx.input(0)?;
+    let (n, c) = rows_cols(cx, x)?;
+    let v = numbers(cx, x)?;
+    let coef = cx.attr_floats("coefficients")?.unwrap_or(&[]);
+    let icpt = cx.attr_floats("intercepts")?.unwrap_or(&[]);
+    let labels = Labels::read(cx)?;
+    if c == 0 || coef.len() % c != 0 {
+        return Err(cx.invalid(format!(
+            "LinearClassifier has {} coefficients for {c} features",
+            coef.len()
+        )));
+    }
+    let k = coef.len() / c;
+    if !icpt.is_empty() && icpt.len() != k {
+        return Err(cx.invalid(format!(
+            "LinearClassifier has {} intercepts for {k} classes",
+            icpt.len()
+        )));
+    }
+    let mut scores = vec![0.0f64; n * k];
+    for r in 0..n {
+        for q in 0..k {
+            let mut s = icpt.get(q).map_or(0.0, |&b| b as f64);
+            for j in 0..c {
+                s += v[r * c + j] * coef[q * c + j] as f64;
+            }
+            scores[r * k + q] = s;
+        }
+    }
+    let (mut scores, w) = if k == 1 && labels.len() == 2 {
+        (scores.iter().flat_map(|&s| [-s, s]).collect::<Vec<_>>(), 2)
+    } else {
+        (scores, k)
+    };
+    let pt = cx.string("post_transform", "NONE")?;
+    post_transform(cx, &pt, &mut scores, w)?;
+    let label = if w > 1 {
+        let picks: Vec<usize> = scores.chunks(w).map(argmax).collect();
+        if picks.iter().any(|&p| p >= labels.len()) {
+            return Err(cx.invalid(format!(
+                "LinearClassifier has {w} classes but {} labels",
+                labels.len()
+            )));
+        }
+        labels.tensor(&picks)?
+    } else {
+        let th = if pt == "NONE" { 0.0 } else { 0.5 };
+        match &labels {
+            Labels::Ints(l) => Tensor::from_vec(
+                vec![n],
+                scores
+                    .iter()
+                    .map(|&s| {
+                        if s >= th {
+                            l.first().copied().unwrap_or(1)
+                        } else {
+                            0
+                        }
+                    })
+                    .collect::<Vec<_>>(),
+            )?,
+            Labels::Strings(_) => return Err(cx.unsupported("one-class string labels")),
+        }
+    };
+    let z: Vec<f32> = scores.into_iter().map(|a| a as f32).collect();
+    Ok(vec![label.into(), Tensor::from_vec(vec![n, w], z)?.into()])
+}
+
+/// A tensor attribute (or its plain list twin `name` as floats) as f64 values.
+fn floats_attr(cx: &RunCx, name: &str) -> KResult<Option<Vec<f64>>> {
+    if let Some(t) = cx.attr_t(&format!("{name}_as_tensor"))? {
+        return Ok(Some(to_f64s(&t)?));
+    }
+    if let Some(t) = cx.attr_t(name)? {
+        return Ok(Some(to_f64s(&t)?));
+    }
+    Ok(cx
+        .attr_floats(name)?
+        .map(|v| v.iter().map(|&a| a as f64).collect()))
+}
+
+/// An ints attribute, required.
+fn ints<'a>(cx: &RunCx<'a>, name: &str) -> KResult<&'a [i64]> {
+    cx.attr_ints(name)?
+        .ok_or_else(|| cx.invalid(format!("{} needs the '{name}' attribute", cx.op())))
+}
+
+/// A decision-node comparison.
+#[derive(Clone, Copy, PartialEq)]
+enum Cmp {
+    Leq,
+    Lt,
+    Gte,
+    Gt,
+    Eq,
+    Neq,
+    Member,
+}
+
+impl Cmp {
+    fn from_code(c: i64) -> Option<Cmp> {
+        Some(match c {
+            0 => Cmp::Leq,
+            1 => Cmp::Lt,
+            2 => Cmp::Gte,
+            3 => Cmp::Gt,
+            4 => Cmp::Eq,
+            5 => Cmp::Neq,
+            6 => Cmp::Member,
+            _ => return None,
+        })
+    }
+
+    fn test(self, x: f64, th: f64, set: &[f64]) -> bool {
+        match self {
+            Cmp::Leq => x <= th,
+            Cmp::Lt => x < th,
+            Cmp::Gte => x >= th,
+            Cmp::Gt => x > th,
+            Cmp::Eq => x == th,
+            Cmp::Neq => x != th,
+            Cmp::Member => set.contains(&x),
+        }
+    }
+}
+
+/// TreeEnsemble (v5): sums (or averages, min, max) leaf weights per target over the trees.
+fn tree_ensemble(cx: &RunCx) -> KResult<Vec<Value>> {
+    let x = cx.input(0)?;
+    let (n, c) = rows_cols(cx, x)?;
+    let xv = for_float!(x.dtype(), T => {
+        x.to_vec::<T>()?.into_iter().map(FloatConv::to_f64).collect::<Vec<f64>>()
+    } else {
+        return Err(cx.unsupported(x.dtype()))
+    });
+    let splits = floats_attr(cx, "nodes_splits")?.unwrap_or_default();
+    let feats = ints(cx, "nodes_featureids")?;
+    let modes: Vec<i64> = match cx.attr_t("nodes_modes")? {
+        Some(t) => to_i64s(&t)?,
+        None => return Err(cx.invalid("TreeEnsemble needs the 'nodes_modes' attribute")),
+    };
+    let tids = ints(cx, "nodes_truenodeids")?;
+    let fids = ints(cx, "nodes_falsenodeids")?;
+    let tleaf = ints(cx, "nodes_trueleafs")?;
+    let fleaf = ints(cx, "nodes_falseleafs")?;
+    let leaf_t = ints(cx, "leaf_targetids")?;
+    let leaf_w = floats_attr(cx, "leaf_weights")?.unwrap_or_default();
+    let roots = ints(cx, "tree_roots")?;
+    let missing = cx
+        .attr_ints("nodes_missing_value_tracks_true")?
+        .unwrap_or(&[]);
+    let members = floats_attr(cx, "membership_values")?.unwrap_or_default();
+    let n_targets = cx.int("n_targets", 0)?;
+    let agg = cx.int("aggregate_function", 1)?;
+    let pt = cx.int("post_transform", 0)?;
+    let nn = modes.len();
+    if [
+        splits.len(),
+        feats.len(),
+        tids.len(),
+        fids.len(),
+        tleaf.len(),
+        fleaf.len(),
+    ]
+    .iter()
+    .any(|&l| l != nn)
+        || leaf_t.len() != leaf_w.len()
+        || (!missing.is_empty() && missing.len() != nn)
+        || n_targets < 1
+    {
+        return Err(cx.invalid(
+            "TreeEnsemble node attributes must all have one entry per node, leaf attributes one per leaf, and n_targets >= 1",
+        ));
+    }
+    let cmps: Vec<Cmp> = modes
+        .iter()
+        .map(|&m| {
+            Cmp::from_code(m)
+                .ok_or_else(|| cx.invalid(format!("TreeEnsemble node mode {m} is not 0..=6")))
+        })
+        .collect::<KResult<_>>()?;
+    // Membership sets in node order, NaN-delimited.
+    let mut sets: Vec<Vec<f64>> = vec![Vec::new(); nn];
+    let mut it = members.iter();
+    for (i, m) in cmps.iter().enumerate() {
+        if *m == Cmp::Member {
+            for &v in it.by_ref() {
+                if v.is_nan() {
+                    break;
+                }
+                sets[i].push(v);
+            }
+        }
+    }
+    let nt = n_targets as usize;
+    for &f in feats {
+        if f < 0 || f as usize >= c {
+            return Err(cx.invalid(format!(
+                "TreeEnsemble feature id {f} is out of range for {c} features"
+            )));
+        }
+    }
+    for &t in leaf_t {
+        if t < 0 || t as usize >= nt {
+            return Err(cx.invalid(format!(
+                "TreeEnsemble leaf target id {t} is out of range for {nt} targets"
+            )));
+        }
+    }
+    let (init, combine): (f64, fn(f64, f64) -> f64) = match agg {
+        0 | 1 => (0.0, |a, b| a + b),
+        2 => (f64::MAX, f64::min),
+        3 => (f64::MIN, f64::max),
+        a => return Err(cx.invalid(format!("TreeEnsemble aggregate_function {a} is not 0..=3"))),
+    };
+    // Targets no leaf reaches keep the extreme of the input's float type, as in the reference.
+    let init = match (agg, x.dtype()) {
+        (2, DataType::Float) => f32::MAX as f64,
+        (3, DataType::Float) => f32::MIN as f64,
+        _ => init,
+    };
+    let mut out = vec![init; n * nt];
+    for r in 0..n {
+        let row = &xv[r * c..(r + 1) * c];
+        for &root in roots {
+            if root < 0 || root as usize >= nn {
+                return Err(cx.invalid(format!("TreeEnsemble tree root {root} is not a node")));
+            }
+            let mut node = root as usize;
+            let mut is_leaf = tleaf[node] != 0 && fleaf[node] != 0 && tids[node] == fids[node];
+            let mut idx = if is_leaf { tids[node] } else { node as i64 };
+            let mut steps = 0usize;
+            while !is_leaf {
+                steps += 1;
+                if steps > nn + 1 {
+                    return Err(cx.invalid("TreeEnsemble trees contain a cycle"));
+                }
+                let xvv = row[feats[node] as usize];
+                let go_true = (xvv.is_nan() && missing.get(node).copied().unwrap_or(0) != 0)
+                    || cmps[node].test(xvv, splits[node], &sets[node]);
+                let (next, leaf) = if go_true {
+                    (tids[node], tleaf[node] != 0)
+                } else {
+                    (fids[node], fleaf[node] != 0)
+                };
+                is_leaf = leaf;
+                idx = next;
+                if !leaf {
+                    if next < 0 || next as usize >= nn {
+                        return Err(
+                            cx.invalid(format!("TreeEnsemble node id {next} is not a node"))
+                        );
+                    }
+                    node = next as usize;
+                }
+            }
+            if idx < 0 || idx as usize >= leaf_w.len() {
+                return Err(cx.invalid(format!("TreeEnsemble leaf id {idx} is not a leaf")));
+            }
+            let l = idx as usize;
+            let slot = &mut out[r * nt + leaf_t[l] as usize];
+            let w = if agg == 0 {
+                leaf_w[l] / roots.len() as f64
+            } else {
+                leaf_w[l]
+            };
+            *slot = combine(*slot, w);
+        }
+    }
+    let name = match pt {
+        0 => "NONE",
+        1 => "SOFTMAX",
+        2 => "LOGISTIC",
+        3 => "SOFTMAX_ZERO",
+        4 => "PROBIT",
+        p => return Err(cx.invalid(format!("TreeEnsemble post_transform {p} is not 0..=4"))),
+    };
+    post_transform(cx, name, &mut out, nt)?;
+    Ok(vec![from_f64s(cx, x.dtype(), vec![n, nt], out)?.into()])
+}
+
+pub const KERNELS: &[KernelDef] = &[
+    kernel_in(ML, "LabelEncoder", 1, None, label_encoder),
+    kernel_in(
+        ML,
+        "ArrayFeatureExtractor",
+        1,
+        None,
+        array_feature_extractor,
+    ),
+    kernel_in(ML, "Binarizer", 1, None, binarizer),
+    kernel_in(ML, "Scaler", 1, None, scaler),
+    kernel_in(ML, "Normalizer", 1, None, normalizer),
+    kernel_in(ML, "Imputer", 1, None, imputer),
+    kernel_in(ML, "LinearRegressor", 1, None, linear_regressor),
+    kernel_in(ML, "LinearClassifier", 1, None, linear_classifier),
+    kernel_in(ML, "TreeEnsemble", 5, None, tree_ensemble),
+];
