@@ -446,7 +446,7 @@ fn scan8(cx: &RunCx, body: &GraphProto, m: i64) -> KResult<Vec<Value>> {
     };
     let mut state_out: Vec<Vec<Tensor>> = vec![Vec::with_capacity(batch); n];
     let mut scan_out: Vec<Vec<Tensor>> = vec![Vec::with_capacity(batch); k];
-    for b in 0..batch {
+    for (b, &len) in lens.iter().enumerate() {
         let mut st: Vec<Value> = states
             .iter()
             .map(|t| select(t, 0, b).map(Value::Tensor))
@@ -455,7 +455,6 @@ fn scan8(cx: &RunCx, body: &GraphProto, m: i64) -> KResult<Vec<Value>> {
             .iter()
             .map(|t| select(t, 0, b))
             .collect::<KResult<_>>()?;
-        let len = lens[b];
         let mut outs: Vec<Vec<Tensor>> = vec![Vec::with_capacity(max_len); k];
         for it in 0..len {
             let mut inputs = st.clone();

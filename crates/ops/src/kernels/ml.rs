@@ -43,15 +43,7 @@ fn keys_of(cx: &RunCx, t: &Tensor) -> KResult<Vec<Key>> {
 
 /// A one-element tensor of `dtype` holding `v` (numeric types).
 fn scalar_of(cx: &RunCx, dtype: DataType, v: f64) -> KResult<Tensor> {
-    for_float!(dtype, T => {
-        return Ok(Tensor::from_vec(vec![1], vec![T::from_f64(v)])?);
-    } else {
-        for_int!(dtype, T => {
-            Ok(Tensor::from_vec(vec![1], vec![v as T])?)
-        } else {
-            Err(cx.unsupported(dtype))
-        })
-    })
+    from_f64s(cx, dtype, vec![1], vec![v])
 }
 
 /// A one-element string tensor.
@@ -206,15 +198,19 @@ fn numbers(cx: &RunCx, t: &Tensor) -> KResult<Vec<f64>> {
 
 /// A tensor of `dtype` from f64 values (float types round, integers truncate).
 fn from_f64s(cx: &RunCx, dtype: DataType, shape: Vec<usize>, v: Vec<f64>) -> KResult<Tensor> {
-    for_float!(dtype, T => {
-        return Ok(Tensor::from_vec(shape, v.into_iter().map(T::from_f64).collect::<Vec<T>>())?);
+    if dtype.is_float() {
+        for_float!(dtype, T => {
+            Ok(Tensor::from_vec(shape, v.into_iter().map(T::from_f64).collect::<Vec<T>>())?)
+        } else {
+            Err(cx.unsupported(dtype))
+        })
     } else {
         for_int!(dtype, T => {
             Ok(Tensor::from_vec(shape, v.into_iter().map(|x| x as T).collect::<Vec<T>>())?)
         } else {
             Err(cx.unsupported(dtype))
         })
-    })
+    }
 }
 
 /// Binarizer: 1 where the input exceeds `threshold`, else 0, in the input's type.
@@ -404,9 +400,11 @@ fn post_transform(cx: &RunCx, name: &str, scores: &mut [f64], w: usize) -> KResu
         "PROBIT" => scores
             .iter_mut()
             .for_each(|s| *s = std::f64::consts::SQRT_2 * erf_inv(*s * 2.0 - 1.0)),
-        other => return Err(cx.invalid(format!(
+        other => {
+            return Err(cx.invalid(format!(
             "post_transform must be NONE, SOFTMAX, LOGISTIC, SOFTMAX_ZERO or PROBIT, got '{other}'"
-        ))),
+        )))
+        }
     }
     Ok(())
 }

@@ -157,15 +157,19 @@ fn binary_out(cx: &RunCx, dtype: DataType, shape: Vec<usize>, v: Vec<bool>) -> K
     if dtype == DataType::Bool {
         return Ok(Tensor::from_vec(shape, v)?);
     }
-    for_float!(dtype, T => {
-        return Ok(Tensor::from_vec(shape, v.into_iter().map(|b| T::from_f64(b as u8 as f64)).collect::<Vec<T>>())?);
+    if dtype.is_float() {
+        for_float!(dtype, T => {
+            Ok(Tensor::from_vec(shape, v.into_iter().map(|b| T::from_f64(b as u8 as f64)).collect::<Vec<T>>())?)
+        } else {
+            Err(cx.unsupported(dtype))
+        })
     } else {
         for_int!(dtype, T => {
             Ok(Tensor::from_vec(shape, v.into_iter().map(|b| b as u8 as T).collect::<Vec<T>>())?)
         } else {
             Err(cx.unsupported(dtype))
         })
-    })
+    }
 }
 
 /// Bernoulli: 1 with the input's probability per element, in `dtype` (default the input's).

@@ -118,7 +118,7 @@ fn dft(cx: &RunCx) -> KResult<Vec<Value>> {
     let n = match cx.opt_input(1)? {
         Some(t) => {
             let v = scalar_i64(t, "DFT dft_length")?;
-            if v < 1 || v > MAX_LEN {
+            if !(1..=MAX_LEN).contains(&v) {
                 return Err(cx.invalid(format!("DFT dft_length must be in 1..={MAX_LEN}, got {v}")));
             }
             v as usize

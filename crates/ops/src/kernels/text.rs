@@ -766,6 +766,8 @@ mod regex {
                         self.repeat(inner, min, max, greedy, count + 1, j, k)
                     })
             };
+            // Same terms, different order: greedy tries one more iteration first.
+            #[allow(clippy::if_same_then_else)]
             if greedy {
                 more(k) || (count >= min && k(i))
             } else {

@@ -26,7 +26,7 @@ fn rate_and_step(cx: &RunCx) -> KResult<(f64, i64)> {
 #[allow(clippy::type_complexity)]
 fn groups<'a>(cx: &RunCx<'a>, k: usize) -> KResult<(usize, Vec<Vec<Vec<f64>>>, Vec<&'a Tensor>)> {
     let rest = cx.num_inputs().saturating_sub(2);
-    if rest == 0 || rest % k != 0 {
+    if rest == 0 || !rest.is_multiple_of(k) {
         return Err(cx.invalid(format!(
             "{} takes R, T and {k} groups of equally many tensors, got {} inputs",
             cx.op(),
