@@ -544,3 +544,223 @@ pub const KERNELS: &[KernelDef] = &[
     kernel("Loop", 1, loop_op),
     kernel("Scan", 8, scan),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::Subgraphs;
+    use onnx_proto::attribute_proto::AttributeType;
+    use onnx_proto::{AttributeProto, NodeProto, ValueInfoProto};
+
+    /// Runs every body as a Rust function of its inputs.
+    struct Fake(fn(&[Value]) -> Vec<Value>);
+
+    impl Subgraphs for Fake {
+        fn run(&self, _graph: &GraphProto, inputs: Vec<Value>) -> KResult<Vec<Value>> {
+            Ok((self.0)(&inputs))
+        }
+    }
+
+    fn f32s(v: &Value) -> Vec<f32> {
+        v.as_tensor().unwrap().to_vec::<f32>().unwrap()
+    }
+
+    fn t(shape: Vec<usize>, v: Vec<f32>) -> Value {
+        Value::Tensor(Tensor::from_vec(shape, v).unwrap())
+    }
+
+    fn tensor_type(dtype: DataType, dims: &[i64]) -> TypeProto {
+        use onnx_proto::tensor_shape_proto::{dimension, Dimension};
+        TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(dtype as i32),
+                shape: Some(onnx_proto::TensorShapeProto {
+                    dim: dims
+                        .iter()
+                        .map(|&d| Dimension {
+                            value: Some(dimension::Value::DimValue(d)),
+                            ..Default::default()
+                        })
+                        .collect(),
+                }),
+            })),
+            ..Default::default()
+        }
+    }
+
+    /// A body declaring `n_in` untyped inputs and the given output types.
+    fn body(n_in: usize, outs: Vec<TypeProto>) -> GraphProto {
+        GraphProto {
+            name: Some("body".into()),
+            input: (0..n_in)
+                .map(|i| ValueInfoProto {
+                    name: Some(format!("in{i}")),
+                    ..Default::default()
+                })
+                .collect(),
+            output: outs
+                .into_iter()
+                .enumerate()
+                .map(|(i, ty)| ValueInfoProto {
+                    name: Some(format!("out{i}")),
+                    r#type: Some(ty),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn node(
+        op: &str,
+        n_in: usize,
+        n_out: usize,
+        g: GraphProto,
+        ints: &[(&str, &[i64])],
+    ) -> NodeProto {
+        let mut attribute = vec![AttributeProto {
+            name: Some("body".into()),
+            r#type: Some(AttributeType::Graph as i32),
+            g: Some(g),
+            ..Default::default()
+        }];
+        for (name, v) in ints {
+            attribute.push(if name.ends_with('!') {
+                AttributeProto {
+                    name: Some(name.trim_end_matches('!').into()),
+                    r#type: Some(AttributeType::Int as i32),
+                    i: Some(v[0]),
+                    ..Default::default()
+                }
+            } else {
+                AttributeProto {
+                    name: Some(name.to_string()),
+                    r#type: Some(AttributeType::Ints as i32),
+                    ints: v.to_vec(),
+                    ..Default::default()
+                }
+            });
+        }
+        NodeProto {
+            op_type: Some(op.into()),
+            input: (0..n_in).map(|i| format!("x{i}")).collect(),
+            output: (0..n_out).map(|i| format!("y{i}")).collect(),
+            attribute,
+            ..Default::default()
+        }
+    }
+
+    /// `s + x` for equal-shaped f32 tensors, returned as state and as two scan outputs.
+    fn accumulate(v: &[Value]) -> Vec<Value> {
+        let s = f32s(&v[0]);
+        let x = f32s(&v[1]);
+        let shape = v[0].as_tensor().unwrap().shape().to_vec();
+        let r: Vec<f32> = s.iter().zip(&x).map(|(a, b)| a + b).collect();
+        vec![
+            t(shape.clone(), r.clone()),
+            t(shape.clone(), r.clone()),
+            t(shape, r),
+        ]
+    }
+
+    #[test]
+    fn scan9_axes_and_directions() {
+        let f = tensor_type(DataType::Float, &[2]);
+        let g = body(2, vec![f.clone(), f.clone(), f]);
+        let n = node(
+            "Scan",
+            2,
+            3,
+            g,
+            &[
+                ("num_scan_inputs!", &[1]),
+                ("scan_input_axes", &[1]),
+                ("scan_input_directions", &[1]),
+                ("scan_output_axes", &[1, 0]),
+                ("scan_output_directions", &[0, 1]),
+            ],
+        );
+        let s0 = t(vec![2], vec![0.0, 0.0]);
+        let x = t(vec![2, 3], vec![1.0, 2.0, 3.0, 10.0, 20.0, 30.0]);
+        let inputs = [Some(&s0), Some(&x)];
+        let fake = Fake(accumulate);
+        let cx = RunCx::new(&n, 16, &inputs, &fake);
+        let out = scan(&cx).unwrap();
+        assert_eq!(f32s(&out[0]), vec![6.0, 60.0]);
+        assert_eq!(out[1].as_tensor().unwrap().shape(), &[2, 3]);
+        assert_eq!(f32s(&out[1]), vec![3.0, 5.0, 6.0, 30.0, 50.0, 60.0]);
+        assert_eq!(out[2].as_tensor().unwrap().shape(), &[3, 2]);
+        assert_eq!(f32s(&out[2]), vec![6.0, 60.0, 5.0, 50.0, 3.0, 30.0]);
+    }
+
+    #[test]
+    fn scan8_batches_with_sequence_lens() {
+        let f = tensor_type(DataType::Float, &[1]);
+        let g = body(2, vec![f.clone(), f]);
+        let n = node("Scan", 3, 2, g, &[("num_scan_inputs!", &[1])]);
+        let lens = Value::Tensor(Tensor::from_vec(vec![2], vec![3i32, 1]).unwrap());
+        let s0 = t(vec![2, 1], vec![0.0, 0.0]);
+        let x = t(vec![2, 3, 1], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        let inputs = [Some(&lens), Some(&s0), Some(&x)];
+        let fake = Fake(|v| accumulate(v)[..2].to_vec());
+        let cx = RunCx::new(&n, 8, &inputs, &fake);
+        let out = scan(&cx).unwrap();
+        assert_eq!(out[0].as_tensor().unwrap().shape(), &[2, 1]);
+        assert_eq!(f32s(&out[0]), vec![6.0, 4.0]);
+        assert_eq!(out[1].as_tensor().unwrap().shape(), &[2, 3, 1]);
+        assert_eq!(f32s(&out[1]), vec![1.0, 3.0, 6.0, 4.0, 0.0, 0.0]);
+    }
+
+    #[test]
+    fn loop_zero_iterations_gives_typed_empty_scan_outputs() {
+        let g = body(
+            3,
+            vec![
+                tensor_type(DataType::Bool, &[]),
+                tensor_type(DataType::Float, &[]),
+                tensor_type(DataType::Float, &[2]),
+            ],
+        );
+        let n = node("Loop", 3, 2, g, &[]);
+        let m = Value::Tensor(Tensor::scalar(0i64));
+        let c = Value::Tensor(Tensor::scalar(true));
+        let v = Value::Tensor(Tensor::scalar(5f32));
+        let inputs = [Some(&m), Some(&c), Some(&v)];
+        let fake = Fake(|_| panic!("the body must not run"));
+        let cx = RunCx::new(&n, 13, &inputs, &fake);
+        let out = loop_op(&cx).unwrap();
+        assert_eq!(f32s(&out[0]), vec![5.0]);
+        let s = out[1].as_tensor().unwrap();
+        assert_eq!((s.dtype(), s.shape()), (DataType::Float, &[0usize, 2][..]));
+    }
+
+    #[test]
+    fn loop_stops_on_condition_and_stacks_scan_outputs() {
+        let g = body(
+            3,
+            vec![
+                tensor_type(DataType::Bool, &[]),
+                tensor_type(DataType::Float, &[]),
+                tensor_type(DataType::Float, &[]),
+            ],
+        );
+        let n = node("Loop", 3, 2, g, &[]);
+        let c = Value::Tensor(Tensor::scalar(true));
+        let v = Value::Tensor(Tensor::scalar(0f32));
+        let inputs = [None, Some(&c), Some(&v)];
+        let fake = Fake(|v| {
+            let i = v[0].as_tensor().unwrap().to_vec::<i64>().unwrap()[0];
+            let x = f32s(&v[2])[0] + 1.0;
+            vec![
+                Value::Tensor(Tensor::scalar(i < 2)),
+                Value::Tensor(Tensor::scalar(x)),
+                Value::Tensor(Tensor::scalar(x)),
+            ]
+        });
+        let cx = RunCx::new(&n, 13, &inputs, &fake);
+        let out = loop_op(&cx).unwrap();
+        assert_eq!(f32s(&out[0]), vec![3.0]);
+        assert_eq!(out[1].as_tensor().unwrap().shape(), &[3]);
+        assert_eq!(f32s(&out[1]), vec![1.0, 2.0, 3.0]);
+    }
+}
