@@ -482,8 +482,11 @@ impl Labels {
     }
 }
 
-/// Index of the largest value (first on ties).
+/// Index of the largest value (first on ties; the first NaN wins, as numpy's argmax).
 fn argmax(row: &[f64]) -> usize {
+    if let Some(i) = row.iter().position(|v| v.is_nan()) {
+        return i;
+    }
     let mut best = 0;
     for (i, &v) in row.iter().enumerate() {
         if v > row[best] {
@@ -568,8 +571,13 @@ fn floats_attr(cx: &RunCx, name: &str) -> KResult<Option<Vec<f64>>> {
     if let Some(t) = cx.attr_t(&format!("{name}_as_tensor"))? {
         return Ok(Some(to_f64s(&t)?));
     }
-    if let Some(t) = cx.attr_t(name)? {
-        return Ok(Some(to_f64s(&t)?));
+    let is_tensor = cx.attr(name).is_some_and(|a| {
+        a.r#type == Some(onnx_proto::attribute_proto::AttributeType::Tensor as i32)
+    });
+    if is_tensor {
+        if let Some(t) = cx.attr_t(name)? {
+            return Ok(Some(to_f64s(&t)?));
+        }
     }
     Ok(cx
         .attr_floats(name)?
@@ -776,6 +784,319 @@ fn tree_ensemble(cx: &RunCx) -> KResult<Vec<Value>> {
     Ok(vec![from_f64s(cx, x.dtype(), vec![n, nt], out)?.into()])
 }
 
+/// The trees of a TreeEnsembleRegressor/Classifier (v1/v3 attribute layout): nodes keyed by
+/// (tree id, node id), with string modes.
+struct Forest {
+    /// Root node index per tree, in ascending tree id order.
+    roots: Vec<usize>,
+    index: HashMap<(i64, i64), usize>,
+    tree: Vec<i64>,
+    node: Vec<i64>,
+    feature: Vec<usize>,
+    value: Vec<f64>,
+    /// `None` for a leaf.
+    rule: Vec<Option<Cmp>>,
+    true_id: Vec<i64>,
+    false_id: Vec<i64>,
+    missing_true: Vec<bool>,
+}
+
+impl Forest {
+    fn read(cx: &RunCx, n_features: usize) -> KResult<Forest> {
+        let tree = ints(cx, "nodes_treeids")?.to_vec();
+        let node = ints(cx, "nodes_nodeids")?.to_vec();
+        let feats = ints(cx, "nodes_featureids")?;
+        let value = floats_attr(cx, "nodes_values")?.unwrap_or_default();
+        let modes = cx
+            .attr_strings("nodes_modes")?
+            .ok_or_else(|| cx.invalid(format!("{} needs the 'nodes_modes' attribute", cx.op())))?;
+        let true_id = ints(cx, "nodes_truenodeids")?.to_vec();
+        let false_id = ints(cx, "nodes_falsenodeids")?.to_vec();
+        let missing = cx
+            .attr_ints("nodes_missing_value_tracks_true")?
+            .unwrap_or(&[]);
+        let n = tree.len();
+        if [
+            node.len(),
+            feats.len(),
+            modes.len(),
+            true_id.len(),
+            false_id.len(),
+        ]
+        .iter()
+        .any(|&l| l != n)
+            || (!value.is_empty() && value.len() != n)
+            || (!missing.is_empty() && missing.len() != n)
+        {
+            return Err(cx.invalid(format!(
+                "{} node attributes must all have one entry per node ({n})",
+                cx.op()
+            )));
+        }
+        let rule: Vec<Option<Cmp>> = modes
+            .iter()
+            .map(|m| match m.as_str() {
+                "LEAF" => Ok(None),
+                "BRANCH_LEQ" => Ok(Some(Cmp::Leq)),
+                "BRANCH_LT" => Ok(Some(Cmp::Lt)),
+                "BRANCH_GTE" => Ok(Some(Cmp::Gte)),
+                "BRANCH_GT" => Ok(Some(Cmp::Gt)),
+                "BRANCH_EQ" => Ok(Some(Cmp::Eq)),
+                "BRANCH_NEQ" => Ok(Some(Cmp::Neq)),
+                other => Err(cx.invalid(format!("{} node mode '{other}' is unknown", cx.op()))),
+            })
+            .collect::<KResult<_>>()?;
+        let mut feature = Vec::with_capacity(n);
+        for (i, &f) in feats.iter().enumerate() {
+            if rule[i].is_some() && (f < 0 || f as usize >= n_features) {
+                return Err(cx.invalid(format!(
+                    "{} feature id {f} is out of range for {n_features} features",
+                    cx.op()
+                )));
+            }
+            feature.push(f.max(0) as usize);
+        }
+        let mut index = HashMap::with_capacity(n);
+        let mut root_of: std::collections::BTreeMap<i64, usize> = Default::default();
+        for i in 0..n {
+            index.entry((tree[i], node[i])).or_insert(i);
+            root_of.entry(tree[i]).or_insert(i);
+        }
+        Ok(Forest {
+            roots: root_of.into_values().collect(),
+            index,
+            value: if value.is_empty() {
+                vec![0.0; n]
+            } else {
+                value
+            },
+            missing_true: (0..n)
+                .map(|i| missing.get(i).is_some_and(|&m| m >= 1))
+                .collect(),
+            tree,
+            node,
+            feature,
+            rule,
+            true_id,
+            false_id,
+        })
+    }
+
+    /// The leaf node index `row` reaches in the tree rooted at `root`.
+    fn leaf(&self, cx: &RunCx, root: usize, row: &[f64]) -> KResult<usize> {
+        let mut i = root;
+        let mut steps = 0;
+        while let Some(cmp) = self.rule[i] {
+            steps += 1;
+            if steps > self.rule.len() {
+                return Err(cx.invalid(format!("{} trees contain a cycle", cx.op())));
+            }
+            let x = row[self.feature[i]];
+            let go = if x.is_nan() {
+                self.missing_true[i]
+            } else {
+                cmp.test(x, self.value[i], &[])
+            };
+            let nid = if go {
+                self.true_id[i]
+            } else {
+                self.false_id[i]
+            };
+            i = *self.index.get(&(self.tree[i], nid)).ok_or_else(|| {
+                cx.invalid(format!(
+                    "{}: tree {} has no node {nid}",
+                    cx.op(),
+                    self.tree[i]
+                ))
+            })?;
+        }
+        Ok(i)
+    }
+}
+
+/// Rows of a float tensor as f64 (integers converted), with (N, C).
+fn feature_rows(cx: &RunCx, x: &Tensor) -> KResult<(usize, usize, Vec<f64>)> {
+    let (n, c) = rows_cols(cx, x)?;
+    Ok((n, c, numbers(cx, x)?))
+}
+
+/// For each (tree, node) leaf, the indices of its target/class entries.
+fn leaf_entries(
+    cx: &RunCx,
+    prefix: &str,
+) -> KResult<(HashMap<(i64, i64), Vec<usize>>, Vec<i64>, Vec<f64>)> {
+    let trees = ints(cx, &format!("{prefix}_treeids"))?;
+    let nodes = ints(cx, &format!("{prefix}_nodeids"))?;
+    let ids = ints(cx, &format!("{prefix}_ids"))?.to_vec();
+    let weights = floats_attr(cx, &format!("{prefix}_weights"))?.unwrap_or_default();
+    if trees.len() != nodes.len() || ids.len() != nodes.len() || weights.len() != nodes.len() {
+        return Err(cx.invalid(format!(
+            "{} {prefix}_treeids/nodeids/ids/weights must have equal lengths",
+            cx.op()
+        )));
+    }
+    let mut m: HashMap<(i64, i64), Vec<usize>> = HashMap::new();
+    for (i, (&t, &n)) in trees.iter().zip(nodes).enumerate() {
+        m.entry((t, n)).or_default().push(i);
+    }
+    Ok((m, ids, weights))
+}
+
+/// TreeEnsembleRegressor: per-target aggregate of leaf weights over the trees, plus
+/// `base_values`, post-transformed; float output `[N, n_targets]`.
+fn tree_ensemble_regressor(cx: &RunCx) -> KResult<Vec<Value>> {
+    let x = cx.input(0)?;
+    let (n, c, xv) = feature_rows(cx, x)?;
+    let forest = Forest::read(cx, c)?;
+    let (entries, ids, weights) = leaf_entries(cx, "target")?;
+    let nt = cx.int("n_targets", 1)?;
+    if nt < 1 || ids.iter().any(|&t| t < 0 || t >= nt) {
+        return Err(cx.invalid(format!(
+            "TreeEnsembleRegressor target ids must be in 0..{nt} (n_targets)"
+        )));
+    }
+    let nt = nt as usize;
+    let agg = cx.string("aggregate_function", "SUM")?;
+    let base = floats_attr(cx, "base_values")?.unwrap_or_default();
+    if !base.is_empty() && base.len() != nt {
+        return Err(cx.invalid(format!(
+            "TreeEnsembleRegressor has {} base_values for {nt} targets",
+            base.len()
+        )));
+    }
+    let init = match agg.as_str() {
+        "SUM" | "AVERAGE" => 0.0,
+        "MIN" => f32::MAX as f64,
+        "MAX" => f32::MIN as f64,
+        other => {
+            return Err(cx.invalid(format!(
+                "aggregate_function must be SUM, AVERAGE, MIN or MAX, got '{other}'"
+            )))
+        }
+    };
+    let mut out = vec![init; n * nt];
+    for r in 0..n {
+        let row = &xv[r * c..(r + 1) * c];
+        for &root in &forest.roots {
+            let leaf = forest.leaf(cx, root, row)?;
+            let Some(its) = entries.get(&(forest.tree[leaf], forest.node[leaf])) else {
+                continue;
+            };
+            for &it in its {
+                let slot = &mut out[r * nt + ids[it] as usize];
+                let w = weights[it];
+                *slot = match agg.as_str() {
+                    "MIN" => slot.min(w),
+                    "MAX" => slot.max(w),
+                    _ => *slot + w,
+                };
+            }
+        }
+    }
+    if agg == "AVERAGE" && !forest.roots.is_empty() {
+        out.iter_mut().for_each(|v| *v /= forest.roots.len() as f64);
+    }
+    if !base.is_empty() {
+        for (i, v) in out.iter_mut().enumerate() {
+            *v += base[i % nt];
+        }
+    }
+    post_transform(cx, &cx.string("post_transform", "NONE")?, &mut out, nt)?;
+    let out: Vec<f32> = out.into_iter().map(|v| v as f32).collect();
+    Ok(vec![Tensor::from_vec(vec![n, nt], out)?.into()])
+}
+
+/// TreeEnsembleClassifier: per-class sums of leaf weights over the trees (plus
+/// `base_values`), post-transformed, and the best class label; binary ensembles (one class
+/// id) score the second class and derive the first as the reference does.
+fn tree_ensemble_classifier(cx: &RunCx) -> KResult<Vec<Value>> {
+    let x = cx.input(0)?;
+    let (n, c, xv) = feature_rows(cx, x)?;
+    let forest = Forest::read(cx, c)?;
+    let (entries, ids, weights) = leaf_entries(cx, "class")?;
+    let labels = if let Some(v) = cx.attr_ints("classlabels_int64s")? {
+        Labels::Ints(v.to_vec())
+    } else if let Some(a) = cx.attr("classlabels_strings") {
+        Labels::Strings(a.strings.clone())
+    } else {
+        return Err(
+            cx.invalid("TreeEnsembleClassifier needs classlabels_int64s or classlabels_strings")
+        );
+    };
+    let k = labels.len();
+    if k == 0 || ids.iter().any(|&t| t < 0 || t as usize >= k) {
+        return Err(cx.invalid(format!(
+            "TreeEnsembleClassifier class ids must be in 0..{k} (the number of labels)"
+        )));
+    }
+    let base = floats_attr(cx, "base_values")?.unwrap_or_default();
+    if !base.is_empty() && base.len() != k {
+        return Err(cx.invalid(format!(
+            "TreeEnsembleClassifier has {} base_values for {k} classes",
+            base.len()
+        )));
+    }
+    let mut res = vec![0.0f64; n * k];
+    for r in 0..n {
+        if !base.is_empty() {
+            res[r * k..(r + 1) * k].copy_from_slice(&base);
+        }
+        let row = &xv[r * c..(r + 1) * c];
+        for &root in &forest.roots {
+            let leaf = forest.leaf(cx, root, row)?;
+            if let Some(its) = entries.get(&(forest.tree[leaf], forest.node[leaf])) {
+                for &it in its {
+                    res[r * k + ids[it] as usize] += weights[it];
+                }
+            }
+        }
+    }
+    let pt = cx.string("post_transform", "NONE")?;
+    let binary = ids.iter().all(|&i| i == ids[0]) && !ids.is_empty();
+    let (mut scores, w) = if binary {
+        let w = k.max(2);
+        let mut s = vec![0.0f64; n * w];
+        for r in 0..n {
+            let v = if k == 1 { res[r] } else { res[r * k] };
+            // Columns past the first two keep their scores (k > 2 labels).
+            for q in 2..k {
+                s[r * w + q] = res[r * k + q];
+            }
+            s[r * w + 1] = v;
+            s[r * w] = if matches!(pt.as_str(), "NONE" | "PROBIT") {
+                1.0 - v
+            } else {
+                -v
+            };
+        }
+        (s, w)
+    } else {
+        (res, k)
+    };
+    post_transform(cx, &pt, &mut scores, w)?;
+    let picks: Vec<usize> = scores.chunks(w).map(argmax).collect();
+    let label = match &labels {
+        Labels::Ints(l) if l.len() == 1 => {
+            if l[0] != 1 {
+                return Err(cx.unsupported("a single int64 class label other than 1"));
+            }
+            Tensor::from_vec(
+                vec![n],
+                picks
+                    .iter()
+                    .map(|&p| if p == 1 { 1i64 } else { 0 })
+                    .collect::<Vec<_>>(),
+            )?
+        }
+        Labels::Strings(l) if l.len() == 1 => {
+            return Err(cx.unsupported("a single string class label"));
+        }
+        l => l.tensor(&picks)?,
+    };
+    let z: Vec<f32> = scores.into_iter().map(|v| v as f32).collect();
+    Ok(vec![label.into(), Tensor::from_vec(vec![n, w], z)?.into()])
+}
+
 pub const KERNELS: &[KernelDef] = &[
     kernel_in(ML, "LabelEncoder", 1, None, label_encoder),
     kernel_in(
@@ -792,4 +1113,18 @@ pub const KERNELS: &[KernelDef] = &[
     kernel_in(ML, "LinearRegressor", 1, None, linear_regressor),
     kernel_in(ML, "LinearClassifier", 1, None, linear_classifier),
     kernel_in(ML, "TreeEnsemble", 5, None, tree_ensemble),
+    kernel_in(
+        ML,
+        "TreeEnsembleRegressor",
+        1,
+        None,
+        tree_ensemble_regressor,
+    ),
+    kernel_in(
+        ML,
+        "TreeEnsembleClassifier",
+        1,
+        None,
+        tree_ensemble_classifier,
+    ),
 ];
