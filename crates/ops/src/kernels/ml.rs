@@ -920,11 +920,12 @@ fn feature_rows(cx: &RunCx, x: &Tensor) -> KResult<(usize, usize, Vec<f64>)> {
     Ok((n, c, numbers(cx, x)?))
 }
 
-/// For each (tree, node) leaf, the indices of its target/class entries.
-fn leaf_entries(
-    cx: &RunCx,
-    prefix: &str,
-) -> KResult<(HashMap<(i64, i64), Vec<usize>>, Vec<i64>, Vec<f64>)> {
+/// Entry indices per (tree id, node id) leaf.
+type LeafIndex = HashMap<(i64, i64), Vec<usize>>;
+
+/// For each (tree, node) leaf, the indices of its target/class entries; and the entries'
+/// target/class ids and weights.
+fn leaf_entries(cx: &RunCx, prefix: &str) -> KResult<(LeafIndex, Vec<i64>, Vec<f64>)> {
     let trees = ints(cx, &format!("{prefix}_treeids"))?;
     let nodes = ints(cx, &format!("{prefix}_nodeids"))?;
     let ids = ints(cx, &format!("{prefix}_ids"))?.to_vec();
@@ -1097,6 +1098,167 @@ fn tree_ensemble_classifier(cx: &RunCx) -> KResult<Vec<Value>> {
     Ok(vec![label.into(), Tensor::from_vec(vec![n, w], z)?.into()])
 }
 
+/// OneHotEncoder: one float one-hot vector per element over `cats_int64s` (numbers are
+/// truncated to integers) or `cats_strings`; with `zeros` = 0 an unknown value is an error.
+fn one_hot_encoder(cx: &RunCx) -> KResult<Vec<Value>> {
+    let x = cx.input(0)?;
+    let zeros = cx.int("zeros", 1)? != 0;
+    let mut map: HashMap<Key, usize> = HashMap::new();
+    let cats = if x.dtype() == DataType::String {
+        let a = cx
+            .attr("cats_strings")
+            .ok_or_else(|| cx.invalid("OneHotEncoder on strings needs 'cats_strings'"))?;
+        for (i, c) in a.strings.iter().enumerate() {
+            map.entry(Key::S(c.clone())).or_insert(i);
+        }
+        a.strings.len()
+    } else {
+        let c = cx
+            .attr_ints("cats_int64s")?
+            .ok_or_else(|| cx.invalid("OneHotEncoder on numbers needs 'cats_int64s'"))?;
+        for (i, &v) in c.iter().enumerate() {
+            map.entry(Key::I(v)).or_insert(i);
+        }
+        c.len()
+    };
+    let keys: Vec<Key> = match x.dtype() {
+        DataType::String => keys_of(cx, x)?,
+        DataType::Int64 | DataType::Int32 => to_i64s(x)?.into_iter().map(Key::I).collect(),
+        DataType::Float | DataType::Double => {
+            to_f64s(x)?.into_iter().map(|v| Key::I(v as i64)).collect()
+        }
+        d => return Err(cx.unsupported(d)),
+    };
+    let mut out = vec![0f32; keys.len() * cats];
+    for (i, k) in keys.iter().enumerate() {
+        match map.get(k) {
+            Some(&j) => out[i * cats + j] = 1.0,
+            None if zeros => {}
+            None => {
+                return Err(cx.invalid(format!(
+                    "OneHotEncoder: element {i} is in no category (and zeros = 0)"
+                )))
+            }
+        }
+    }
+    let mut shape = x.shape().to_vec();
+    shape.push(cats);
+    Ok(vec![Tensor::from_vec(shape, out)?.into()])
+}
+
+/// FeatureVectorizer: concatenates its `[N, C]` (or `[N]`) inputs column-wise, each cut or
+/// zero-padded to its `inputdimensions` entry, as float.
+fn feature_vectorizer(cx: &RunCx) -> KResult<Vec<Value>> {
+    let dims = cx.attr_ints("inputdimensions")?.unwrap_or(&[]);
+    if dims.len() != cx.num_inputs() || dims.iter().any(|&d| d < 0) {
+        return Err(cx.invalid(format!(
+            "FeatureVectorizer needs one non-negative inputdimensions entry per input ({}), got {dims:?}",
+            cx.num_inputs()
+        )));
+    }
+    let total: usize = dims.iter().map(|&d| d as usize).sum();
+    let mut rows: Option<usize> = None;
+    let mut parts = Vec::with_capacity(dims.len());
+    for (i, &d) in dims.iter().enumerate() {
+        let t = cx.input(i)?;
+        let (n, c) = match *t.shape() {
+            [n] => (n, 1),
+            [n, c] => (n, c),
+            ref s => {
+                return Err(cx.invalid(format!(
+                    "FeatureVectorizer input {i} must be [N] or [N, C], got {s:?}"
+                )))
+            }
+        };
+        if rows.is_some_and(|r| r != n) {
+            return Err(cx.invalid("FeatureVectorizer inputs disagree on N"));
+        }
+        rows = Some(n);
+        parts.push((numbers(cx, t)?, c, d as usize));
+    }
+    let n = rows.unwrap_or(0);
+    let mut out = vec![0f32; n * total];
+    let mut col = 0;
+    for (v, c, d) in parts {
+        for r in 0..n {
+            for j in 0..d.min(c) {
+                out[r * total + col + j] = v[r * c + j] as f32;
+            }
+        }
+        col += d;
+    }
+    Ok(vec![Tensor::from_vec(vec![n, total], out)?.into()])
+}
+
+/// The SVM kernel function.
+fn svm_kernel(kind: &str, a: &[f64], b: &[f64], gamma: f64, coef0: f64, degree: i32) -> f64 {
+    let dot = || a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+    match kind {
+        "POLY" => (dot() * gamma + coef0).powi(degree),
+        "SIGMOID" => (dot() * gamma + coef0).tanh(),
+        "RBF" => (-gamma * a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum::<f64>()).exp(),
+        _ => dot(),
+    }
+}
+
+/// SVMRegressor: `Σ coefficient·K(x, support vector) + rho` (or the linear form without
+/// support vectors); `one_class` gives ±1.
+fn svm_regressor(cx: &RunCx) -> KResult<Vec<Value>> {
+    let x = cx.input(0)?;
+    let (n, c, xv) = feature_rows(cx, x)?;
+    let coef: Vec<f64> = floats_attr(cx, "coefficients")?.unwrap_or_default();
+    let rho = floats_attr(cx, "rho")?.unwrap_or_default();
+    let params = floats_attr(cx, "kernel_params")?.unwrap_or_default();
+    let kind = cx.string("kernel_type", "LINEAR")?;
+    if !matches!(kind.as_str(), "LINEAR" | "POLY" | "RBF" | "SIGMOID") {
+        return Err(cx.invalid(format!("SVMRegressor kernel_type '{kind}' is unknown")));
+    }
+    let pt = cx.string("post_transform", "NONE")?;
+    if pt != "NONE" {
+        return Err(cx.unsupported(format!("post_transform {pt}")));
+    }
+    let one_class = cx.int("one_class", 0)? != 0;
+    let n_sup = cx.int("n_supports", 0)?;
+    let sv = floats_attr(cx, "support_vectors")?.unwrap_or_default();
+    let (gamma, coef0, degree) = match params.as_slice() {
+        [g, c0, d, ..] => (*g, *c0, *d as i32),
+        _ => (0.0, 0.0, 0),
+    };
+    let b = rho.first().copied().unwrap_or(0.0);
+    if n_sup < 0
+        || (n_sup > 0 && (sv.len() != n_sup as usize * c || coef.len() < n_sup as usize))
+        || (n_sup == 0 && coef.len() != c)
+    {
+        return Err(cx.invalid(format!(
+            "SVMRegressor needs n_supports × {c} support vector values and n_supports coefficients (or {c} linear coefficients)"
+        )));
+    }
+    let mut out = Vec::with_capacity(n);
+    for r in 0..n {
+        let row = &xv[r * c..(r + 1) * c];
+        let s = if n_sup > 0 {
+            (0..n_sup as usize)
+                .map(|j| {
+                    coef[j] * svm_kernel(&kind, row, &sv[j * c..(j + 1) * c], gamma, coef0, degree)
+                })
+                .sum::<f64>()
+                + b
+        } else {
+            svm_kernel("LINEAR", row, &coef, 0.0, 0.0, 0) + b
+        };
+        out.push(if one_class {
+            if s > 0.0 {
+                1.0
+            } else {
+                -1.0
+            }
+        } else {
+            s as f32
+        });
+    }
+    Ok(vec![Tensor::from_vec(vec![n, 1], out)?.into()])
+}
+
 pub const KERNELS: &[KernelDef] = &[
     kernel_in(ML, "LabelEncoder", 1, None, label_encoder),
     kernel_in(
@@ -1127,4 +1289,7 @@ pub const KERNELS: &[KernelDef] = &[
         None,
         tree_ensemble_classifier,
     ),
+    kernel_in(ML, "OneHotEncoder", 1, None, one_hot_encoder),
+    kernel_in(ML, "FeatureVectorizer", 1, None, feature_vectorizer),
+    kernel_in(ML, "SVMRegressor", 1, None, svm_regressor),
 ];
