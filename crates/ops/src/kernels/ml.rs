@@ -1259,6 +1259,261 @@ fn svm_regressor(cx: &RunCx) -> KResult<Vec<Value>> {
     Ok(vec![Tensor::from_vec(vec![n, 1], out)?.into()])
 }
 
+/// libsvm's pairwise-coupling estimate of class probabilities from pairwise ones `r` (as
+/// libsvm and onnxruntime compute it; the onnx reference fills the upper triangle of Q with one
+/// dot product instead, which we do not copy).
+fn multiclass_probability(k: usize, r: &[f64]) -> Vec<f64> {
+    let max_iter = 100.max(k);
+    let mut q = vec![0.0f64; k * k];
+    let mut qp = vec![0.0f64; k];
+    let mut p = vec![1.0 / k as f64; k];
+    let eps = 0.005 / k as f64;
+    for t in 0..k {
+        q[t * k + t] = (0..t).map(|j| r[j * k + t] * r[j * k + t]).sum();
+        for j in 0..t {
+            q[t * k + j] = q[j * k + t];
+        }
+        q[t * k + t] += (t + 1..k).map(|j| r[j * k + t] * r[j * k + t]).sum::<f64>();
+        for j in t + 1..k {
+            q[t * k + j] = -r[j * k + t] * r[t * k + j];
+        }
+    }
+    for _ in 0..max_iter {
+        for t in 0..k {
+            qp[t] = (0..k).map(|j| q[t * k + j] * p[j]).sum();
+        }
+        let mut pqp: f64 = (0..k).map(|t| p[t] * qp[t]).sum();
+        let max_error = (0..k).map(|t| (qp[t] - pqp).abs()).fold(0.0, f64::max);
+        if max_error < eps {
+            break;
+        }
+        for t in 0..k {
+            let diff = (-qp[t] + pqp) / q[t * k + t];
+            p[t] += diff;
+            pqp =
+                (pqp + diff * (diff * q[t * k + t] + 2.0 * qp[t])) / ((1.0 + diff) * (1.0 + diff));
+            for v in p.iter_mut() {
+                *v /= 1.0 + diff;
+            }
+            for j in 0..k {
+                qp[j] = (qp[j] + diff * q[t * k + j]) / (1.0 + diff);
+            }
+        }
+    }
+    p
+}
+
+/// `1 / (1 + e^-v)`, computed stably.
+fn logistic(v: f64) -> f64 {
+    let e = 1.0 / (1.0 + (-v.abs()).exp());
+    if v < 0.0 {
+        1.0 - e
+    } else {
+        e
+    }
+}
+
+/// SVMClassifier: one-vs-one SVC voting (optionally Platt-scaled probabilities) or linear
+/// scores, labels and post-transformed scores as the ONNX reference computes them.
+fn svm_classifier(cx: &RunCx) -> KResult<Vec<Value>> {
+    let x = cx.input(0)?;
+    let (n, c, xv) = feature_rows(cx, x)?;
+    let int_labels = cx.attr_ints("classlabels_ints")?.map(|v| v.to_vec());
+    let str_labels = cx.attr("classlabels_strings").map(|a| a.strings.clone());
+    let n_labels = int_labels
+        .as_ref()
+        .map(Vec::len)
+        .or(str_labels.as_ref().map(Vec::len))
+        .unwrap_or(0);
+    let k = n_labels.max(1);
+    let coef = floats_attr(cx, "coefficients")?.unwrap_or_default();
+    let rho = floats_attr(cx, "rho")?.unwrap_or_default();
+    let prob_a = floats_attr(cx, "prob_a")?.unwrap_or_default();
+    let prob_b = floats_attr(cx, "prob_b")?.unwrap_or_default();
+    let params = floats_attr(cx, "kernel_params")?.unwrap_or_default();
+    let sv = floats_attr(cx, "support_vectors")?.unwrap_or_default();
+    let per_class = cx.attr_ints("vectors_per_class")?.unwrap_or(&[]);
+    let kind = cx.string("kernel_type", "LINEAR")?;
+    let pt = cx.string("post_transform", "NONE")?;
+    if !matches!(kind.as_str(), "LINEAR" | "POLY" | "RBF" | "SIGMOID") {
+        return Err(cx.invalid(format!("SVMClassifier kernel_type '{kind}' is unknown")));
+    }
+    let (gamma, coef0, degree) = match params.as_slice() {
+        [g, c0, d, ..] => (*g, *c0, *d as i32),
+        _ => (0.0, 0.0, 0),
+    };
+    if rho.is_empty() || coef.is_empty() {
+        return Err(cx.invalid("SVMClassifier needs coefficients and rho"));
+    }
+    let mut starts = Vec::with_capacity(per_class.len());
+    let mut n_vec = 0usize;
+    for &v in per_class {
+        if v < 0 {
+            return Err(cx.invalid("SVMClassifier vectors_per_class must be >= 0"));
+        }
+        starts.push(n_vec);
+        n_vec += v as usize;
+    }
+    let svc = n_vec > 0;
+    let pairs = k * (k - 1) / 2;
+    if svc {
+        if per_class.len() != k
+            || sv.len() != n_vec * c
+            || coef.len() != (k - 1) * n_vec
+            || rho.len() < pairs
+        {
+            return Err(cx.invalid(format!(
+                "SVMClassifier attributes do not fit {k} classes, {n_vec} support vectors of {c} features"
+            )));
+        }
+        if !prob_a.is_empty() && (prob_a.len() < pairs || prob_b.len() < pairs) {
+            return Err(cx.invalid("SVMClassifier prob_a/prob_b need one entry per class pair"));
+        }
+    } else if coef.len() != k * c {
+        return Err(cx.invalid(format!(
+            "SVMClassifier (linear) needs {k} × {c} coefficients, got {}",
+            coef.len()
+        )));
+    }
+    let all_positive = coef.iter().all(|&v| v >= 0.0);
+    let has_proba = svc && !prob_a.is_empty();
+    let mut labels: Vec<i64> = Vec::with_capacity(n);
+    let mut all_scores: Vec<f64> = Vec::new();
+    let mut width = 0;
+    let mut kernels = vec![0.0f64; n_vec];
+    for r in 0..n {
+        let row = &xv[r * c..(r + 1) * c];
+        let (votes, raw): (Option<Vec<f64>>, Vec<f64>) = if svc {
+            for (j, kv) in kernels.iter_mut().enumerate() {
+                *kv = svm_kernel(&kind, row, &sv[j * c..(j + 1) * c], gamma, coef0, degree);
+            }
+            let mut votes = vec![0.0f64; k];
+            let mut scores = Vec::with_capacity(pairs);
+            let mut e = 0;
+            for i in 0..k {
+                let (si, ci) = (starts[i], per_class[i] as usize);
+                for j in i + 1..k {
+                    let (sj, cj) = (starts[j], per_class[j] as usize);
+                    let s1: f64 = (0..ci)
+                        .map(|t| coef[(j - 1) * n_vec + si + t] * kernels[si + t])
+                        .sum();
+                    let s2: f64 = (0..cj)
+                        .map(|t| coef[i * n_vec + sj + t] * kernels[sj + t])
+                        .sum();
+                    let s = rho[e] + s1 + s2;
+                    scores.push(s);
+                    if s > 0.0 {
+                        votes[i] += 1.0;
+                    } else {
+                        votes[j] += 1.0;
+                    }
+                    e += 1;
+                }
+            }
+            (Some(votes), scores)
+        } else {
+            let scores = (0..k)
+                .map(|j| rho[0] + svm_kernel("LINEAR", row, &coef[j * c..(j + 1) * c], 0.0, 0.0, 0))
+                .collect();
+            (None, scores)
+        };
+        let scores = if has_proba {
+            let mut p2 = vec![0.0f64; k * k];
+            let mut e = 0;
+            for i in 0..k {
+                for j in i + 1..k {
+                    let v1 = 1.0 - logistic(raw[e] * prob_a[e] + prob_b[e]);
+                    let v2 = v1.clamp(1e-7, 1.0 - 1e-7);
+                    p2[i * k + j] = v2;
+                    p2[j * k + i] = 1.0 - v2;
+                    e += 1;
+                }
+            }
+            multiclass_probability(k, &p2)
+        } else {
+            raw
+        };
+        let basis = votes.as_deref().unwrap_or(&scores);
+        let max_class = if basis.is_empty() { 0 } else { argmax(basis) };
+        let max_weight = basis.get(max_class).copied().unwrap_or(0.0);
+        let mut add_second = -1;
+        let label: i64 = if rho.len() == 1 {
+            if n_labels == 2 {
+                add_second = 2;
+                let idx = if !has_proba && all_positive && max_weight >= 0.5 {
+                    1
+                } else {
+                    max_class
+                };
+                match &int_labels {
+                    Some(l) => l[idx],
+                    None => idx as i64,
+                }
+            } else if max_weight > 0.0 {
+                1
+            } else {
+                0
+            }
+        } else {
+            match &int_labels {
+                Some(l) if !l.is_empty() => *l.get(max_class).ok_or_else(|| {
+                    cx.invalid(format!("SVMClassifier class {max_class} has no label"))
+                })?,
+                _ => max_class as i64,
+            }
+        };
+        let mut out = if scores.len() >= 2 {
+            let mut s = scores;
+            let w = s.len();
+            post_transform(cx, &pt, &mut s, w)?;
+            s
+        } else if scores.len() == 1 {
+            let s0 = scores[0];
+            if pt == "PROBIT" {
+                vec![std::f64::consts::SQRT_2 * erf_inv(s0 * 2.0 - 1.0)]
+            } else if add_second == 0 || add_second == 1 {
+                vec![1.0 - s0, s0]
+            } else if add_second == 2 || add_second == 3 {
+                let mut v = vec![-s0, s0];
+                match pt.as_str() {
+                    "LOGISTIC" => v = vec![logistic(-s0), logistic(s0)],
+                    "SOFTMAX" | "SOFTMAX_ZERO" => post_transform(cx, &pt, &mut v, 2)?,
+                    _ => {}
+                }
+                v
+            } else {
+                vec![s0]
+            }
+        } else {
+            vec![]
+        };
+        if r == 0 {
+            width = out.len();
+        }
+        all_scores.append(&mut out);
+        labels.push(label);
+    }
+    let label = match &str_labels {
+        Some(l) if !l.is_empty() => {
+            let picked = labels
+                .iter()
+                .map(|&i| {
+                    l.get(i as usize).cloned().ok_or_else(|| {
+                        cx.invalid(format!("SVMClassifier label index {i} has no string label"))
+                    })
+                })
+                .collect::<KResult<Vec<_>>>()?;
+            Tensor::from_strings(vec![n], picked)?
+        }
+        _ => Tensor::from_vec(vec![n], labels)?,
+    };
+    let z: Vec<f32> = all_scores.into_iter().map(|v| v as f32).collect();
+    Ok(vec![
+        label.into(),
+        Tensor::from_vec(vec![n, width], z)?.into(),
+    ])
+}
+
 pub const KERNELS: &[KernelDef] = &[
     kernel_in(ML, "LabelEncoder", 1, None, label_encoder),
     kernel_in(
@@ -1292,4 +1547,5 @@ pub const KERNELS: &[KernelDef] = &[
     kernel_in(ML, "OneHotEncoder", 1, None, one_hot_encoder),
     kernel_in(ML, "FeatureVectorizer", 1, None, feature_vectorizer),
     kernel_in(ML, "SVMRegressor", 1, None, svm_regressor),
+    kernel_in(ML, "SVMClassifier", 1, None, svm_classifier),
 ];
