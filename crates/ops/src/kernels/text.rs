@@ -192,9 +192,184 @@ fn regex_full_match(cx: &RunCx) -> KResult<Vec<Value>> {
     Ok(vec![Tensor::from_vec(x.shape().to_vec(), out)?.into()])
 }
 
-/// ImageDecoder: needs image codecs this build does not have.
+/// ImageDecoder: decodes uncompressed BMP (24/32-bit) and binary or ASCII PNM (P2/P3/P5/P6,
+/// maxval 255) into `[H, W, C]` uint8 in RGB, BGR or Grayscale; compressed formats (JPEG,
+/// PNG, TIFF, WebP, JPEG 2000) need codecs this build does not have and are unsupported.
 fn image_decoder(cx: &RunCx) -> KResult<Vec<Value>> {
-    Err(cx.unsupported("encoded images (no JPEG/PNG/BMP/TIFF/WebP/PNM codecs in this build)"))
+    let x = cx.input(0)?;
+    if x.dtype() != DataType::Uint8 {
+        return Err(cx.unsupported(x.dtype()));
+    }
+    let data = x.bytes().map(|b| &b[..]).unwrap_or(&[]);
+    let format = cx.string("pixel_format", "RGB")?;
+    if !matches!(format.as_str(), "RGB" | "BGR" | "Grayscale") {
+        return Err(cx.invalid(format!(
+            "ImageDecoder pixel_format must be RGB, BGR or Grayscale, got '{format}'"
+        )));
+    }
+    let (h, w, rgb) = if data.starts_with(b"BM") {
+        image::bmp(data).map_err(|e| image_error(cx, e))?
+    } else if data.len() >= 2 && data[0] == b'P' && matches!(data[1], b'2' | b'3' | b'5' | b'6') {
+        image::pnm(data).map_err(|e| image_error(cx, e))?
+    } else {
+        return Err(cx.unsupported(
+            "this image format (only BMP and PNM decode without codecs; JPEG/PNG/TIFF/WebP/JPEG 2000 need codecs this build does not have)",
+        ));
+    };
+    let (c, out): (usize, Vec<u8>) = match format.as_str() {
+        "RGB" => (3, rgb),
+        "BGR" => (3, rgb.chunks(3).flat_map(|p| [p[2], p[1], p[0]]).collect()),
+        _ => (
+            1,
+            rgb.chunks(3)
+                .map(|p| {
+                    // Pillow's ITU-R 601-2 luma: L = (19595 R + 38470 G + 7471 B + 0x8000) >> 16.
+                    ((p[0] as u32 * 19595 + p[1] as u32 * 38470 + p[2] as u32 * 7471 + 0x8000)
+                        >> 16) as u8
+                })
+                .collect(),
+        ),
+    };
+    Ok(vec![Tensor::from_vec(vec![h, w, c], out)?.into()])
+}
+
+/// An image decoding failure: unsupported variants are reported as such, the rest as invalid.
+fn image_error(cx: &RunCx, e: image::Error) -> crate::exec::KernelError {
+    match e {
+        image::Error::Unsupported(what) => cx.unsupported(what),
+        image::Error::Invalid(what) => cx.invalid(format!("ImageDecoder: {what}")),
+    }
+}
+
+/// Minimal decoders for the uncompressed image formats.
+mod image {
+    /// Why an image cannot be decoded.
+    pub enum Error {
+        Unsupported(String),
+        Invalid(String),
+    }
+
+    /// Largest pixel count we agree to decode.
+    const MAX_PIXELS: usize = 1 << 28;
+
+    fn invalid(msg: &str) -> Error {
+        Error::Invalid(msg.to_string())
+    }
+
+    fn u16le(d: &[u8], o: usize) -> Result<u32, Error> {
+        d.get(o..o + 2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]) as u32)
+            .ok_or_else(|| invalid("truncated BMP header"))
+    }
+
+    fn u32le(d: &[u8], o: usize) -> Result<u32, Error> {
+        d.get(o..o + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .ok_or_else(|| invalid("truncated BMP header"))
+    }
+
+    /// An uncompressed 24- or 32-bit BMP as (height, width, RGB bytes).
+    pub fn bmp(d: &[u8]) -> Result<(usize, usize, Vec<u8>), Error> {
+        let offset = u32le(d, 10)? as usize;
+        let header = u32le(d, 14)?;
+        if header < 40 {
+            return Err(Error::Unsupported("BMP with an OS/2 core header".into()));
+        }
+        let w = u32le(d, 18)? as i32;
+        let h = u32le(d, 22)? as i32;
+        let bpp = u16le(d, 28)?;
+        let compression = u32le(d, 30)?;
+        if w <= 0 || h == 0 {
+            return Err(invalid("BMP with a non-positive size"));
+        }
+        if !(bpp == 24 && compression == 0 || bpp == 32 && compression == 0) {
+            return Err(Error::Unsupported(format!(
+                "BMP of {bpp} bits per pixel, compression {compression}"
+            )));
+        }
+        let (w, top_down, h) = (w as usize, h < 0, h.unsigned_abs() as usize);
+        if w.saturating_mul(h) > MAX_PIXELS {
+            return Err(invalid("BMP too large"));
+        }
+        let bytes = (bpp / 8) as usize;
+        let stride = (w * bytes).div_ceil(4) * 4;
+        if d.len() < offset + stride * (h - 1) + w * bytes {
+            return Err(invalid("truncated BMP pixel data"));
+        }
+        let mut out = Vec::with_capacity(w * h * 3);
+        for y in 0..h {
+            let row = if top_down { y } else { h - 1 - y };
+            let base = offset + row * stride;
+            for x in 0..w {
+                let p = &d[base + x * bytes..base + x * bytes + 3];
+                out.extend_from_slice(&[p[2], p[1], p[0]]);
+            }
+        }
+        Ok((h, w, out))
+    }
+
+    /// The next whitespace-separated PNM header token (skipping `#` comments).
+    fn token(d: &[u8], pos: &mut usize) -> Result<usize, Error> {
+        loop {
+            while *pos < d.len() && d[*pos].is_ascii_whitespace() {
+                *pos += 1;
+            }
+            if *pos < d.len() && d[*pos] == b'#' {
+                while *pos < d.len() && d[*pos] != b'\n' {
+                    *pos += 1;
+                }
+                continue;
+            }
+            break;
+        }
+        let start = *pos;
+        while *pos < d.len() && d[*pos].is_ascii_digit() {
+            *pos += 1;
+        }
+        std::str::from_utf8(&d[start..*pos])
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| invalid("bad PNM header"))
+    }
+
+    /// A P2/P3/P5/P6 image of maxval 255 as (height, width, RGB bytes); gray is replicated.
+    pub fn pnm(d: &[u8]) -> Result<(usize, usize, Vec<u8>), Error> {
+        let kind = d[1];
+        let mut pos = 2;
+        let w = token(d, &mut pos)?;
+        let h = token(d, &mut pos)?;
+        let maxval = token(d, &mut pos)?;
+        if maxval != 255 {
+            return Err(Error::Unsupported(format!("PNM with maxval {maxval}")));
+        }
+        if w.saturating_mul(h) > MAX_PIXELS {
+            return Err(invalid("PNM too large"));
+        }
+        let channels = if matches!(kind, b'3' | b'6') { 3 } else { 1 };
+        let n = w * h * channels;
+        let samples: Vec<u8> = if matches!(kind, b'5' | b'6') {
+            pos += 1; // the single whitespace byte after maxval
+            d.get(pos..pos + n)
+                .ok_or_else(|| invalid("truncated PNM pixel data"))?
+                .to_vec()
+        } else {
+            let mut v = Vec::with_capacity(n);
+            for _ in 0..n {
+                let t = token(d, &mut pos)?;
+                if t > 255 {
+                    return Err(invalid("PNM sample above maxval"));
+                }
+                v.push(t as u8);
+            }
+            v
+        };
+        let rgb = if channels == 3 {
+            samples
+        } else {
+            samples.iter().flat_map(|&g| [g, g, g]).collect()
+        };
+        Ok((h, w, rgb))
+    }
 }
 
 /// An n-gram pool key.
