@@ -282,7 +282,7 @@ mod image {
         if w <= 0 || h == 0 {
             return Err(invalid("BMP with a non-positive size"));
         }
-        if !(bpp == 24 && compression == 0 || bpp == 32 && compression == 0) {
+        if compression != 0 || (bpp != 24 && bpp != 32) {
             return Err(Error::Unsupported(format!(
                 "BMP of {bpp} bits per pixel, compression {compression}"
             )));
