@@ -151,6 +151,53 @@ fn label_encoder(cx: &RunCx) -> KResult<Vec<Value>> {
     Ok(vec![take(&table, &offs, x.shape().to_vec())?.into()])
 }
 
+/// CategoryMapper: strings to int64 through the parallel `cats_strings`/`cats_int64s` lists,
+/// or int64 to strings, unknown values giving `default_int64` / `default_string`.
+fn category_mapper(cx: &RunCx) -> KResult<Vec<Value>> {
+    let x = cx.input(0)?;
+    let strs = cx
+        .attr("cats_strings")
+        .map(|a| a.strings.clone())
+        .unwrap_or_default();
+    let ints = cx.attr_ints("cats_int64s")?.unwrap_or(&[]);
+    if strs.len() != ints.len() {
+        return Err(cx.invalid(format!(
+            "CategoryMapper has {} cats_strings and {} cats_int64s",
+            strs.len(),
+            ints.len()
+        )));
+    }
+    let n = strs.len();
+    let (keys, table): (Vec<Key>, Tensor) = match x.dtype() {
+        DataType::String => {
+            let mut v = ints.to_vec();
+            v.push(cx.int("default_int64", -1)?);
+            (
+                strs.iter().map(|s| Key::S(s.clone())).collect(),
+                Tensor::from_vec(vec![n + 1], v)?,
+            )
+        }
+        DataType::Int64 => {
+            let mut v = strs.clone();
+            v.push(Bytes::from(cx.string("default_string", "_Unused")?));
+            (
+                ints.iter().map(|&i| Key::I(i)).collect(),
+                Tensor::from_strings(vec![n + 1], v)?,
+            )
+        }
+        d => return Err(cx.unsupported(d)),
+    };
+    let mut map: HashMap<Key, usize> = HashMap::with_capacity(n);
+    for (i, k) in keys.into_iter().enumerate() {
+        map.entry(k).or_insert(i);
+    }
+    let offs: Vec<usize> = keys_of(cx, x)?
+        .iter()
+        .map(|k| map.get(k).copied().unwrap_or(n))
+        .collect();
+    Ok(vec![take(&table, &offs, x.shape().to_vec())?.into()])
+}
+
 /// ArrayFeatureExtractor: picks the given indices along the last axis (a 1-D input gives
 /// `[1, k]`).
 fn array_feature_extractor(cx: &RunCx) -> KResult<Vec<Value>> {
@@ -1548,4 +1595,5 @@ pub const KERNELS: &[KernelDef] = &[
     kernel_in(ML, "FeatureVectorizer", 1, None, feature_vectorizer),
     kernel_in(ML, "SVMRegressor", 1, None, svm_regressor),
     kernel_in(ML, "SVMClassifier", 1, None, svm_classifier),
+    kernel_in(ML, "CategoryMapper", 1, None, category_mapper),
 ];
