@@ -11,7 +11,7 @@ use tensor::{DataType, Tensor};
 
 const ML: &str = "ai.onnx.ml";
 
-/// A lookup key: integers, floats (by bits, -0 folded into 0) or strings.
+/// A lookup key: integers, floats (by bits, see [`float_key`]) or strings.
 #[derive(Clone, PartialEq, Eq, Hash)]
 enum Key {
     I(i64),
@@ -19,9 +19,12 @@ enum Key {
     S(Bytes),
 }
 
+/// A float key: -0 folds into 0 and every NaN into one NaN (LabelEncoder-4 matches any NaN).
 fn float_key(v: f64) -> Key {
     Key::F(if v == 0.0 {
         0f64.to_bits()
+    } else if v.is_nan() {
+        f64::NAN.to_bits()
     } else {
         v.to_bits()
     })
