@@ -161,7 +161,7 @@ fn string_normalizer(cx: &RunCx) -> KResult<Vec<Value>> {
     Ok(vec![Tensor::from_strings(shape, out)?.into()])
 }
 
-/// RegexFullMatch: whether each string matches `pattern` entirely (a backtracking matcher
+/// RegexFullMatch: whether each string matches `pattern` entirely (a Pike-VM matcher
 /// for the common RE2 subset; other syntax is reported unsupported).
 fn regex_full_match(cx: &RunCx) -> KResult<Vec<Value>> {
     let (x, xv) = strings(cx, 0)?;
@@ -177,18 +177,13 @@ fn regex_full_match(cx: &RunCx) -> KResult<Vec<Value>> {
             return Err(cx.invalid(format!("RegexFullMatch pattern '{pattern}': {what}")))
         }
     };
-    let mut out = Vec::with_capacity(xv.len());
-    for s in xv {
-        let text: Vec<char> = String::from_utf8_lossy(s).chars().collect();
-        match re.full_match(&text) {
-            Some(m) => out.push(m),
-            None => {
-                return Err(cx.invalid(format!(
-                    "RegexFullMatch pattern '{pattern}' needs too much backtracking on an input"
-                )))
-            }
-        }
-    }
+    let out: Vec<bool> = xv
+        .iter()
+        .map(|s| {
+            let text: Vec<char> = String::from_utf8_lossy(s).chars().collect();
+            re.full_match(&text)
+        })
+        .collect();
     Ok(vec![Tensor::from_vec(x.shape().to_vec(), out)?.into()])
 }
 
@@ -550,13 +545,11 @@ fn tfidf_vectorizer(cx: &RunCx) -> KResult<Vec<Value>> {
     Ok(vec![Tensor::from_vec(out_shape, y)?.into()])
 }
 
-/// A small backtracking matcher for the RE2 subset RegexFullMatch patterns commonly use:
+/// A small Pike-VM (Thompson NFA) matcher for the RE2 subset RegexFullMatch patterns commonly use:
 /// literals, `.`, classes `[...]` (ranges, negation, `\w\d\s` and their negations), escapes,
 /// `^ $ \b \B`, groups `(...)` / `(?:...)`, `|`, and greedy or lazy `* + ? {n} {n,} {n,m}`.
-/// `\w`, `\d`, `\s` and `\b` are ASCII, as in RE2.
+/// `\w`, `\d`, `\s` and `\b` are ASCII, as in RE2. Matching is linear in the input.
 mod regex {
-    use std::cell::Cell;
-
     /// Why a pattern cannot be used.
     pub enum ParseError {
         /// Valid RE2 this matcher does not implement.
@@ -583,15 +576,14 @@ mod regex {
         WordBoundary(bool),
         Concat(Vec<Node>),
         Alt(Vec<Node>),
-        Repeat(Box<Node>, usize, usize, bool),
+        /// The operand, min and max (`usize::MAX`: unbounded) counts; laziness does not
+        /// change whether a full match exists.
+        Repeat(Box<Node>, usize, usize),
     }
 
     pub struct Regex {
-        root: Node,
+        prog: Vec<Inst>,
     }
-
-    /// Backtracking steps allowed per input before giving up.
-    const BUDGET: usize = 1_000_000;
 
     fn is_word(c: char) -> bool {
         c.is_ascii_alphanumeric() || c == '_'
@@ -711,13 +703,10 @@ mod regex {
                     "repetition of an anchor or repetition".into(),
                 ));
             }
-            let greedy = if self.peek() == Some('?') {
-                self.i += 1;
-                false
-            } else {
-                true
-            };
-            Ok(Node::Repeat(Box::new(atom), min, max, greedy))
+            if self.peek() == Some('?') {
+                self.i += 1; // lazy: same full-match result
+            }
+            Ok(Node::Repeat(Box::new(atom), min, max))
         }
 
         fn escape_class(c: char) -> Option<ClassItem> {
@@ -851,6 +840,92 @@ mod regex {
         }
     }
 
+    /// One instruction of the compiled automaton.
+    #[derive(Debug, Clone)]
+    enum Inst {
+        Char(char),
+        Any,
+        Class(Vec<ClassItem>, bool),
+        Start,
+        End,
+        WordBoundary(bool),
+        /// Continue at both targets.
+        Split(usize, usize),
+        Jmp(usize),
+        Match,
+    }
+
+    /// Largest compiled program (counted repetitions expand their operand).
+    const MAX_PROGRAM: usize = 100_000;
+
+    fn emit(prog: &mut Vec<Inst>, n: &Node) -> Result<(), ParseError> {
+        if prog.len() > MAX_PROGRAM {
+            return Err(ParseError::Unsupported(
+                "a pattern this large after expanding repetitions".into(),
+            ));
+        }
+        match n {
+            Node::Char(c) => prog.push(Inst::Char(*c)),
+            Node::Any => prog.push(Inst::Any),
+            Node::Class(items, neg) => prog.push(Inst::Class(items.clone(), *neg)),
+            Node::Start => prog.push(Inst::Start),
+            Node::End => prog.push(Inst::End),
+            Node::WordBoundary(w) => prog.push(Inst::WordBoundary(*w)),
+            Node::Concat(items) => {
+                for it in items {
+                    emit(prog, it)?;
+                }
+            }
+            Node::Alt(branches) => {
+                // split L1, next; L1: b0; jmp end; next: split L2, ...; last branch
+                let mut jumps = Vec::new();
+                for (i, br) in branches.iter().enumerate() {
+                    if i + 1 < branches.len() {
+                        let split = prog.len();
+                        prog.push(Inst::Split(split + 1, 0));
+                        emit(prog, br)?;
+                        jumps.push(prog.len());
+                        prog.push(Inst::Jmp(0));
+                        let next = prog.len();
+                        prog[split] = Inst::Split(split + 1, next);
+                    } else {
+                        emit(prog, br)?;
+                    }
+                }
+                let end = prog.len();
+                for j in jumps {
+                    prog[j] = Inst::Jmp(end);
+                }
+            }
+            Node::Repeat(inner, min, max) => {
+                for _ in 0..*min {
+                    emit(prog, inner)?;
+                }
+                if *max == usize::MAX {
+                    // L: split body, out; body; jmp L
+                    let l = prog.len();
+                    prog.push(Inst::Split(l + 1, 0));
+                    emit(prog, inner)?;
+                    prog.push(Inst::Jmp(l));
+                    let out = prog.len();
+                    prog[l] = Inst::Split(l + 1, out);
+                } else {
+                    let mut splits = Vec::new();
+                    for _ in *min..*max {
+                        splits.push(prog.len());
+                        prog.push(Inst::Split(0, 0));
+                        emit(prog, inner)?;
+                    }
+                    let out = prog.len();
+                    for sp in splits {
+                        prog[sp] = Inst::Split(sp + 1, out);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     impl Regex {
         pub fn parse(pattern: &str) -> Result<Regex, ParseError> {
             let chars: Vec<char> = pattern.chars().collect();
@@ -859,95 +934,87 @@ mod regex {
             if p.i != chars.len() {
                 return Err(ParseError::Invalid("unmatched ')'".into()));
             }
-            Ok(Regex { root })
-        }
-
-        /// Whether `text` matches entirely; `None` when the backtracking budget runs out.
-        pub fn full_match(&self, text: &[char]) -> Option<bool> {
-            let m = Matcher {
-                s: text,
-                steps: Cell::new(0),
-            };
-            let n = text.len();
-            let r = m.node(&self.root, 0, &mut |j| j == n);
-            (m.steps.get() <= BUDGET).then_some(r)
-        }
-    }
-
-    struct Matcher<'a> {
-        s: &'a [char],
-        steps: Cell<usize>,
-    }
-
-    impl Matcher<'_> {
-        fn node(&self, n: &Node, i: usize, k: &mut dyn FnMut(usize) -> bool) -> bool {
-            let steps = self.steps.get() + 1;
-            self.steps.set(steps);
-            if steps > BUDGET {
-                return false;
+            let mut prog = Vec::new();
+            emit(&mut prog, &root)?;
+            prog.push(Inst::Match);
+            if prog.len() > MAX_PROGRAM {
+                return Err(ParseError::Unsupported(
+                    "a pattern this large after expanding repetitions".into(),
+                ));
             }
-            let s = self.s;
-            match n {
-                Node::Char(c) => s.get(i) == Some(c) && k(i + 1),
-                Node::Any => s.get(i).is_some_and(|&c| c != '\n') && k(i + 1),
-                Node::Class(items, neg) => {
-                    s.get(i)
-                        .is_some_and(|&c| items.iter().any(|it| it.matches(c)) != *neg)
-                        && k(i + 1)
-                }
-                Node::Start => i == 0 && k(i),
-                Node::End => i == s.len() && k(i),
-                Node::WordBoundary(want) => {
-                    let before = i > 0 && is_word(s[i - 1]);
-                    let after = i < s.len() && is_word(s[i]);
-                    ((before != after) == *want) && k(i)
-                }
-                Node::Concat(items) => self.seq(items, i, k),
-                Node::Alt(branches) => branches.iter().any(|b| self.node(b, i, k)),
-                Node::Repeat(inner, min, max, greedy) => {
-                    self.repeat(inner, *min, *max, *greedy, 0, i, k)
-                }
-            }
+            Ok(Regex { prog })
         }
 
-        fn seq(&self, items: &[Node], i: usize, k: &mut dyn FnMut(usize) -> bool) -> bool {
-            match items.split_first() {
-                None => k(i),
-                Some((first, rest)) => self.node(first, i, &mut |j| self.seq(rest, j, k)),
-            }
-        }
-
-        #[allow(clippy::too_many_arguments)]
-        fn repeat(
+        /// Adds `pc`'s epsilon closure at position `i` of `s` to `list` (iteratively).
+        fn add(
             &self,
-            inner: &Node,
-            min: usize,
-            max: usize,
-            greedy: bool,
-            count: usize,
+            list: &mut Vec<usize>,
+            seen: &mut [usize],
+            gen: usize,
+            pc: usize,
+            s: &[char],
             i: usize,
-            k: &mut dyn FnMut(usize) -> bool,
-        ) -> bool {
-            if self.steps.get() > BUDGET {
-                return false;
-            }
-            let more = |k: &mut dyn FnMut(usize) -> bool| {
-                count < max
-                    && self.node(inner, i, &mut |j| {
-                        // An empty iteration past the minimum cannot make progress.
-                        if j == i && count >= min {
-                            return false;
+        ) {
+            let mut stack = vec![pc];
+            while let Some(pc) = stack.pop() {
+                if seen[pc] == gen {
+                    continue;
+                }
+                seen[pc] = gen;
+                match &self.prog[pc] {
+                    Inst::Jmp(t) => stack.push(*t),
+                    Inst::Split(a, b) => {
+                        stack.push(*b);
+                        stack.push(*a);
+                    }
+                    Inst::Start => {
+                        if i == 0 {
+                            stack.push(pc + 1);
                         }
-                        self.repeat(inner, min, max, greedy, count + 1, j, k)
-                    })
-            };
-            // Same terms, different order: greedy tries one more iteration first.
-            #[allow(clippy::if_same_then_else)]
-            if greedy {
-                more(k) || (count >= min && k(i))
-            } else {
-                (count >= min && k(i)) || more(k)
+                    }
+                    Inst::End => {
+                        if i == s.len() {
+                            stack.push(pc + 1);
+                        }
+                    }
+                    Inst::WordBoundary(want) => {
+                        let before = i > 0 && is_word(s[i - 1]);
+                        let after = i < s.len() && is_word(s[i]);
+                        if (before != after) == *want {
+                            stack.push(pc + 1);
+                        }
+                    }
+                    _ => list.push(pc),
+                }
             }
+        }
+
+        /// Whether `text` matches entirely (a Pike VM: linear in the text, no recursion).
+        pub fn full_match(&self, text: &[char]) -> bool {
+            let n = self.prog.len();
+            let mut seen = vec![usize::MAX; n];
+            let mut clist = Vec::with_capacity(n);
+            let mut nlist = Vec::with_capacity(n);
+            self.add(&mut clist, &mut seen, 0, 0, text, 0);
+            for (i, &c) in text.iter().enumerate() {
+                if clist.is_empty() {
+                    return false;
+                }
+                nlist.clear();
+                for &pc in &clist {
+                    let ok = match &self.prog[pc] {
+                        Inst::Char(x) => *x == c,
+                        Inst::Any => c != '\n',
+                        Inst::Class(items, neg) => items.iter().any(|it| it.matches(c)) != *neg,
+                        _ => false,
+                    };
+                    if ok {
+                        self.add(&mut nlist, &mut seen, i + 1, pc + 1, text, i + 1);
+                    }
+                }
+                std::mem::swap(&mut clist, &mut nlist);
+            }
+            clist.iter().any(|&pc| matches!(self.prog[pc], Inst::Match))
         }
     }
 }
@@ -960,3 +1027,54 @@ pub const KERNELS: &[KernelDef] = &[
     kernel("TfIdfVectorizer", 9, tfidf_vectorizer),
     kernel("ImageDecoder", 20, image_decoder),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::regex::Regex;
+
+    fn m(p: &str, t: &str) -> bool {
+        let Ok(re) = Regex::parse(p) else {
+            panic!("pattern {p} did not parse")
+        };
+        re.full_match(&t.chars().collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn regex_subset_matches_like_re2() {
+        assert!(m(r"www\.[\w.-]+\.\bcom\b", "www.google.com"));
+        assert!(!m(r"www\.[\w.-]+\.\bcom\b", "www.bbc.co.uk"));
+        assert!(m(
+            r"(\W|^)[\w.\-]{0,25}@(yahoo|gmail)\.com(\W|$)",
+            "account@gmail.com"
+        ));
+        assert!(!m(
+            r"(\W|^)[\w.\-]{0,25}@(yahoo|gmail)\.com(\W|$)",
+            "a@hotmail.com"
+        ));
+        assert!(m("a{2,3}b?", "aaa") && !m("a{2,3}b?", "aaaa") && m("a{2,}", "aaaaa"));
+        assert!(m("(?:ab)*c", "ababc") && !m("(?:ab)*c", "abac"));
+        assert!(m("[^0-9]+", "abc") && !m("[^0-9]+", "a1"));
+        assert!(m("x*?y", "xxy") && m("", "") && !m("", "a"));
+        assert!(m(r"\d+\s\D", "12 x") && m("a|b|c", "c") && !m("a|b|c", "d"));
+        assert!(
+            m("a{,2}", "a{,2}"),
+            "a brace that starts no repetition is literal"
+        );
+    }
+
+    #[test]
+    fn regex_is_linear_and_does_not_recurse_on_long_inputs() {
+        let long = "a".repeat(200_000);
+        assert!(m("(a*)*", &long));
+        assert!(!m("(a*)*b", &long));
+        assert!(!m("(a|aa)*c", &"a".repeat(5_000)));
+    }
+
+    #[test]
+    fn regex_reports_unsupported_syntax() {
+        assert!(Regex::parse(r"(?P<x>a)").is_err());
+        assert!(Regex::parse(r"\1").is_err());
+        assert!(Regex::parse("[[:alpha:]]").is_err());
+        assert!(Regex::parse("a{2000}").is_err());
+    }
+}
