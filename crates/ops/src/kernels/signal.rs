@@ -40,42 +40,156 @@ fn numeric_tensor(cx: &RunCx, dtype: DataType, shape: Vec<usize>, v: Vec<f64>) -
     })
 }
 
-/// One-dimensional DFT of `(re, im)` of length `n_in`, zero-padded or truncated to `n`,
-/// keeping the first `keep` bins. `sign` -1 forward, +1 inverse (unscaled).
-fn dft_1d(
-    re: &[f64],
-    im: &[f64],
+/// Transforms of one length `n`: radix-2 FFT for powers of two, Bluestein's chirp-z through a
+/// power-of-two FFT for other lengths above a few dozen, the direct sum below that.
+struct Plan {
     n: usize,
-    keep: usize,
-    sign: f64,
-    tw: &[(f64, f64)],
-) -> (Vec<f64>, Vec<f64>) {
-    let m = re.len().min(n);
-    let mut out_re = vec![0.0; keep];
-    let mut out_im = vec![0.0; keep];
-    for k in 0..keep {
-        let (mut sr, mut si) = (0.0, 0.0);
-        for t in 0..m {
-            let (c, s) = tw[(k * t) % n];
-            let s = sign * s;
-            // (re + i im) * (c + i s)
-            sr += re[t] * c - im[t] * s;
-            si += re[t] * s + im[t] * c;
-        }
-        out_re[k] = sr;
-        out_im[k] = si;
-    }
-    (out_re, out_im)
+    /// `(cos, sin)(2πj/n)` for the direct sum.
+    tw: Vec<(f64, f64)>,
+    chirp: Option<Chirp>,
 }
 
-/// Twiddles `(cos, sin)(2πj/n)` for `j in 0..n`.
-fn twiddles(n: usize) -> Vec<(f64, f64)> {
-    (0..n)
-        .map(|j| {
-            let a = 2.0 * std::f64::consts::PI * j as f64 / n as f64;
-            (a.cos(), a.sin())
-        })
-        .collect()
+/// Bluestein's precomputation: the chirp `e^{-iπk²/n}` and the FFT (length `m`, a power of
+/// two) of its conjugate, zero-padded.
+struct Chirp {
+    m: usize,
+    w: Vec<(f64, f64)>,
+    br: Vec<f64>,
+    bi: Vec<f64>,
+}
+
+impl Plan {
+    fn new(n: usize) -> Plan {
+        let tw = if n.is_power_of_two() || n > 64 {
+            vec![]
+        } else {
+            (0..n)
+                .map(|j| {
+                    let a = 2.0 * std::f64::consts::PI * j as f64 / n as f64;
+                    (a.cos(), a.sin())
+                })
+                .collect()
+        };
+        let chirp = (!n.is_power_of_two() && n > 64).then(|| {
+            let m = (2 * n - 1).next_power_of_two();
+            let w: Vec<(f64, f64)> = (0..n)
+                .map(|k| {
+                    let k2 = ((k as u128 * k as u128) % (2 * n as u128)) as f64;
+                    let a = -std::f64::consts::PI * k2 / n as f64;
+                    (a.cos(), a.sin())
+                })
+                .collect();
+            let mut br = vec![0.0; m];
+            let mut bi = vec![0.0; m];
+            for k in 0..n {
+                br[k] = w[k].0;
+                bi[k] = -w[k].1;
+                if k > 0 {
+                    br[m - k] = w[k].0;
+                    bi[m - k] = -w[k].1;
+                }
+            }
+            fft_pow2(&mut br, &mut bi, -1.0);
+            Chirp { m, w, br, bi }
+        });
+        Plan { n, tw, chirp }
+    }
+
+    /// The DFT (`sign` -1) or unscaled inverse (`sign` +1) of `(re, im)`, zero-padded or
+    /// truncated to `n`, keeping the first `keep` bins.
+    fn run(&self, re: &[f64], im: &[f64], keep: usize, sign: f64) -> (Vec<f64>, Vec<f64>) {
+        let n = self.n;
+        let m = re.len().min(n);
+        let mut xr = vec![0.0; n];
+        let mut xi = vec![0.0; n];
+        xr[..m].copy_from_slice(&re[..m]);
+        xi[..m].copy_from_slice(&im[..m]);
+        if n.is_power_of_two() {
+            fft_pow2(&mut xr, &mut xi, sign);
+        } else if let Some(Chirp { m: mm, w, br, bi }) = &self.chirp {
+            // Inverse through the forward chirp: conj(DFT(conj(x))).
+            if sign > 0.0 {
+                xi.iter_mut().for_each(|v| *v = -*v);
+            }
+            let mut ar = vec![0.0; *mm];
+            let mut ai = vec![0.0; *mm];
+            for k in 0..n {
+                ar[k] = xr[k] * w[k].0 - xi[k] * w[k].1;
+                ai[k] = xr[k] * w[k].1 + xi[k] * w[k].0;
+            }
+            fft_pow2(&mut ar, &mut ai, -1.0);
+            for k in 0..*mm {
+                let (a, b) = (ar[k], ai[k]);
+                ar[k] = a * br[k] - b * bi[k];
+                ai[k] = a * bi[k] + b * br[k];
+            }
+            fft_pow2(&mut ar, &mut ai, 1.0);
+            let scale = 1.0 / *mm as f64;
+            for k in 0..n {
+                let (cr, ci) = (ar[k] * scale, ai[k] * scale);
+                xr[k] = cr * w[k].0 - ci * w[k].1;
+                xi[k] = cr * w[k].1 + ci * w[k].0;
+            }
+            if sign > 0.0 {
+                xi.iter_mut().for_each(|v| *v = -*v);
+            }
+        } else {
+            let mut out_re = vec![0.0; n];
+            let mut out_im = vec![0.0; n];
+            for k in 0..keep.min(n) {
+                let (mut sr, mut si) = (0.0, 0.0);
+                for t in 0..m {
+                    let (c, s) = self.tw[(k * t) % n];
+                    let s = sign * s;
+                    sr += xr[t] * c - xi[t] * s;
+                    si += xr[t] * s + xi[t] * c;
+                }
+                out_re[k] = sr;
+                out_im[k] = si;
+            }
+            xr = out_re;
+            xi = out_im;
+        }
+        xr.truncate(keep);
+        xi.truncate(keep);
+        (xr, xi)
+    }
+}
+
+/// In-place radix-2 FFT of a power-of-two length (`sign` -1 forward, +1 unscaled inverse).
+fn fft_pow2(re: &mut [f64], im: &mut [f64], sign: f64) {
+    let n = re.len();
+    if n <= 1 {
+        return;
+    }
+    let bits = n.trailing_zeros();
+    for i in 0..n {
+        let j = i.reverse_bits() >> (usize::BITS - bits);
+        if j > i {
+            re.swap(i, j);
+            im.swap(i, j);
+        }
+    }
+    let mut len = 2;
+    while len <= n {
+        let a = sign * 2.0 * std::f64::consts::PI / len as f64;
+        let half = len / 2;
+        let tw: Vec<(f64, f64)> = (0..half)
+            .map(|k| ((a * k as f64).cos(), (a * k as f64).sin()))
+            .collect();
+        for start in (0..n).step_by(len) {
+            for (k, &(c, s)) in tw.iter().enumerate() {
+                let (i, j) = (start + k, start + k + half);
+                let tr = re[j] * c - im[j] * s;
+                let ti = re[j] * s + im[j] * c;
+                re[j] = re[i] - tr;
+                im[j] = im[i] - ti;
+                re[i] += tr;
+                im[i] += ti;
+            }
+        }
+        len <<= 1;
+    }
 }
 
 /// DFT: the discrete Fourier transform along one signal axis (v17: `axis` attribute; v20:
@@ -137,7 +251,7 @@ fn dft(cx: &RunCx) -> KResult<Vec<Value>> {
         (true, true) => (n, 1),
         _ => (n, 2),
     };
-    let tw = twiddles(n);
+    let plan = Plan::new(n);
     let mut out = vec![0.0f64; outer * out_len * inner * out_c];
     let mut re = vec![0.0; len_in];
     let mut im = vec![0.0; len_in];
@@ -160,16 +274,16 @@ fn dft(cx: &RunCx) -> KResult<Vec<Value>> {
                         fi[k] = if conj { -im[src] } else { im[src] };
                     }
                 }
-                let (yr, _) = dft_1d(&fr, &fi, n, n, 1.0, &tw);
+                let (yr, _) = plan.run(&fr, &fi, n, 1.0);
                 (yr.into_iter().map(|v| v / n as f64).collect(), vec![])
             } else if inverse {
-                let (yr, yi) = dft_1d(&re, &im, n, n, 1.0, &tw);
+                let (yr, yi) = plan.run(&re, &im, n, 1.0);
                 (
                     yr.into_iter().map(|v| v / n as f64).collect(),
                     yi.into_iter().map(|v| v / n as f64).collect(),
                 )
             } else {
-                dft_1d(&re, &im, n, out_len, -1.0, &tw)
+                plan.run(&re, &im, out_len, -1.0)
             };
             for k in 0..out_len {
                 let base = ((o * out_len + k) * inner + i) * out_c;
@@ -241,7 +355,7 @@ fn stft(cx: &RunCx) -> KResult<Vec<Value>> {
     let frames = 1 + (len - n) / step as usize;
     let bins = if onesided { n / 2 + 1 } else { n };
     let data = floats(cx, x)?;
-    let tw = twiddles(n);
+    let plan = Plan::new(n);
     let mut out = Vec::with_capacity(batch * frames * bins * 2);
     let mut re = vec![0.0; n];
     let mut im = vec![0.0; n];
@@ -254,7 +368,7 @@ fn stft(cx: &RunCx) -> KResult<Vec<Value>> {
                 re[t] = data[base] * w;
                 im[t] = if c == 2 { data[base + 1] * w } else { 0.0 };
             }
-            let (yr, yi) = dft_1d(&re, &im, n, bins, -1.0, &tw);
+            let (yr, yi) = plan.run(&re, &im, bins, -1.0);
             for k in 0..bins {
                 out.push(yr[k]);
                 out.push(yi[k]);
@@ -400,3 +514,46 @@ pub const KERNELS: &[KernelDef] = &[
     kernel("BlackmanWindow", 17, blackman_window),
     kernel("MelWeightMatrix", 17, mel_weight_matrix),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The direct O(n²) sum, for reference.
+    fn naive(re: &[f64], im: &[f64], sign: f64) -> (Vec<f64>, Vec<f64>) {
+        let n = re.len();
+        let mut o = (vec![0.0; n], vec![0.0; n]);
+        for k in 0..n {
+            for t in 0..n {
+                let a = sign * 2.0 * std::f64::consts::PI * ((k * t) % n) as f64 / n as f64;
+                o.0[k] += re[t] * a.cos() - im[t] * a.sin();
+                o.1[k] += re[t] * a.sin() + im[t] * a.cos();
+            }
+        }
+        o
+    }
+
+    #[test]
+    fn fast_transforms_agree_with_the_direct_sum() {
+        for n in [1, 2, 3, 5, 8, 10, 16, 63, 64, 65, 100, 128, 400, 1000] {
+            let re: Vec<f64> = (0..n).map(|i| ((i * 7 + 3) % 11) as f64 - 5.0).collect();
+            let im: Vec<f64> = (0..n).map(|i| ((i * 5 + 1) % 13) as f64 * 0.5).collect();
+            let plan = Plan::new(n);
+            for sign in [-1.0, 1.0] {
+                let (er, ei) = naive(&re, &im, sign);
+                let (gr, gi) = plan.run(&re, &im, n, sign);
+                for k in 0..n {
+                    assert!(
+                        (er[k] - gr[k]).abs() < 1e-8 * n as f64
+                            && (ei[k] - gi[k]).abs() < 1e-8 * n as f64,
+                        "n={n} sign={sign} k={k}: {} {} vs {} {}",
+                        gr[k],
+                        gi[k],
+                        er[k],
+                        ei[k]
+                    );
+                }
+            }
+        }
+    }
+}
