@@ -10,6 +10,9 @@ use tensor::{DataType, Tensor};
 /// Largest transform length or window we agree to build (guards allocations from data).
 const MAX_LEN: i64 = 1 << 26;
 
+/// Largest number of output values we agree to allocate.
+const MAX_VALUES: usize = 1 << 28;
+
 /// A float tensor's elements as f64, or unsupported.
 fn floats(cx: &RunCx, t: &Tensor) -> KResult<Vec<f64>> {
     for_float!(t.dtype(), T => {
@@ -252,7 +255,12 @@ fn dft(cx: &RunCx) -> KResult<Vec<Value>> {
         _ => (n, 2),
     };
     let plan = Plan::new(n);
-    let mut out = vec![0.0f64; outer * out_len * inner * out_c];
+    let total = [outer, out_len, inner, out_c]
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .filter(|&t| t <= MAX_VALUES)
+        .ok_or_else(|| cx.invalid(format!("DFT output of length {out_len} is too large")))?;
+    let mut out = vec![0.0f64; total];
     let mut re = vec![0.0; len_in];
     let mut im = vec![0.0; len_in];
     for o in 0..outer {
@@ -481,6 +489,11 @@ fn mel_weight_matrix(cx: &RunCx) -> KResult<Vec<Value>> {
     if freq.iter().any(|&f| f < 0 || f as usize >= spec_bins) {
         return Err(cx.invalid(format!(
             "MelWeightMatrix edges {lower}..{upper} Hz fall outside the {spec_bins} spectrogram bins"
+        )));
+    }
+    if spec_bins.saturating_mul(nb) > MAX_VALUES {
+        return Err(cx.invalid(format!(
+            "MelWeightMatrix of {spec_bins} × {nb} is too large"
         )));
     }
     let mut out = vec![0.0f64; spec_bins * nb];

@@ -477,6 +477,11 @@ fn tfidf_vectorizer(cx: &RunCx) -> KResult<Vec<Value>> {
             )))
         }
     };
+    if rows.saturating_mul(out_size) > 1 << 28 {
+        return Err(cx.invalid(format!(
+            "TfIdfVectorizer output of {rows} × {out_size} is too large"
+        )));
+    }
     let mut freq = vec![0i64; rows * out_size];
     for r in 0..rows {
         let row = &keys[r * c..(r + 1) * c];
