@@ -337,3 +337,102 @@ pub const KERNELS: &[KernelDef] = &[
     kernel("OptionalGetElement", 15, optional_get_element),
     kernel("OptionalHasElement", 15, optional_has_element),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::Subgraphs;
+    use onnx_proto::attribute_proto::AttributeType;
+    use onnx_proto::{AttributeProto, GraphProto, NodeProto};
+
+    struct NoGraphs;
+
+    impl Subgraphs for NoGraphs {
+        fn run(&self, _: &GraphProto, _: Vec<Value>) -> KResult<Vec<Value>> {
+            panic!("no subgraphs here")
+        }
+    }
+
+    fn node(op: &str, n_in: usize, ints: &[(&str, i64)]) -> NodeProto {
+        NodeProto {
+            op_type: Some(op.into()),
+            input: (0..n_in).map(|i| format!("x{i}")).collect(),
+            output: vec!["y".into()],
+            attribute: ints
+                .iter()
+                .map(|(n, v)| AttributeProto {
+                    name: Some(n.to_string()),
+                    r#type: Some(AttributeType::Int as i32),
+                    i: Some(*v),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn seq(items: &[&[f32]]) -> Value {
+        Value::Sequence {
+            elem_type: DataType::Float,
+            items: items
+                .iter()
+                .map(|v| Tensor::from_slice(vec![v.len()], v).unwrap())
+                .collect(),
+        }
+    }
+
+    fn firsts(v: &Value) -> Vec<f32> {
+        match v {
+            Value::Sequence { items, .. } => items
+                .iter()
+                .map(|t| t.to_vec::<f32>().unwrap()[0])
+                .collect(),
+            other => panic!("not a sequence: {other:?}"),
+        }
+    }
+
+    fn run(f: KernelFnLocal, n: &NodeProto, inputs: &[Option<&Value>]) -> KResult<Vec<Value>> {
+        let cx = RunCx::new(n, 17, inputs, &NoGraphs);
+        f(&cx)
+    }
+
+    type KernelFnLocal = fn(&RunCx) -> KResult<Vec<Value>>;
+
+    #[test]
+    fn insert_and_erase_positions() {
+        let s = seq(&[&[1.0], &[2.0]]);
+        let t = Value::Tensor(Tensor::from_vec(vec![1], vec![9f32]).unwrap());
+        let n = node("SequenceInsert", 3, &[]);
+        let at = |p: i64| Value::Tensor(Tensor::scalar(p));
+        let p2 = at(2);
+        let out = run(sequence_insert, &n, &[Some(&s), Some(&t), Some(&p2)]).unwrap();
+        assert_eq!(firsts(&out[0]), vec![1.0, 2.0, 9.0], "position n appends");
+        let pm1 = at(-1);
+        let out = run(sequence_insert, &n, &[Some(&s), Some(&t), Some(&pm1)]).unwrap();
+        assert_eq!(firsts(&out[0]), vec![1.0, 9.0, 2.0]);
+        let p3 = at(3);
+        assert!(run(sequence_insert, &n, &[Some(&s), Some(&t), Some(&p3)]).is_err());
+        let n = node("SequenceErase", 2, &[]);
+        let out = run(sequence_erase, &n, &[Some(&s)]).unwrap();
+        assert_eq!(firsts(&out[0]), vec![1.0], "default erases the last");
+        let pm2 = at(-2);
+        let out = run(sequence_erase, &n, &[Some(&s), Some(&pm2)]).unwrap();
+        assert_eq!(firsts(&out[0]), vec![2.0]);
+    }
+
+    #[test]
+    fn concat_from_sequence_new_axis_last() {
+        let s = seq(&[&[1.0, 2.0], &[3.0, 4.0]]);
+        let n = node("ConcatFromSequence", 1, &[("axis", -1), ("new_axis", 1)]);
+        let out = run(concat_from_sequence, &n, &[Some(&s)]).unwrap();
+        let t = out[0].as_tensor().unwrap();
+        assert_eq!(t.shape(), &[2, 2]);
+        assert_eq!(t.to_vec::<f32>().unwrap(), vec![1.0, 3.0, 2.0, 4.0]);
+        let n = node("ConcatFromSequence", 1, &[("axis", 0)]);
+        let out = run(concat_from_sequence, &n, &[Some(&s)]).unwrap();
+        assert_eq!(
+            out[0].as_tensor().unwrap().to_vec::<f32>().unwrap(),
+            vec![1.0, 2.0, 3.0, 4.0]
+        );
+    }
+}
