@@ -527,11 +527,11 @@ fn scan8(cx: &RunCx, body: &GraphProto, m: i64) -> KResult<Vec<Value>> {
     }
     for (q, v) in scan_out.into_iter().enumerate() {
         if v.is_empty() {
-            result.push(Value::Tensor(empty_scan(
-                cx,
-                body.output[n + q].r#type.as_ref(),
-                0,
-            )?));
+            // No batch entries: [0, seq, declared element dims...].
+            let e = empty_scan(cx, body.output[n + q].r#type.as_ref(), 0)?;
+            let mut shape = e.shape().to_vec();
+            shape.insert(1, max_len);
+            result.push(Value::Tensor(crate::exec::util::zeros(e.dtype(), shape)?));
         } else {
             result.push(Value::Tensor(stack(&v, 0)?));
         }
