@@ -56,11 +56,10 @@ fn loop_op(cx: &RunCx) -> KResult<Vec<Value>> {
         Some(t) => truth(cx, t, "Loop condition")?,
         None => true,
     };
-    if max_trip.is_none() && !cond_given {
-        return Err(
-            cx.invalid("Loop has neither a trip count M nor a condition: it would never terminate")
-        );
-    }
+    // With a trip count and no condition input the body's condition output is ignored (a for
+    // loop). With neither, the spec's loop never ends; like onnxruntime we stop when the
+    // body's condition turns false rather than spin forever.
+    let use_body_cond = cond_given || max_trip.is_none();
     let n_carried = cx.num_inputs().saturating_sub(2);
     if body.input.len() != n_carried + 2 {
         return Err(cx.invalid(format!(
@@ -97,7 +96,7 @@ fn loop_op(cx: &RunCx) -> KResult<Vec<Value>> {
         let c = out
             .next()
             .ok_or_else(|| cx.invalid("Loop body produced no condition output"))?;
-        if cond_given {
+        if use_body_cond {
             let ct = c.as_tensor().ok_or_else(|| {
                 cx.invalid(format!(
                     "Loop body condition must be a tensor, got {}",
@@ -762,5 +761,14 @@ mod tests {
         assert_eq!(f32s(&out[0]), vec![3.0]);
         assert_eq!(out[1].as_tensor().unwrap().shape(), &[3]);
         assert_eq!(f32s(&out[1]), vec![1.0, 2.0, 3.0]);
+        // Neither M nor cond: the body's condition still ends the loop.
+        let inputs = [None, None, Some(&v)];
+        let cx = RunCx::new(&n, 13, &inputs, &fake);
+        assert_eq!(f32s(&loop_op(&cx).unwrap()[0]), vec![3.0]);
+        // M without cond: a for loop, the body's condition is ignored.
+        let m = Value::Tensor(Tensor::scalar(5i64));
+        let inputs = [Some(&m), None, Some(&v)];
+        let cx = RunCx::new(&n, 13, &inputs, &fake);
+        assert_eq!(f32s(&loop_op(&cx).unwrap()[0]), vec![5.0]);
     }
 }
