@@ -6,6 +6,8 @@ pub mod cast;
 pub mod control;
 pub mod conv;
 pub mod elementwise;
+/// Fast dense f32 matrix multiplication shared by MatMul, Gemm and Conv (not a registry family).
+pub(crate) mod gemm;
 pub mod indexing;
 pub mod linalg;
 pub mod ml;
