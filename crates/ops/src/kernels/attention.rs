@@ -1,12 +1,12 @@
 //! Kernels of the attention family (inference: `families/attention.rs`): Attention (23–25),
-//! RotaryEmbedding, SwiGLU and LinearAttention.
+//! RotaryEmbedding, SwiGLU, LinearAttention and FlexAttention (ai.onnx.preview).
 //!
 //! Attention computes in f64 but rounds to the element type at each step where the reference
 //! (onnx `op_attention.py`, which the function body mirrors) materialises a tensor of that type,
 //! so half-precision results match it closely.
 
 use crate::exec::util::{broadcast_strides, to_i64s, FloatConv};
-use crate::exec::{kernel, KResult, KernelDef, RunCx, Value};
+use crate::exec::{kernel, kernel_in, KResult, KernelDef, RunCx, Value};
 use crate::for_float;
 use crate::kernels::reduce::checked_len;
 use half::{bf16, f16};
@@ -727,9 +727,191 @@ fn linear_attention(cx: &RunCx) -> KResult<Vec<Value>> {
     Ok(outs)
 }
 
+/// Runs a FlexAttention modifier subgraph on a [B, Hq, L, S] tensor of the softmax type and
+/// returns its output rounded to that type.
+fn run_mod(
+    cx: &RunCx,
+    name: &str,
+    dtype: DataType,
+    shape: &[usize],
+    vals: Vec<f64>,
+) -> KResult<Vec<f64>> {
+    let t = from_f64s(cx, dtype, shape.to_vec(), vals)?;
+    let outs = cx.run_subgraph(name, vec![t.into()])?;
+    if outs.len() != 1 {
+        return Err(cx.invalid(format!(
+            "{name} must produce exactly 1 output, got {}",
+            outs.len()
+        )));
+    }
+    let out = outs[0].as_tensor().ok_or_else(|| {
+        cx.invalid(format!(
+            "{name} must produce a tensor, got {}",
+            outs[0].describe()
+        ))
+    })?;
+    if out.shape() != shape {
+        return Err(cx.invalid(format!(
+            "{name} must preserve the shape {shape:?}, got {:?}",
+            out.shape()
+        )));
+    }
+    let r = rounder(dtype);
+    Ok(floats(cx, out)?.into_iter().map(r).collect())
+}
+
+/// FlexAttention (ai.onnx.preview 1): rank-4 scaled dot-product attention with GQA and optional
+/// score_mod / prob_mod subgraphs, the softmax in `softmax_precision` (default f32, or f64 for
+/// double inputs), rounding where the reference materialises tensors.
+fn flex_attention(cx: &RunCx) -> KResult<Vec<Value>> {
+    let q_t = cx.input(0)?;
+    let k_t = cx.input(1)?;
+    let v_t = cx.input(2)?;
+    let dt = q_t.dtype();
+    if !matches!(
+        dt,
+        DataType::Float | DataType::Float16 | DataType::Bfloat16 | DataType::Double
+    ) {
+        return Err(cx.unsupported(dt));
+    }
+    if k_t.dtype() != dt || v_t.dtype() != dt {
+        return Err(cx.invalid(format!(
+            "Q, K and V must have the same type, got {}, {} and {}",
+            dt,
+            k_t.dtype(),
+            v_t.dtype()
+        )));
+    }
+    if q_t.rank() != 4 || k_t.rank() != 4 || v_t.rank() != 4 {
+        return Err(cx.invalid(format!(
+            "FlexAttention needs rank-4 Q, K, V, got {:?}, {:?}, {:?}",
+            q_t.shape(),
+            k_t.shape(),
+            v_t.shape()
+        )));
+    }
+    let (qs, ks, vs) = (q_t.shape(), k_t.shape(), v_t.shape());
+    let (b, hq, l, e) = (qs[0], qs[1], qs[2], qs[3]);
+    let (hkv, s, ev) = (ks[1], ks[2], vs[3]);
+    if ks[0] != b || vs[0] != b || vs[1] != hkv || vs[2] != s || ks[3] != e {
+        return Err(cx.invalid(format!(
+            "K {ks:?} / V {vs:?} do not match Q {qs:?} (batch, kv heads, kv length, head size)"
+        )));
+    }
+    if hkv == 0 || hq % hkv != 0 {
+        return Err(cx.invalid(format!(
+            "q_num_heads {hq} must be a multiple of kv_num_heads {hkv}"
+        )));
+    }
+    let cd = match cx.attr_i("softmax_precision")? {
+        None => {
+            if dt == DataType::Double {
+                DataType::Double
+            } else {
+                DataType::Float
+            }
+        }
+        Some(p) => match DataType::from_onnx(p as i32) {
+            Some(
+                d @ (DataType::Float | DataType::Float16 | DataType::Bfloat16 | DataType::Double),
+            ) => d,
+            _ => {
+                return Err(cx.invalid(format!(
+                    "softmax_precision must be a float type code, got {p}"
+                )))
+            }
+        },
+    };
+    let r = rounder(dt);
+    let rc = rounder(cd);
+    // sqrt(scale) in f32, then in the input type.
+    let scale = match cx.attr_f("scale")? {
+        Some(sc) => sc,
+        None => (1.0 / (e as f64).sqrt()) as f32,
+    };
+    let sqrt_scale = r(scale.sqrt() as f64);
+    checked_len(cx, &[b, hq, l, s.max(ev)], "FlexAttention scores")?;
+    let q: Vec<f64> = floats(cx, q_t)?
+        .into_iter()
+        .map(|x| r(x * sqrt_scale))
+        .collect();
+    let k: Vec<f64> = floats(cx, k_t)?
+        .into_iter()
+        .map(|x| r(x * sqrt_scale))
+        .collect();
+    let v: Vec<f64> = floats(cx, v_t)?.into_iter().map(rc).collect();
+    let reps = hq / hkv;
+    // Scores = (Q·sqrt(scale)) @ (K·sqrt(scale))^T in the input type, then the softmax type.
+    let mut sc = vec![0f64; b * hq * l * s];
+    for bi in 0..b {
+        for h in 0..hq {
+            let kb = (bi * hkv + h / reps) * s * e;
+            for i in 0..l {
+                let qr = &q[((bi * hq + h) * l + i) * e..][..e];
+                let row = &mut sc[((bi * hq + h) * l + i) * s..][..s];
+                for (j, o) in row.iter_mut().enumerate() {
+                    let kr = &k[kb + j * e..kb + (j + 1) * e];
+                    *o = rc(r(qr.iter().zip(kr).map(|(a, b)| a * b).sum::<f64>()));
+                }
+            }
+        }
+    }
+    let sshape = [b, hq, l, s];
+    if cx.attr_g("score_mod")?.is_some() {
+        sc = run_mod(cx, "score_mod", cd, &sshape, sc)?;
+    }
+    // Softmax over the kv axis, as numpy does it in the softmax type (a row of -inf gives NaN).
+    let seq_sum = cd == DataType::Bfloat16;
+    if s > 0 {
+        for row in sc.chunks_mut(s) {
+            let mx = row.iter().fold(f64::NEG_INFINITY, |a, &x| {
+                if x.is_nan() || a.is_nan() {
+                    f64::NAN
+                } else {
+                    a.max(x)
+                }
+            });
+            let mut sum = 0.0;
+            for x in row.iter_mut() {
+                *x = rc(rc(*x - mx).exp());
+                sum = if seq_sum { rc(sum + *x) } else { sum + *x };
+            }
+            let sum = rc(sum);
+            for x in row.iter_mut() {
+                *x = rc(*x / sum);
+            }
+        }
+    }
+    if cx.attr_g("prob_mod")?.is_some() {
+        sc = run_mod(cx, "prob_mod", cd, &sshape, sc)?;
+    }
+    // Y = Probs @ V in the softmax type, then the input type.
+    let mut y = vec![0f64; b * hq * l * ev];
+    for bi in 0..b {
+        for h in 0..hq {
+            let vb = (bi * hkv + h / reps) * s * ev;
+            for i in 0..l {
+                let pr = &sc[((bi * hq + h) * l + i) * s..][..s];
+                let yr = &mut y[((bi * hq + h) * l + i) * ev..][..ev];
+                for (j, &p) in pr.iter().enumerate() {
+                    let vr = &v[vb + j * ev..vb + (j + 1) * ev];
+                    for (o, &x) in yr.iter_mut().zip(vr) {
+                        *o += p * x;
+                    }
+                }
+                for o in yr.iter_mut() {
+                    *o = r(rc(*o));
+                }
+            }
+        }
+    }
+    Ok(vec![from_f64s(cx, dt, vec![b, hq, l, ev], y)?.into()])
+}
+
 pub const KERNELS: &[KernelDef] = &[
     kernel("Attention", 23, attention),
     kernel("RotaryEmbedding", 23, rotary_embedding),
     kernel("SwiGLU", 28, swiglu),
     kernel("LinearAttention", 27, linear_attention),
+    kernel_in("ai.onnx.preview", "FlexAttention", 1, None, flex_attention),
 ];

@@ -109,11 +109,84 @@ fn softmax_inplace(v: &mut [f64], outer: usize, n: usize, inner: usize, kind: So
     }
 }
 
+/// numpy's pairwise summation (`pairwise_sum` in loops_utils.h) in f32, as `np.sum` does for
+/// float16 along a contiguous axis.
+fn pairwise_sum_f32(a: &[f32]) -> f32 {
+    let n = a.len();
+    if n < 8 {
+        a.iter().fold(0f32, |r, &x| r + x)
+    } else if n <= 128 {
+        let mut r = [0f32; 8];
+        r.copy_from_slice(&a[..8]);
+        let mut i = 8;
+        while i < n - n % 8 {
+            for j in 0..8 {
+                r[j] += a[i + j];
+            }
+            i += 8;
+        }
+        let mut res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for &x in &a[i..] {
+            res += x;
+        }
+        res
+    } else {
+        let n2 = n / 2;
+        let n2 = n2 - n2 % 8;
+        pairwise_sum_f32(&a[..n2]) + pairwise_sum_f32(&a[n2..])
+    }
+}
+
+/// Softmax of float16/bfloat16 data along the middle dim of (outer, n, inner), rounding each
+/// step to the element type as the reference's numpy code does (every elementwise op is done
+/// in f32 and rounded; float16 sums along a contiguous axis accumulate pairwise in f32, other
+/// sums and all bfloat16 sums round after every addition).
+fn softmax_half(v: &mut [f64], outer: usize, n: usize, inner: usize, dtype: DataType) {
+    let rd: fn(f32) -> f32 = if dtype == DataType::Float16 {
+        |x| half::f16::from_f32(x).to_f32()
+    } else {
+        |x| half::bf16::from_f32(x).to_f32()
+    };
+    let pairwise = dtype == DataType::Float16 && inner == 1;
+    let mut col = vec![0f32; n];
+    for o in 0..outer {
+        for i in 0..inner {
+            let base = o * n * inner + i;
+            for k in 0..n {
+                col[k] = v[base + k * inner] as f32;
+            }
+            // np.max propagates NaN.
+            let mx = col.iter().copied().fold(f32::NEG_INFINITY, |a, x| {
+                if a.is_nan() || x.is_nan() {
+                    f32::NAN
+                } else {
+                    a.max(x)
+                }
+            });
+            for x in col.iter_mut() {
+                *x = rd(rd(*x - mx).exp());
+            }
+            let s = if pairwise {
+                rd(pairwise_sum_f32(&col))
+            } else {
+                col.iter().fold(0f32, |s, &x| rd(s + x))
+            };
+            for k in 0..n {
+                v[base + k * inner] = f64::from(rd(col[k] / s));
+            }
+        }
+    }
+}
+
 fn softmax_like(cx: &RunCx, kind: SoftKind) -> KResult<Vec<Value>> {
     let x = cx.input(0)?;
     let (outer, n, inner) = softmax_layout(cx, x.shape())?;
     let mut v = floats(cx, x)?;
-    softmax_inplace(&mut v, outer, n, inner, kind);
+    if kind == SoftKind::Softmax && matches!(x.dtype(), DataType::Float16 | DataType::Bfloat16) {
+        softmax_half(&mut v, outer, n, inner, x.dtype());
+    } else {
+        softmax_inplace(&mut v, outer, n, inner, kind);
+    }
     Ok(vec![from_f64s(cx, x.dtype(), x.shape().to_vec(), v)?.into()])
 }
 
