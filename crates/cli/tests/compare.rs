@@ -113,7 +113,11 @@ fn layerwise_names_the_node_with_a_changed_weight() {
         stdout(&o2),
         stderr(&o2)
     );
-    assert!(stdout(&o2).contains("BAD /conv2/Conv_output_0"), "{}", stdout(&o2));
+    assert!(
+        stdout(&o2).contains("BAD /conv2/Conv_output_0"),
+        "{}",
+        stdout(&o2)
+    );
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("<svg") && page.contains("/conv2/Conv"));
     assert!(!page.contains("http://") || page.contains("xmlns='http://www.w3.org/2000/svg'"));

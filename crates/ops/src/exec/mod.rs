@@ -10,6 +10,8 @@
 //! the input types it is given, or fails with [`KernelError::Unsupported`] naming the op, its
 //! version and the type — never a silently different answer.
 
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod util;
 
 use onnx_proto::{attribute_proto::AttributeType, AttributeProto, GraphProto, NodeProto};

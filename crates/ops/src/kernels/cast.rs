@@ -629,15 +629,8 @@ pub const KERNELS: &[KernelDef] = &[
 /// Runs kernels in unit tests.
 #[cfg(test)]
 pub(crate) mod test_util {
-    use crate::exec::{KResult, KernelError, RunCx, Value};
+    use crate::exec::{KResult, Value};
     use tensor::Tensor;
-
-    pub(crate) struct NoSub;
-    impl crate::exec::Subgraphs for NoSub {
-        fn run(&self, _: &onnx_proto::GraphProto, _: Vec<Value>) -> KResult<Vec<Value>> {
-            Err(KernelError::Invalid("no subgraphs".into()))
-        }
-    }
 
     pub(crate) fn cx_run(
         op: &str,
@@ -645,16 +638,8 @@ pub(crate) mod test_util {
         opset: i64,
         inputs: &[Tensor],
     ) -> KResult<Vec<Value>> {
-        let node = onnx_proto::NodeProto {
-            op_type: Some(op.into()),
-            attribute: attrs,
-            ..Default::default()
-        };
-        let vals: Vec<Value> = inputs.iter().cloned().map(Value::from).collect();
-        let refs: Vec<Option<&Value>> = vals.iter().map(Some).collect();
-        let cx = RunCx::new(&node, opset, &refs, &NoSub);
-        let def = crate::exec::lookup("", op, opset).expect("kernel");
-        (def.run)(&cx)
+        let given: Vec<Option<Tensor>> = inputs.iter().cloned().map(Some).collect();
+        crate::exec::testing::run(op, opset, &given, 1, attrs)
     }
 
     pub(crate) fn int_attr(name: &str, v: i64) -> onnx_proto::AttributeProto {
@@ -822,7 +807,7 @@ mod tests {
         let h = |v: f32| {
             let t = Tensor::from_vec(vec![1], vec![f16::from_f32(v)]).unwrap();
             let node = onnx_proto::NodeProto::default();
-            let cx = RunCx::new(&node, 21, &[], &NoSub);
+            let cx = RunCx::new(&node, 21, &[], &crate::exec::testing::NoSubgraphs);
             String::from_utf8(to_strings(&cx, &t).unwrap()[0].to_vec()).unwrap()
         };
         assert_eq!(h(1000.0), "1e+03");

@@ -1221,17 +1221,10 @@ pub const KERNELS: &[KernelDef] = &[
 #[cfg(test)]
 #[allow(clippy::cloned_ref_to_slice_refs)]
 mod tests {
-    use crate::exec::{lookup, KResult, RunCx, Subgraphs, Value};
-    use crate::families::testing::{ai, ais, astr, node};
-    use onnx_proto::{AttributeProto, GraphProto};
+    use crate::exec::{KResult, Value};
+    use crate::families::testing::{ai, ais, astr};
+    use onnx_proto::AttributeProto;
     use tensor::Tensor;
-
-    struct NoGraphs;
-    impl Subgraphs for NoGraphs {
-        fn run(&self, _: &GraphProto, _: Vec<Value>) -> KResult<Vec<Value>> {
-            unreachable!()
-        }
-    }
 
     /// Runs the registered kernel of `op` at `opset`.
     pub(crate) fn run(
@@ -1241,27 +1234,7 @@ mod tests {
         outputs: usize,
         attrs: Vec<AttributeProto>,
     ) -> KResult<Vec<Value>> {
-        let names: Vec<String> = (0..inputs.len())
-            .map(|i| {
-                if inputs[i].is_some() {
-                    format!("i{i}")
-                } else {
-                    String::new()
-                }
-            })
-            .collect();
-        let in_refs: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
-        let onames: Vec<String> = (0..outputs).map(|i| format!("o{i}")).collect();
-        let out_refs: Vec<&str> = onames.iter().map(|s| s.as_str()).collect();
-        let n = node(op, &in_refs, &out_refs, attrs);
-        let vals: Vec<Option<Value>> = inputs
-            .iter()
-            .map(|t| t.clone().map(Value::Tensor))
-            .collect();
-        let refs: Vec<Option<&Value>> = vals.iter().map(|v| v.as_ref()).collect();
-        let cx = RunCx::new(&n, opset, &refs, &NoGraphs);
-        let def = lookup("", op, opset).unwrap_or_else(|| panic!("no kernel {op} v{opset}"));
-        (def.run)(&cx)
+        crate::exec::testing::run(op, opset, inputs, outputs, attrs)
     }
 
     fn t(v: &Value) -> &Tensor {

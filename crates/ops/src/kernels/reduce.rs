@@ -469,16 +469,9 @@ pub const KERNELS: &[KernelDef] = &[
 /// Runs one registered kernel on literal inputs, for the unit tests of this family's files.
 #[cfg(test)]
 pub(crate) mod testutil {
-    use crate::exec::{lookup, KResult, RunCx, Subgraphs, Value};
-    use onnx_proto::{attribute_proto::AttributeType, AttributeProto, GraphProto, NodeProto};
+    use crate::exec::{KResult, Value};
+    use onnx_proto::{attribute_proto::AttributeType, AttributeProto};
     use tensor::{Element, Tensor};
-
-    struct NoSubgraphs;
-    impl Subgraphs for NoSubgraphs {
-        fn run(&self, _: &GraphProto, _: Vec<Value>) -> KResult<Vec<Value>> {
-            unreachable!("no subgraphs in these tests")
-        }
-    }
 
     /// An attribute value.
     pub enum A {
@@ -496,7 +489,7 @@ pub(crate) mod testutil {
         inputs: &[Option<Tensor>],
         n_out: usize,
     ) -> KResult<Vec<Value>> {
-        let attribute = attrs
+        let attribute: Vec<AttributeProto> = attrs
             .into_iter()
             .map(|(name, v)| {
                 let mut a = AttributeProto {
@@ -524,21 +517,7 @@ pub(crate) mod testutil {
                 a
             })
             .collect();
-        let node = NodeProto {
-            op_type: Some(op.to_string()),
-            input: (0..inputs.len()).map(|i| format!("i{i}")).collect(),
-            output: (0..n_out).map(|i| format!("o{i}")).collect(),
-            attribute,
-            ..Default::default()
-        };
-        let values: Vec<Option<Value>> = inputs
-            .iter()
-            .map(|t| t.clone().map(Value::Tensor))
-            .collect();
-        let refs: Vec<Option<&Value>> = values.iter().map(|v| v.as_ref()).collect();
-        let def = lookup("", op, opset).unwrap_or_else(|| panic!("no kernel for {op} v{opset}"));
-        let cx = RunCx::new(&node, opset, &refs, &NoSubgraphs);
-        (def.run)(&cx)
+        crate::exec::testing::run(op, opset, inputs, n_out, attribute)
     }
 
     /// A tensor from a shape and values.
