@@ -4,6 +4,10 @@
 //! For each target, looks every ai.onnx node (subgraphs included) up in the target's profile
 //! (`crates/analysis/targets/<target>.toml`) at the opset the model imports, and reports the nodes
 //! the target does not list, or lists only for other opsets. Other domains are not checked here.
+//! Ops the profile's `[loader]` runs without a kernel are not reported: onnxruntime's graph
+//! loader turns `Constant` nodes into initializers (it has no Constant kernel), and its partitioner
+//! expands an ai.onnx op that has no kernel but a schema function body at the model's opset
+//! (e.g. `HardSwish`, `CastLike` at opset 17) into that body. The other profiles list Constant.
 //!
 //! ## Why is this bad?
 //! The backend's importer refuses the graph ("No importer registered for op", "NOT_IMPLEMENTED"):
@@ -27,6 +31,7 @@ pub(super) fn run(cx: &Cx, out: &mut Vec<Finding>) {
         for n in cx.nodes.iter().filter(|n| super::default_domain(n)) {
             let (message, help) = match p.support("", n.op_type(), cx.opset) {
                 Support::Yes(_) => continue,
+                _ if p.loaded_without_kernel(n.op_type(), cx.opset).is_some() => continue,
                 Support::No => (
                     format!("{} v{} does not implement {}{}", p.backend, p.version, node_label(n), module_suffix(n)),
                     "replace the op (PyTorch side) or provide a plugin / custom op on the target; the profile lists what it implements".to_string(),
@@ -95,6 +100,40 @@ mod tests {
             "{}",
             f[0].diagnostic.message
         );
+    }
+
+    #[test]
+    fn ops_onnxruntime_loads_without_a_kernel_are_not_reported() {
+        let mut c = node("Constant", "/Constant", &[], &["c"]);
+        c.attribute.push(onnx_proto::AttributeProto {
+            name: Some("value".into()),
+            r#type: Some(onnx_proto::attribute_proto::AttributeType::Tensor as i32),
+            t: Some(int64("v", &[1])),
+            ..Default::default()
+        });
+        let m = model(
+            17,
+            vec![
+                c,
+                node("HardSwish", "/act/HardSwish", &["x"], &["h"]),
+                node("CastLike", "/CastLike", &["h", "c"], &["y"]),
+            ],
+            vec![],
+        );
+        let all = targets("all");
+        let f: Vec<_> = summary(&lint(&m, "m.onnx", &all))
+            .into_iter()
+            .filter(|s| s.1 == "ODT001")
+            .collect();
+        // onnxruntime folds the Constant and inlines HardSwish / CastLike (function bodies); every
+        // other profile lists Constant.
+        assert!(!f.iter().any(|s| s.0 == "onnxruntime-cpu"), "{f:?}");
+        assert!(!f.iter().any(|s| s.3 == "/Constant"), "{f:?}");
+        assert!(f.iter().any(|s| s.0 == "tensorrt-8.6" && s.3 == "/CastLike"), "{f:?}");
+        // ImageDecoder (opset 20) has no CPU kernel and no function body: still reported.
+        let m = model(21, vec![node("ImageDecoder", "d", &["x"], &["y"])], vec![]);
+        let f = summary(&lint(&m, "m.onnx", &targets("onnxruntime-cpu")));
+        assert!(f.iter().any(|s| s.1 == "ODT001" && s.3 == "d"), "{f:?}");
     }
 
     #[test]
