@@ -66,7 +66,7 @@ codes! {
     TargetOpUnsupported = "ODT001", "target-op-unsupported", Error, "The target backend does not implement the operator, or not at the model's opset.";
     TargetOpsetUnsupported = "ODT002", "target-opset-unsupported", Error, "The model imports an ai.onnx opset outside the range the target's ONNX importer accepts.";
     TargetAttributeUnsupported = "ODT003", "target-attribute-unsupported", Error, "An attribute value the target backend documents as unsupported for that operator.";
-    Int64OnTensorrt = "ODT010", "int64-on-tensorrt", Error, "An INT64 initializer on a target that narrows INT64 to INT32: values outside the INT32 range are clamped.";
+    Int64OnTensorrt = "ODT010", "int64-on-tensorrt", Error, "An INT64 initializer or Constant with values outside the INT32 range, on a target that narrows INT64 to INT32 and clamps them (info when only used as a Slice start/end or NonMaxSuppression limit, where the clamp changes nothing).";
     DataDependentShape = "ODT020", "data-dependent-shape", Warning, "An operator whose output shape depends on input values (NonZero, Unique, NonMaxSuppression, Compress, TopK with a computed k).";
     ControlFlow = "ODT021", "control-flow", Warning, "An If, Loop or Scan node: the target must run a subgraph, with restrictions on branch and loop shapes.";
     InitializerAsInput = "ODT030", "initializer-as-input", Warning, "Initializers are also listed as graph inputs (keep_initializers_as_inputs=True), so runtimes treat weights as overridable inputs.";
