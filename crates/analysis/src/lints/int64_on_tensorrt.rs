@@ -74,8 +74,7 @@ pub(super) fn run(cx: &Cx, out: &mut Vec<Finding>) {
                 let safe = !used.is_empty()
                     && !graph_outputs.contains(name)
                     && used.iter().all(|(n, i)| {
-                        super::default_domain(n)
-                            && CLAMP_SAFE.contains(&(n.op_type(), *i))
+                        super::default_domain(n) && CLAMP_SAFE.contains(&(n.op_type(), *i))
                     });
                 outside.push((*name, *v, safe.then_some(used)));
             }
@@ -92,7 +91,11 @@ pub(super) fn run(cx: &Cx, out: &mut Vec<Finding>) {
             let (location, what) = match holder.get(name) {
                 Some(n) => (
                     cx.node_location(n),
-                    format!("{}{} holds INT64 {v} (in '{name}')", node_label(n), module_suffix(n)),
+                    format!(
+                        "{}{} holds INT64 {v} (in '{name}')",
+                        node_label(n),
+                        module_suffix(n)
+                    ),
                 ),
                 None => (
                     cx.value_location(name),
@@ -168,7 +171,12 @@ mod tests {
     }
 
     fn row(sev: &str, at: &str) -> (String, String, String, String) {
-        ("tensorrt-8.6".into(), "ODT010".into(), sev.into(), at.into())
+        (
+            "tensorrt-8.6".into(),
+            "ODT010".into(),
+            sev.into(),
+            at.into(),
+        )
     }
 
     // An INT64_MAX Slice end used to be an error here. It is info now: TensorRT 8.6 clamps it to
@@ -189,7 +197,12 @@ mod tests {
         let m = model(
             13,
             vec![
-                node("Slice", "/Slice", &["x", "starts", "ends", "axes", "steps"], &["y"]),
+                node(
+                    "Slice",
+                    "/Slice",
+                    &["x", "starts", "ends", "axes", "steps"],
+                    &["y"],
+                ),
                 node("NonMaxSuppression", "/NMS", &["b", "s", "max"], &["k"]),
             ],
             vec![
@@ -201,7 +214,10 @@ mod tests {
             ],
         );
         let f = odt010(&m);
-        assert!(f.contains(&row("info", "ends")) && f.contains(&row("info", "max")), "{f:?}");
+        assert!(
+            f.contains(&row("info", "ends")) && f.contains(&row("info", "max")),
+            "{f:?}"
+        );
         assert!(!f.iter().any(|s| s.2 == "error"), "{f:?}");
     }
 
@@ -215,11 +231,20 @@ mod tests {
             ],
             vec![int64("starts", &[0]), int64("offset", &[1 << 40])],
         );
-        assert!(odt010(&m).contains(&row("error", "offset")), "{:?}", odt010(&m));
+        assert!(
+            odt010(&m).contains(&row("error", "offset")),
+            "{:?}",
+            odt010(&m)
+        );
         // Used as the steps of a Slice (not clamp-safe) or not used at all: error.
         let m = model(
             13,
-            vec![node("Slice", "/Slice", &["x", "s", "e", "a", "big"], &["y"])],
+            vec![node(
+                "Slice",
+                "/Slice",
+                &["x", "s", "e", "a", "big"],
+                &["y"],
+            )],
             vec![int64("big", &[1 << 40])],
         );
         assert!(odt010(&m).contains(&row("error", "big")));

@@ -129,7 +129,11 @@ mod tests {
         // other profile lists Constant.
         assert!(!f.iter().any(|s| s.0 == "onnxruntime-cpu"), "{f:?}");
         assert!(!f.iter().any(|s| s.3 == "/Constant"), "{f:?}");
-        assert!(f.iter().any(|s| s.0 == "tensorrt-8.6" && s.3 == "/CastLike"), "{f:?}");
+        assert!(
+            f.iter()
+                .any(|s| s.0 == "tensorrt-8.6" && s.3 == "/CastLike"),
+            "{f:?}"
+        );
         // ImageDecoder (opset 20) has no CPU kernel and no function body: still reported.
         let m = model(21, vec![node("ImageDecoder", "d", &["x"], &["y"])], vec![]);
         let f = summary(&lint(&m, "m.onnx", &targets("onnxruntime-cpu")));
