@@ -63,7 +63,7 @@ codes! {
     DeadNode = "ODC103", "dead-node", Warning, "No output of the node reaches a graph output.";
     // Deployment lints (crates/analysis/src/lints/, one file per rule); target rules take their
     // severity per target from the profile (crates/analysis/targets/*.toml).
-    TargetOpUnsupported = "ODT001", "target-op-unsupported", Error, "The target backend does not implement the operator, or not at the model's opset.";
+    TargetOpUnsupported = "ODT001", "target-op-unsupported", Error, "The target backend does not implement the operator, or not at the model's opset; or a custom-domain op has no model-local function, which no backend loads without a plugin.";
     TargetOpsetUnsupported = "ODT002", "target-opset-unsupported", Error, "The model imports an ai.onnx opset outside the range the target's ONNX importer accepts.";
     TargetAttributeUnsupported = "ODT003", "target-attribute-unsupported", Error, "An attribute value the target backend documents as unsupported for that operator.";
     Int64OnTensorrt = "ODT010", "int64-on-tensorrt", Error, "An INT64 initializer or Constant with values outside the INT32 range, on a target that narrows INT64 to INT32 and clamps them (info when only used as a Slice start/end or NonMaxSuppression limit, where the clamp changes nothing).";
