@@ -75,6 +75,7 @@ codes! {
     BakedDynamicDim = "ODT033", "baked-dynamic-dim", Warning, "A constant shape (Reshape/Expand/Range/ConstantOfShape/Slice/Tile size input) fixes a dimension the graph declares symbolic: the export-time size was baked in.";
     ProtobufSizeLimit = "ODT034", "protobuf-size-limit", Warning, "The serialized ModelProto (without external data) is over 2 GiB (error) or above 90 % of it (info): protobuf cannot load or save it.";
     MixedDtypeOperands = "ODT035", "mixed-dtype-operands", Error, "Operands ONNX binds to one type parameter (arithmetic, comparisons, Where branches, Concat inputs) have different element types.";
+    FixedBatchDim = "ODT036", "fixed-batch-dim", Info, "A graph input named as a batch (batch_images, input_batch) has a fixed leading dim: the model only accepts that batch size (no dynamic_axes for it).";
 }
 
 #[cfg(test)]
