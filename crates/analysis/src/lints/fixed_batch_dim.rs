@@ -1,9 +1,11 @@
 //! Flags a graph input named as a batch whose leading (batch) dimension is a fixed number.
 //!
 //! ## What it does
-//! Looks at the main graph's inputs (initializers excluded) whose name says they hold a batch —
-//! a word `batch`, `batches` or `batched` in it (`batch_images`, `input_batch`, `batchIds`) — and
-//! reports, as info, each one whose leading dimension is a fixed number instead of a symbol.
+//! Looks at the main graph's inputs (initializers excluded) of rank 2 or more whose name says they
+//! hold a batch — a word `batch`, `batches` or `batched` in it (`batch_images`, `input_batch`,
+//! `imgBatch`), not followed by a word that makes it a property of a batch (`batch_indices`,
+//! `batch_size`, `batchIds`: RoiAlign's `batch_indices` is a list of indices) — and reports, as
+//! info, each one whose leading dimension is a fixed number instead of a symbol.
 //! Inputs with other names are not reported: a static shape is a legitimate choice (a batch-1
 //! TensorRT engine, a static GRU), and the shape alone cannot tell it from a forgotten
 //! `dynamic_axes`; the name is the one place the model states the intent.
@@ -32,7 +34,8 @@ use ops::Ty;
 use std::collections::HashSet;
 
 /// Does `name` contain the word batch / batches / batched (`_`, `-`, `.`, `/`, digits or a
-/// camelCase boundary separate words)?
+/// camelCase boundary separate words), not followed by a word that makes it a property of the
+/// batch (`batch_indices`, `batch_size`, `batchIds`)?
 fn names_a_batch(name: &str) -> bool {
     let mut words: Vec<String> = Vec::new();
     let mut cur = String::new();
@@ -50,9 +53,30 @@ fn names_a_batch(name: &str) -> bool {
         cur.push(c.to_ascii_lowercase());
     }
     words.push(cur);
-    words
-        .iter()
-        .any(|w| matches!(w.as_str(), "batch" | "batches" | "batched"))
+    words.retain(|w| !w.is_empty());
+    words.iter().enumerate().any(|(i, w)| {
+        matches!(w.as_str(), "batch" | "batches" | "batched")
+            && !words.get(i + 1).is_some_and(|next| {
+                matches!(
+                    next.as_str(),
+                    "index"
+                        | "indices"
+                        | "idx"
+                        | "id"
+                        | "ids"
+                        | "size"
+                        | "sizes"
+                        | "dim"
+                        | "dims"
+                        | "num"
+                        | "count"
+                        | "len"
+                        | "length"
+                        | "first"
+                        | "norm"
+                )
+            })
+    })
 }
 
 pub(super) fn run(cx: &Cx, out: &mut Vec<Finding>) {
@@ -63,7 +87,9 @@ pub(super) fn run(cx: &Cx, out: &mut Vec<Finding>) {
             continue;
         }
         let ty = Ty::from_value_type(&ValueType::from_proto(v.r#type.as_ref()));
-        let Some(shape) = ty.shape() else { continue };
+        let Some(shape) = ty.shape().filter(|s| s.len() >= 2) else {
+            continue;
+        };
         let Some(k) = shape.first().and_then(|d| d.as_ref()?.as_known()) else {
             continue;
         };
@@ -138,6 +164,9 @@ mod tests {
         // A static model is a legitimate choice (clean_cnn_ts, clean_gru_ts): no intent stated.
         assert!(odt036(&with_input("x", &["1", "3", "16", "16"])).is_empty());
         assert!(odt036(&with_input("images", &["2", "6", "8"])).is_empty());
+        // RoiAlign's batch_indices (rank 1, and an index list) is not a batch.
+        assert!(odt036(&with_input("batch_indices", &["3"])).is_empty());
+        assert!(odt036(&with_input("batch", &["3"])).is_empty());
     }
 
     #[test]
@@ -146,13 +175,22 @@ mod tests {
             "batch",
             "batch_images",
             "input_batch",
-            "batchIds",
+            "imgBatch",
             "img-batched",
             "Batches.0",
         ] {
             assert!(names_a_batch(n), "{n}");
         }
-        for n in ["x", "images", "batchnorm_in", "microbatching", "mybatch"] {
+        for n in [
+            "x",
+            "images",
+            "batchnorm_in",
+            "microbatching",
+            "mybatch",
+            "batch_indices",
+            "batchIds",
+            "batch_size",
+        ] {
             assert!(!names_a_batch(n), "{n}");
         }
     }
