@@ -72,7 +72,7 @@ codes! {
     InitializerAsInput = "ODT030", "initializer-as-input", Warning, "Initializers are also listed as graph inputs (keep_initializers_as_inputs=True), so runtimes treat weights as overridable inputs.";
     TrainingModeExport = "ODT031", "training-mode-export", Warning, "Dropout or BatchNormalization was exported in training mode.";
     MetadataPathLeak = "ODT032", "metadata-path-leak", Warning, "Model or node metadata (e.g. pkg.torch.onnx.stack_trace) contains absolute file paths of the exporting machine.";
-    BakedDynamicDim = "ODT033", "baked-dynamic-dim", Warning, "A constant shape (Reshape/Expand/Range/ConstantOfShape/Slice/Tile size input) fixes a dimension the graph declares symbolic: the export-time size was baked in.";
+    BakedDynamicDim = "ODT033", "baked-dynamic-dim", Warning, "A size computed at export time (a constant Reshape/Expand shape or Range/ConstantOfShape/Slice/Tile size, a constant entry of a computed Reshape shape, a folded arange/zeros tensor) fixes a dimension the graph declares symbolic: the export-time size was baked in.";
     ProtobufSizeLimit = "ODT034", "protobuf-size-limit", Warning, "The serialized ModelProto (without external data) is over 2 GiB (error) or above 90 % of it (info): protobuf cannot load or save it.";
     MixedDtypeOperands = "ODT035", "mixed-dtype-operands", Error, "Operands ONNX binds to one type parameter (arithmetic, comparisons, Where branches, Concat inputs) have different element types.";
     FixedBatchDim = "ODT036", "fixed-batch-dim", Info, "A graph input named as a batch (batch_images, input_batch) has a fixed leading dim: the model only accepts that batch size (no dynamic_axes for it).";
