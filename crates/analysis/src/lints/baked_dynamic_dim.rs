@@ -11,7 +11,7 @@
 //!   real batch). Only the first entry: a literal over another symbolic dim is the usual head
 //!   split (`[6,batch,4,8]` → `[-1, 32]`);
 //! - Reshape with a shape computed at run time (Shape → Gather → Concat) that has a constant entry
-//!   > 1, no `-1`, and an element count that differs from its input's as a polynomial of the
+//!   greater than 1, no `-1`, and an element count that differs from its input's as a polynomial of the
 //!   declared dims (MHA's `k.view(5, bsz * heads, head_dim)` with the sequence length traced);
 //! - Expand with a constant shape whose entry is greater than 1 where the input's dimension is
 //!   symbolic;

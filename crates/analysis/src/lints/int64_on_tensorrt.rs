@@ -33,6 +33,9 @@ use onnx_proto::tensor_proto::DataType;
 use onnx_proto::NodeProto;
 use std::collections::HashMap;
 
+/// The (node, input index) pairs where a value is used.
+type Uses<'m> = Vec<(&'m NodeProto, usize)>;
+
 /// (op, input index) where a value outside INT32, clamped to INT32, gives the same result.
 const CLAMP_SAFE: &[(&str, usize)] = &[("Slice", 1), ("Slice", 2), ("NonMaxSuppression", 2)];
 
@@ -42,7 +45,7 @@ pub(super) fn run(cx: &Cx, out: &mut Vec<Finding>) {
         return;
     }
     // Where each value is used, and which Constant node holds it.
-    let mut uses: HashMap<&str, Vec<(&NodeProto, usize)>> = HashMap::new();
+    let mut uses: HashMap<&str, Uses> = HashMap::new();
     let mut holder: HashMap<&str, &NodeProto> = HashMap::new();
     for n in &cx.nodes {
         for (i, v) in n.input.iter().enumerate() {
@@ -58,7 +61,7 @@ pub(super) fn run(cx: &Cx, out: &mut Vec<Finding>) {
     let mut names: Vec<&&str> = cx.constants.keys().collect();
     names.sort();
     // (name, an offending value, the uses when all are clamp-safe)
-    let mut outside: Vec<(&str, i64, Option<Vec<(&NodeProto, usize)>>)> = Vec::new();
+    let mut outside: Vec<(&str, i64, Option<Uses>)> = Vec::new();
     let mut inside = Vec::new();
     for name in names {
         let t = cx.constants[*name];
