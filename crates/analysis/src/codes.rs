@@ -63,18 +63,19 @@ codes! {
     DeadNode = "ODC103", "dead-node", Warning, "No output of the node reaches a graph output.";
     // Deployment lints (crates/analysis/src/lints/, one file per rule); target rules take their
     // severity per target from the profile (crates/analysis/targets/*.toml).
-    TargetOpUnsupported = "ODT001", "target-op-unsupported", Error, "The target backend does not implement the operator, or not at the model's opset.";
+    TargetOpUnsupported = "ODT001", "target-op-unsupported", Error, "The target backend does not implement the operator, or not at the model's opset; or a custom-domain op has no model-local function, which no backend loads without a plugin.";
     TargetOpsetUnsupported = "ODT002", "target-opset-unsupported", Error, "The model imports an ai.onnx opset outside the range the target's ONNX importer accepts.";
     TargetAttributeUnsupported = "ODT003", "target-attribute-unsupported", Error, "An attribute value the target backend documents as unsupported for that operator.";
-    Int64OnTensorrt = "ODT010", "int64-on-tensorrt", Error, "An INT64 initializer on a target that narrows INT64 to INT32: values outside the INT32 range are clamped.";
+    Int64OnTensorrt = "ODT010", "int64-on-tensorrt", Error, "An INT64 initializer or Constant with values outside the INT32 range, on a target that narrows INT64 to INT32 and clamps them (info when only used as a Slice start/end or NonMaxSuppression limit, where the clamp changes nothing).";
     DataDependentShape = "ODT020", "data-dependent-shape", Warning, "An operator whose output shape depends on input values (NonZero, Unique, NonMaxSuppression, Compress, TopK with a computed k).";
     ControlFlow = "ODT021", "control-flow", Warning, "An If, Loop or Scan node: the target must run a subgraph, with restrictions on branch and loop shapes.";
     InitializerAsInput = "ODT030", "initializer-as-input", Warning, "Initializers are also listed as graph inputs (keep_initializers_as_inputs=True), so runtimes treat weights as overridable inputs.";
     TrainingModeExport = "ODT031", "training-mode-export", Warning, "Dropout or BatchNormalization was exported in training mode.";
     MetadataPathLeak = "ODT032", "metadata-path-leak", Warning, "Model or node metadata (e.g. pkg.torch.onnx.stack_trace) contains absolute file paths of the exporting machine.";
-    BakedDynamicDim = "ODT033", "baked-dynamic-dim", Warning, "A constant shape (Reshape/Expand/Range/ConstantOfShape/Slice/Tile size input) fixes a dimension the graph declares symbolic: the export-time size was baked in.";
+    BakedDynamicDim = "ODT033", "baked-dynamic-dim", Warning, "A size computed at export time (a constant Reshape/Expand shape or Range/ConstantOfShape/Slice/Tile size, a constant entry of a computed Reshape shape, a folded arange/zeros tensor) fixes a dimension the graph declares symbolic: the export-time size was baked in.";
     ProtobufSizeLimit = "ODT034", "protobuf-size-limit", Warning, "The serialized ModelProto (without external data) is over 2 GiB (error) or above 90 % of it (info): protobuf cannot load or save it.";
     MixedDtypeOperands = "ODT035", "mixed-dtype-operands", Error, "Operands ONNX binds to one type parameter (arithmetic, comparisons, Where branches, Concat inputs) have different element types.";
+    FixedBatchDim = "ODT036", "fixed-batch-dim", Info, "A graph input named as a batch (batch_images, input_batch) has a fixed leading dim: the model only accepts that batch size (no dynamic_axes for it).";
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 mod baked_dynamic_dim;
 mod control_flow;
 mod data_dependent_shape;
+mod fixed_batch_dim;
 mod initializer_as_input;
 mod int64_on_tensorrt;
 mod metadata_path_leak;
@@ -89,6 +90,7 @@ pub const RULES: &[Rule] = &[
     rule!(BakedDynamicDim, false, baked_dynamic_dim),
     rule!(ProtobufSizeLimit, false, protobuf_size_limit),
     rule!(MixedDtypeOperands, false, mixed_dtype_operands),
+    rule!(FixedBatchDim, false, fixed_batch_dim),
 ];
 
 /// Runs every rule on `model`: the target-independent ones always, the target rules once per

@@ -80,6 +80,30 @@ pub struct Dtypes {
     pub source: String,
 }
 
+/// What the backend's loader does before it looks kernels up: ops that need no kernel.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Loader {
+    /// ai.onnx ops the loader consumes itself (e.g. Constant nodes turned into initializers).
+    #[serde(default)]
+    pub folds: Vec<String>,
+    pub folds_source: Option<String>,
+    /// An ai.onnx op without a kernel whose schema has a function body at the model's opset is
+    /// expanded into that body.
+    #[serde(default)]
+    pub inlines_functions: bool,
+    pub inlines_functions_source: Option<String>,
+}
+
+/// How a backend's loader runs an op it has no kernel for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadedAs<'p> {
+    /// Consumed at load (the source id says where).
+    Folded(&'p str),
+    /// Expanded into the schema's function body at load.
+    Inlined(&'p str),
+}
+
 /// One backend profile, as its data file states it.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -101,6 +125,8 @@ pub struct Profile {
     pub ops: Vec<OpGroup>,
     #[serde(default)]
     pub restrictions: Vec<Restriction>,
+    #[serde(default)]
+    pub loader: Loader,
 }
 
 /// Whether a target accepts an op at an opset.
@@ -133,6 +159,24 @@ impl Profile {
         } else {
             Support::OutsideRange(ranges)
         }
+    }
+
+    /// Whether the loader runs the ai.onnx `op` without a kernel at `opset` (folded, or inlined
+    /// from its schema function body): [`Profile::support`] lists kernels, this the rest.
+    pub fn loaded_without_kernel(&self, op: &str, opset: i64) -> Option<LoadedAs<'_>> {
+        let l = &self.loader;
+        if l.folds.iter().any(|o| o == op) {
+            return Some(LoadedAs::Folded(l.folds_source.as_deref().unwrap_or("")));
+        }
+        if l.inlines_functions {
+            let schema = opset::schema(op, opset)?;
+            if schema.has_context_dependent_function || schema.function_body(opset).is_some() {
+                return Some(LoadedAs::Inlined(
+                    l.inlines_functions_source.as_deref().unwrap_or(""),
+                ));
+            }
+        }
+        None
     }
 
     /// The restrictions the profile lists for `op`.
@@ -263,6 +307,24 @@ mod tests {
             if let Some(d) = &p.dtypes {
                 cited.push((&d.source, "dtypes".into()));
             }
+            let l = &p.loader;
+            match (l.folds.is_empty(), &l.folds_source) {
+                (false, Some(s)) => cited.push((s, "loader folds".into())),
+                (true, None) => {}
+                _ => panic!("{}: loader folds without a source", p.name),
+            }
+            match (l.inlines_functions, &l.inlines_functions_source) {
+                (true, Some(s)) => cited.push((s, "loader inlines functions".into())),
+                (false, None) => {}
+                _ => panic!("{}: loader function inlining without a source", p.name),
+            }
+            for op in &l.folds {
+                assert!(
+                    !opset::history("", op).is_empty(),
+                    "{}: loader folds unknown op {op}",
+                    p.name
+                );
+            }
             match (&p.int64, &p.int64_source) {
                 (Some(_), Some(s)) => cited.push((s, "int64".into())),
                 (None, None) => {}
@@ -338,6 +400,19 @@ mod tests {
             Support::OutsideRange(_)
         ));
         assert!(!ort.casts_int64());
+        // Constant has no CPU kernel: the graph loader turns it into an initializer.
+        assert_eq!(ort.support("", "Constant", 17), Support::No);
+        assert!(matches!(
+            ort.loaded_without_kernel("Constant", 17),
+            Some(LoadedAs::Folded("ort-graph"))
+        ));
+        // HardSwish has no CPU kernel but a function body: inlined. ImageDecoder has neither.
+        assert!(matches!(
+            ort.loaded_without_kernel("HardSwish", 17),
+            Some(LoadedAs::Inlined(_))
+        ));
+        assert_eq!(ort.loaded_without_kernel("ImageDecoder", 21), None);
+        assert_eq!(trt.loaded_without_kernel("HardSwish", 17), None);
         let ncnn = profile("ncnn").unwrap();
         assert!(matches!(ncnn.support("", "Conv", 13), Support::Yes(_)));
         assert_eq!(ncnn.support("", "NonZero", 13), Support::No);
