@@ -211,6 +211,7 @@ impl Driver {
                 )
                 .collect()
         };
+        let input_infos = inputs.clone();
         let mut cx = InferCx::new(n, opset, inputs);
         cx.subgraph = Some(&sub);
         // A bug in one op's rule must not take the whole process down: it becomes a finding.
@@ -218,7 +219,10 @@ impl Driver {
             (def.infer)(&mut cx).map(|()| cx.outputs)
         }));
         match result {
-            Ok(Ok(outputs)) => outputs,
+            Ok(Ok(mut outputs)) => {
+                fold_constants(n, opset, &input_infos, &mut outputs);
+                outputs
+            }
             Err(_) => {
                 self.report(
                     Code::ShapeInferenceFailed,
@@ -412,4 +416,69 @@ pub fn type_proto(t: &Ty) -> Option<onnx_proto::TypeProto> {
         value: Some(value),
         denotation: None,
     })
+}
+
+/// Largest tensor (elements) constant folding reads or writes: shape arithmetic, not weights.
+const FOLD_LIMIT: usize = 4096;
+
+/// When every input of a deterministic, subgraph-free node is a known small tensor and the op has
+/// a kernel, runs the kernel so the outputs' values are known too (what onnx's data propagation
+/// does for a fixed list of ops, here for every op with a kernel). Values the op's own rule
+/// already computed are kept.
+fn fold_constants(n: &NodeProto, opset: i64, inputs: &[Option<&Info>], outputs: &mut [Info]) {
+    if outputs.iter().all(|o| o.value.is_some())
+        || n.attribute
+            .iter()
+            .any(|a| a.g.is_some() || !a.graphs.is_empty())
+    {
+        return;
+    }
+    let dom = domain(n.domain());
+    let deterministic = opset::schema_in(dom, n.op_type(), opset)
+        .is_some_and(|s| s.determinism != opset::Determinism::NonDeterministic);
+    let Some(kernel) = ops::exec::lookup(dom, n.op_type(), opset) else {
+        return;
+    };
+    if !deterministic || n.op_type() == "Dropout" {
+        return;
+    }
+    let mut values = Vec::with_capacity(inputs.len());
+    for (name, info) in n.input.iter().zip(inputs) {
+        if name.is_empty() {
+            values.push(None);
+            continue;
+        }
+        match info {
+            Some(Info {
+                value: Some(ops::Known::Tensor(t)),
+                ..
+            }) if t.len() <= FOLD_LIMIT => values.push(Some(ops::exec::Value::Tensor(t.clone()))),
+            _ => return,
+        }
+    }
+    let refs: Vec<Option<&ops::exec::Value>> = values.iter().map(|v| v.as_ref()).collect();
+    let cx = ops::exec::RunCx::new(n, opset, &refs, &ops::exec::NoSubgraphs);
+    let Ok(Ok(folded)) =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (kernel.run)(&cx)))
+    else {
+        return;
+    };
+    for (out, v) in outputs.iter_mut().zip(folded) {
+        let ops::exec::Value::Tensor(t) = v else {
+            continue;
+        };
+        if out.value.is_some() || t.len() > FOLD_LIMIT {
+            continue;
+        }
+        // The kernel's answer must agree with the rule's type; otherwise trust neither.
+        if out.ty.dtype().is_some_and(|d| d != t.dtype()) {
+            continue;
+        }
+        let known = Info::known(t);
+        if out.ty == Ty::Unknown || out.ty.shape().is_none() || out.ty.shape() == known.ty.shape() {
+            *out = known;
+        } else {
+            out.value = known.value;
+        }
+    }
 }

@@ -93,6 +93,17 @@ pub trait Subgraphs {
     fn run(&self, graph: &GraphProto, inputs: Vec<Value>) -> KResult<Vec<Value>>;
 }
 
+/// For running a node that owns no subgraph (constant folding, tests): running one is an error.
+pub struct NoSubgraphs;
+
+impl Subgraphs for NoSubgraphs {
+    fn run(&self, _: &GraphProto, _: Vec<Value>) -> KResult<Vec<Value>> {
+        Err(KernelError::Invalid(
+            "this node's subgraphs cannot run here".into(),
+        ))
+    }
+}
+
 /// The kernel of one op over a range of opset versions.
 pub type KernelFn = fn(&RunCx) -> KResult<Vec<Value>>;
 

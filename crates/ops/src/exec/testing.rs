@@ -1,17 +1,9 @@
 //! Running one registered kernel on literal inputs, for the kernels' unit tests.
 
-use super::{lookup, KResult, KernelError, RunCx, Subgraphs, Value};
-use onnx_proto::{AttributeProto, GraphProto, NodeProto};
+pub use super::NoSubgraphs;
+use super::{lookup, KResult, RunCx, Value};
+use onnx_proto::{AttributeProto, NodeProto};
 use tensor::Tensor;
-
-/// For kernels that own no subgraph: running one is an error.
-pub struct NoSubgraphs;
-
-impl Subgraphs for NoSubgraphs {
-    fn run(&self, _: &GraphProto, _: Vec<Value>) -> KResult<Vec<Value>> {
-        Err(KernelError::Invalid("no subgraphs in this test".into()))
-    }
-}
 
 /// Runs the ai.onnx kernel of `op` at `opset` with `attrs` on `inputs` (`None` = omitted),
 /// declaring `outputs` outputs.
