@@ -23,6 +23,13 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    // Like other command-line tools, stop quietly when the reader of stdout goes away
+    // (`onnx-doctor targets --format json | head`) instead of panicking on the broken pipe.
+    #[cfg(unix)]
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     match verbs::run(cli.verb) {
         Ok(code) => code,

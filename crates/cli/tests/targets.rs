@@ -269,3 +269,20 @@ fn mixed_operand_dtypes_fail_everywhere_and_name_the_pytorch_source() {
         "{v}"
     );
 }
+
+#[test]
+fn a_closed_stdout_is_not_a_panic() {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_onnx-doctor"))
+        .args(["targets", "--format", "json"])
+        .current_dir(common::workspace())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away before reading anything, like `| head -0`.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+}
