@@ -22,6 +22,7 @@ Usage:
     cargo build --release -p cli
     python3 scripts/bench_engine.py [--bin target/release/onnx-doctor] [--runs 10] [--warmup 2]
         [--threads 1,2] [--models resnet18,gru] [--cache DIR] [--timeout 1800] [--json FILE]
+        [--peers ort,tract]   # also `bench --backend X` (a binary built with --features X)
 """
 
 from __future__ import annotations
@@ -136,12 +137,20 @@ def error_line(stderr: str) -> str:
     return (errs[-1] if errs else lines[-1] if lines else "no output")[:400]
 
 
-def ours(bin_: str, model_dir: Path, threads: int, runs: int, warmup: int, timeout: float) -> dict:
+def ours(
+    bin_: str,
+    model_dir: Path,
+    threads: int,
+    runs: int,
+    warmup: int,
+    timeout: float,
+    backend: str = "native",
+) -> dict:
     cmd = [bin_, "bench", str(model_dir / "model.onnx")]
     for name in inputs_of(model_dir):
         cmd += ["--input", f"{name}={model_dir / f'input_{name}.npy'}"]
     cmd += ["--runs", str(runs), "--warmup", str(warmup), "--threads", str(threads)]
-    cmd += ["--backend", "native", "--format", "json"]
+    cmd += ["--backend", backend, "--format", "json"]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -200,6 +209,12 @@ def main() -> int:
     ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per `bench` of ours")
     ap.add_argument("--json", type=Path, help="write every figure here")
+    ap.add_argument(
+        "--peers",
+        default="",
+        help="also time `bench --backend X` for these (ort,tract; needs a binary built with "
+        "--features X): one more column each, a check of the harness against the wheel",
+    )
     args = ap.parse_args()
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
@@ -211,6 +226,7 @@ def main() -> int:
         print(f"{args.bin}: no such executable (cargo build --release -p cli)", file=sys.stderr)
         return 2
     thread_counts = [int(t) for t in args.threads.split(",")]
+    peers = [p.strip() for p in args.peers.split(",") if p.strip()]
 
     rows = []
     for name in models:
@@ -223,17 +239,20 @@ def main() -> int:
         except Exception as e:  # noqa: BLE001
             msg = f"export failed: {type(e).__name__}: {str(e).strip().splitlines()[0][:300]}"
             for th in thread_counts:
-                rows.append({"model": name, "threads": th, "ours": {"error": msg}, "ort": {"error": msg}})
+                rows.append({"model": name, "threads": th, "ours": {"error": msg}, "ort": {"error": msg},
+                             "peers": {p: {"error": msg} for p in peers}})
             continue
         for th in thread_counts:
             print(f"{name}, {th} thread(s) ...", file=sys.stderr)
             o = ours(args.bin, model_dir, th, args.runs, args.warmup, args.timeout)
             r = onnxruntime_side(model_dir, th, args.runs, args.warmup)
-            rows.append({"model": name, "threads": th, "ours": o, "ort": r})
+            pr = {p: ours(args.bin, model_dir, th, args.runs, args.warmup, args.timeout, p) for p in peers}
+            rows.append({"model": name, "threads": th, "ours": o, "ort": r, "peers": pr})
 
     print(f"\n{args.runs} timed runs after {args.warmup} warm-up, medians; ratio = ours / ORT\n")
-    print("| model | threads | ours median ms | ORT median ms | ratio | note |")
-    print("|---|---|---|---|---|---|")
+    extra = "".join(f" bench --backend {p} median ms |" for p in peers)
+    print(f"| model | threads | ours median ms | ORT median ms | ratio |{extra} note |")
+    print("|---|---|---|---|---|" + "---|" * len(peers) + "---|")
     for row in rows:
         o, r = row["ours"], row["ort"]
         ours_ms = f"{o['median_ms']:.2f}" if "median_ms" in o else "—"
@@ -246,7 +265,13 @@ def main() -> int:
             notes.append(f"ours used {o['threads_effective']} thread(s)")
         if "error" in r:
             notes.append(f"ORT: {r['error']}")
-        print(f"| {row['model']} | {row['threads']} | {ours_ms} | {ort_ms} | {ratio} | {'; '.join(notes)} |")
+        cells = ""
+        for p in peers:
+            q = row["peers"][p]
+            cells += f" {q['median_ms']:.2f} |" if "median_ms" in q else " — |"
+            if "error" in q:
+                notes.append(f"{p}: {q['error']}")
+        print(f"| {row['model']} | {row['threads']} | {ours_ms} | {ort_ms} | {ratio} |{cells} {'; '.join(notes)} |")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
     return 0

@@ -33,7 +33,7 @@ pub enum BackendError {
     #[error(transparent)]
     Engine(#[from] EngineError),
     /// The backend was asked for but this binary was built without its cargo feature.
-    #[error("backend '{name}' is not compiled into this binary: rebuild with `cargo build --release --features {feature}` (cargo feature '{feature}')")]
+    #[error("backend '{name}' is not compiled into this binary: build onnx-doctor with the cargo feature '{feature}' (`cargo build --release -p cli --features {feature}`)")]
     NotCompiled {
         name: &'static str,
         feature: &'static str,
