@@ -83,13 +83,22 @@ pub fn load_over(
     session: &Session,
     base: Vec<(String, Value)>,
 ) -> Result<Vec<(String, Value)>> {
-    let specs = session.inputs();
+    load_for(args, &session.inputs(), base)
+}
+
+/// Like [`load_over`], for the inputs `specs` describes (see [`engine::input_specs`]): for
+/// backends other than the native engine, which need no [`Session`].
+pub fn load_for(
+    args: &InputArgs,
+    specs: &[InputSpec],
+    base: Vec<(String, Value)>,
+) -> Result<Vec<(String, Value)>> {
     let mut out: HashMap<String, Value> = base
         .into_iter()
         .filter(|(n, _)| specs.iter().any(|s| &s.name == n))
         .collect();
     if let Some(dir) = &args.input_dir {
-        let given = engine::io::read_input_dir(dir, &specs)
+        let given = engine::io::read_input_dir(dir, specs)
             .map_err(anyhow::Error::msg)
             .with_context(|| format!("--input-dir {}", dir.display()))?;
         out.extend(given);
@@ -120,7 +129,7 @@ pub fn load_over(
     }
     // Keep graph-input order for reproducible runs.
     let mut ordered = Vec::new();
-    for s in &specs {
+    for s in specs {
         if let Some(v) = out.remove(&s.name) {
             ordered.push((s.name.clone(), v));
         }

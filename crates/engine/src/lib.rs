@@ -10,6 +10,7 @@
 //! **Architecture Invariant:** the engine never computes an op itself; it only moves values
 //! between kernels. A kernel failure becomes an [`EngineError::Node`] naming the node and op.
 
+pub mod backend;
 pub mod compare;
 pub mod conformance;
 mod error;
@@ -21,6 +22,12 @@ pub mod io;
 pub use error::EngineError;
 pub use inputs::{check_input, InputSpec};
 pub use ops::exec::Value;
+
+/// The inputs a caller must (or may) feed to `graph`, as [`Session::inputs`] lists them, without
+/// preparing a session (for peers of the native engine, which may run models it cannot).
+pub fn input_specs(graph: &onnx_proto::GraphProto) -> Vec<InputSpec> {
+    inputs::specs(graph)
+}
 
 use onnx_ir::Model;
 use onnx_proto::FunctionProto;

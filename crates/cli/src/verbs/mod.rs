@@ -1,5 +1,6 @@
 //! The verb registry: one file per verb, each with `Args` and `run`.
 
+pub mod bench;
 pub mod check;
 pub mod compare;
 pub mod explain;
@@ -25,6 +26,8 @@ pub enum Verb {
     Check(check::Args),
     /// Run a model on the native CPU engine: inputs from .npy/.pb files or random, outputs to .npz or .pb.
     Run(run::Args),
+    /// Time a model: load, latency percentiles, throughput, peak RSS; on our engine or, in builds with the feature, onnxruntime or tract.
+    Bench(bench::Args),
     /// Compare a model's outputs (and, layer by layer, its intermediates) with a reference or a second model.
     Compare(compare::Args),
     /// Infer every value's type and shape and write them into a copy of the model.
@@ -44,6 +47,7 @@ pub fn run(verb: Verb) -> anyhow::Result<ExitCode> {
         Verb::Explain(args) => explain::run(args),
         Verb::Check(args) => check::run(args),
         Verb::Run(args) => run::run(args),
+        Verb::Bench(args) => bench::run(args),
         Verb::Compare(args) => compare::run(args),
         Verb::Shapes(args) => shapes::run(args),
         Verb::Rule(args) => rule::run(args),
