@@ -260,3 +260,37 @@ fn verify_passes_a_dynamic_model_and_names_a_baked_constant() {
         stderr(&o)
     );
 }
+
+#[test]
+fn backends_compare_one_model_on_two_engines() {
+    let o = run(&[
+        "compare",
+        CNN,
+        "--backends",
+        "native,native",
+        "--layerwise",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let j = json(&o);
+    assert_eq!(j["ok"], true);
+    // Every intermediate came back from the candidate backend through the exposed outputs.
+    assert_eq!(j["nodes"].as_array().unwrap().len(), 9);
+    if !cfg!(feature = "ort") {
+        let o = run(&["compare", CNN, "--backends", "native,ort"]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(stderr(&o).contains("cargo feature 'ort'"), "{}", stderr(&o));
+        let o = run(&[
+            "verify",
+            "tests/fixtures/dyn_reshape_ok.onnx",
+            "--backends",
+            "native,ort",
+        ]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(stderr(&o).contains("cargo feature 'ort'"), "{}", stderr(&o));
+    }
+    let o = run(&["compare", CNN, "--backends", "native"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("two backends"), "{}", stderr(&o));
+}

@@ -8,9 +8,9 @@
 //! types (float, double, float16, int64, int32, int8, uint8, bool) to and from its own; any
 //! other type, and sequences or optionals, are refused with an error naming the value.
 //!
-//! **Architecture Invariant:** a peer backend is only ever a yardstick. Nothing in the engine
-//! or in a verb other than `bench` (and tests) depends on one, and default builds (and CI)
-//! compile neither.
+//! **Architecture Invariant:** a peer backend is only ever a yardstick: `bench` times it,
+//! `compare --backends` and `verify --backends` check our outputs against it. Nothing in the
+//! engine depends on one, and default builds (and CI) compile neither.
 
 use crate::{EngineError, Session, Value};
 use onnx_ir::Model;

@@ -30,7 +30,7 @@ pub enum BackendArg {
 }
 
 impl BackendArg {
-    fn kind(self) -> BackendKind {
+    pub(crate) fn kind(self) -> BackendKind {
         match self {
             BackendArg::Native => BackendKind::Native,
             BackendArg::Ort => BackendKind::Ort,

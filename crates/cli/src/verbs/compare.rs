@@ -38,6 +38,11 @@ pub struct Args {
     /// A second model (simplified, quantized, faulty...) run on the same inputs.
     #[arg(long = "against", value_name = "MODEL2")]
     pub against: Option<PathBuf>,
+    /// The same model on two backends, the first as the reference: e.g. `native,ort`
+    /// (ort and tract need the cargo features of the same names).
+    #[arg(long = "backends", value_delimiter = ',', value_enum, value_name = "A,B",
+          conflicts_with_all = ["reference", "against"])]
+    pub backends: Vec<crate::verbs::bench::BackendArg>,
     #[command(flatten)]
     pub inputs: InputArgs,
     /// Relative tolerance.
@@ -182,6 +187,8 @@ struct Reference {
     /// The reference model, for --against.
     model: Option<Model>,
     label: String,
+    /// With --backends: every value the candidate backend produced, by name.
+    backend_candidate: Option<HashMap<String, Value>>,
 }
 
 fn load_reference_file(path: &Path, model: &Session) -> Result<Reference> {
@@ -228,6 +235,7 @@ fn load_reference_file(path: &Path, model: &Session) -> Result<Reference> {
         inputs,
         model: None,
         label: path.display().to_string(),
+        backend_candidate: None,
     })
 }
 
@@ -247,8 +255,14 @@ fn module_value(g: &GraphProto, order: &[usize], path: &str) -> Option<String> {
 pub fn run(args: Args) -> Result<ExitCode> {
     std::panic::set_hook(Box::new(|_| {}));
     let file = args.model.display().to_string();
-    if args.reference.is_none() && args.against.is_none() {
-        bail!("compare needs --reference REF or --against MODEL2");
+    if args.reference.is_none() && args.against.is_none() && args.backends.is_empty() {
+        bail!("compare needs --reference REF, --against MODEL2 or --backends A,B");
+    }
+    if !args.backends.is_empty() && args.backends.len() != 2 {
+        bail!("--backends takes two backends, the reference first (e.g. native,ort)");
+    }
+    if !args.backends.is_empty() && args.reinject {
+        bail!("--reinject runs nodes one by one on the native engine: use it with --against or --reference");
     }
     if (args.reinject || args.bisect.is_some()) && !args.layerwise {
         bail!("--reinject and --bisect work with --layerwise");
@@ -299,20 +313,52 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 inputs,
                 model: Some(session.model().clone()),
                 label: file.clone(),
+                backend_candidate: None,
             };
             (reference, cand)
         }
-        (None, None) => unreachable!("checked above"),
+        (None, None) => {
+            let reference = run_backends(&args, &session, args.layerwise)?;
+            (reference, session)
+        }
     };
-    let cand_file = args
-        .against
-        .as_ref()
-        .map_or(file.clone(), |p| p.display().to_string());
+    let cand_file = match (&args.against, args.backends.get(1)) {
+        (Some(p), _) => p.display().to_string(),
+        (None, Some(b)) => format!("{file} on {}", b.kind().name()),
+        (None, None) => file.clone(),
+    };
     let inputs = feed::load_over(&args.inputs, &candidate, reference.inputs.clone())
         .with_context(|| cand_file.clone())?;
-    let out = candidate
-        .run(inputs.clone(), &capture)
-        .with_context(|| format!("{cand_file}: run failed"))?;
+    let out = match &reference.backend_candidate {
+        Some(values) => engine::RunOutput {
+            outputs: candidate
+                .model()
+                .graph()
+                .output
+                .iter()
+                .filter_map(|o| {
+                    values
+                        .get(o.name())
+                        .map(|v| (o.name().to_string(), v.clone()))
+                })
+                .collect(),
+            captured: values
+                .iter()
+                .filter(|(k, _)| {
+                    !candidate
+                        .model()
+                        .graph()
+                        .output
+                        .iter()
+                        .any(|o| o.name() == k.as_str())
+                })
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        },
+        None => candidate
+            .run(inputs.clone(), &capture)
+            .with_context(|| format!("{cand_file}: run failed"))?,
+    };
 
     // Outputs.
     let mut rows = Vec::new();
@@ -542,6 +588,88 @@ pub fn run(args: Args) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Runs the model on both `--backends` (with every intermediate exposed as an output when
+/// `layerwise`) and returns the first's values as the reference, the second's as the candidate.
+fn run_backends(args: &Args, session: &Session, layerwise: bool) -> Result<Reference> {
+    let file = args.model.display().to_string();
+    let tmp = tempfile::tempdir().context("creating a temporary directory")?;
+    let path = if layerwise {
+        let exposed = expose_intermediates(session.model(), &file);
+        let p = tmp.path().join("all_outputs.onnx");
+        exposed
+            .save(&p, &onnx_ir::SaveOptions::default())
+            .context("writing the model with every intermediate as an output")?;
+        p
+    } else {
+        args.model.clone()
+    };
+    let inputs = if args.inputs.is_empty() {
+        eprintln!("note: no inputs given; using seeded random inputs (--random-inputs)");
+        let a = InputArgs {
+            random_inputs: true,
+            ..InputArgs::default()
+        };
+        feed::load(&a, session)?
+    } else {
+        feed::load(&args.inputs, session)?
+    };
+    let mut results = Vec::new();
+    for b in &args.backends {
+        let kind = b.kind();
+        let model = Model::load(&path)?;
+        let mut backend = engine::backend::open(kind, &path, model, 1).with_context(|| {
+            format!("{file}: cannot open the model on backend '{}'", kind.name())
+        })?;
+        backend
+            .prepare(&inputs)
+            .with_context(|| format!("{file}: backend '{}'", kind.name()))?;
+        let out = backend
+            .run(&inputs)
+            .with_context(|| format!("{file}: run failed on backend '{}'", kind.name()))?;
+        results.push(out.into_iter().collect::<HashMap<String, Value>>());
+    }
+    let candidate = results.pop().expect("two backends");
+    let values = results.pop().expect("two backends");
+    Ok(Reference {
+        values,
+        inputs,
+        model: None,
+        label: format!("{file} on {}", args.backends[0].kind().name()),
+        backend_candidate: Some(candidate),
+    })
+}
+
+/// The model with every main-graph node output whose type inference knows also declared as a
+/// graph output (how Polygraphy marks all outputs), so any backend returns the intermediates.
+fn expose_intermediates(model: &Model, file: &str) -> Model {
+    let mut m = model.clone();
+    let inference = analysis::infer(&m, file, &HashMap::new());
+    analysis::apply(&mut m.proto, &inference);
+    let Some(g) = m.proto.graph.as_mut() else {
+        return m;
+    };
+    let existing: HashSet<String> = g.output.iter().map(|o| o.name().to_string()).collect();
+    let typed: HashMap<String, ValueInfoProto> = g
+        .value_info
+        .iter()
+        .map(|v| (v.name().to_string(), v.clone()))
+        .collect();
+    let mut extra = Vec::new();
+    for n in &g.node {
+        for o in n
+            .output
+            .iter()
+            .filter(|o| !o.is_empty() && !existing.contains(o.as_str()))
+        {
+            if let Some(v) = typed.get(o) {
+                extra.push(v.clone());
+            }
+        }
+    }
+    g.output.extend(extra);
+    m
 }
 
 fn error_row(name: &str, e: String, tol: Tolerance) -> Row {

@@ -7,6 +7,8 @@
 //! output dim the model declares must follow: a fixed dim keeps its value, a dim named after an
 //! input symbol equals that symbol's size. When a size fails, the report names the node that
 //! failed and the constants shape inference finds baking an export-time size (rule ODT033).
+//! With `--backends native,ort` the peers run the same inputs and must agree with the native
+//! engine.
 //! Exit 1 when any run fails.
 
 use crate::format::Format;
@@ -25,9 +27,15 @@ pub struct Args {
     /// Sizes to try for a symbolic dim: NAME=N1,N2,... (repeatable). Default 1,2,7.
     #[arg(long = "dim", value_name = "NAME=N1,N2,...", value_parser = parse_sizes)]
     pub dim: Vec<(String, Vec<usize>)>,
-    /// Backends to run on (only `native` is built into this binary today).
-    #[arg(long = "backends", value_delimiter = ',', default_value = "native")]
-    pub backends: Vec<String>,
+    /// Backends to run on; with more than one, their outputs must also agree (rtol 1e-3,
+    /// atol 1e-4) with the first's. ort and tract need the cargo features of the same names.
+    #[arg(
+        long = "backends",
+        value_delimiter = ',',
+        value_enum,
+        default_value = "native"
+    )]
+    pub backends: Vec<crate::verbs::bench::BackendArg>,
     /// Seed of the random inputs.
     #[arg(long = "seed", default_value_t = 0)]
     pub seed: u64,
@@ -57,17 +65,28 @@ struct RunReport {
     /// (output, got shape, expected dims as declared with symbols resolved)
     mismatches: Vec<(String, Vec<usize>, Vec<String>)>,
     shapes: Vec<(String, Vec<usize>)>,
+    /// Peer backends whose outputs differ from the native engine's.
+    disagreements: Vec<String>,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
     std::panic::set_hook(Box::new(|_| {}));
     let file = args.model.display().to_string();
-    for b in &args.backends {
-        if b != "native" {
-            bail!("--backends {b}: this binary runs only the native backend (onnxruntime and tract peers arrive with the bench issue)");
-        }
-    }
     let model = Model::load(&args.model)?;
+    // Peers (every backend after a leading native one) run the same inputs; native runs through
+    // the session below, which names the failing node.
+    let mut peers: Vec<Box<dyn engine::backend::Backend>> = Vec::new();
+    for b in &args.backends {
+        let kind = b.kind();
+        if kind == engine::backend::BackendKind::Native {
+            continue;
+        }
+        let backend = engine::backend::open(kind, &args.model, Model::load(&args.model)?, 1)
+            .with_context(|| {
+                format!("{file}: cannot open the model on backend '{}'", kind.name())
+            })?;
+        peers.push(backend);
+    }
     let session =
         Session::new(model.clone()).with_context(|| format!("{file}: cannot run this model"))?;
     let specs: Vec<_> = session
@@ -177,7 +196,25 @@ pub fn run(args: Args) -> Result<ExitCode> {
             node: None,
             mismatches: Vec::new(),
             shapes: Vec::new(),
+            disagreements: Vec::new(),
         };
+        let peer_outputs: Vec<(String, Result<Vec<(String, Value)>, String>)> = peers
+            .iter_mut()
+            .map(|p| {
+                let name = p.name().to_string();
+                let out = p
+                    .prepare(&inputs)
+                    .and_then(|()| p.run(&inputs))
+                    .map_err(|e| e.to_string());
+                (name, out)
+            })
+            .collect();
+        for (name, out) in &peer_outputs {
+            if let Err(e) = out {
+                r.error
+                    .get_or_insert_with(|| format!("backend {name}: {e}"));
+            }
+        }
         match session.run(inputs, &Capture::None) {
             Err(e) => {
                 if let EngineError::Node { node, op, .. } = &e {
@@ -220,13 +257,36 @@ pub fn run(args: Args) -> Result<ExitCode> {
                         ));
                     }
                 }
+                // Backends must agree with the native engine.
+                let tol = engine::compare::Tolerance {
+                    rtol: 1e-3,
+                    atol: 1e-4,
+                };
+                for (peer, res) in &peer_outputs {
+                    let Ok(theirs) = res else { continue };
+                    for (name, v) in &out.outputs {
+                        let (Value::Tensor(a), Some((_, Value::Tensor(b)))) =
+                            (v, theirs.iter().find(|(n, _)| n == name))
+                        else {
+                            continue;
+                        };
+                        match engine::compare::stats(b, a, tol) {
+                            Ok(st) if st.out_of_tolerance == 0 => {}
+                            Ok(st) => r.disagreements.push(format!(
+                                "{peer} disagrees with native on '{name}': {} of {} elements beyond rtol 1e-3 atol 1e-4, max abs err {:.3e}",
+                                st.out_of_tolerance, st.elements, st.max_abs
+                            )),
+                            Err(e) => r.disagreements.push(format!("{peer} on '{name}': {e}")),
+                        }
+                    }
+                }
             }
         }
         reports.push(r);
     }
     let failed = reports
         .iter()
-        .filter(|r| r.error.is_some() || !r.mismatches.is_empty())
+        .filter(|r| r.error.is_some() || !r.mismatches.is_empty() || !r.disagreements.is_empty())
         .count();
     let baked: Vec<diagnostics::Diagnostic> = if failed > 0 {
         analysis::lint(&model, &file, &[])
@@ -246,7 +306,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 "dims": sizes,
                 "runs": reports.iter().map(|r| json!({
                     "dims": r.dims,
-                    "ok": r.error.is_none() && r.mismatches.is_empty(),
+                    "ok": r.error.is_none() && r.mismatches.is_empty() && r.disagreements.is_empty(),
+                    "disagreements": r.disagreements,
                     "error": r.error,
                     "node": r.node.as_ref().map(|n| &n.0),
                     "op_type": r.node.as_ref().map(|n| &n.1),
@@ -270,6 +331,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
                             "  FAIL {dims}: output '{n}' has shape {g:?}, declared [{}]",
                             e.join(", ")
                         );
+                    }
+                } else if !r.disagreements.is_empty() {
+                    for d in &r.disagreements {
+                        println!("  FAIL {dims}: {d}");
                     }
                 } else {
                     let shapes: Vec<String> =
