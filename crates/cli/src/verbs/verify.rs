@@ -58,6 +58,9 @@ fn parse_sizes(s: &str) -> Result<(String, Vec<usize>), String> {
     Ok((name.to_string(), sizes))
 }
 
+/// A peer backend's outputs by name, or why it failed.
+type PeerRun = Result<Vec<(String, Value)>, String>;
+
 struct RunReport {
     dims: BTreeMap<String, usize>,
     error: Option<String>,
@@ -198,7 +201,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             shapes: Vec::new(),
             disagreements: Vec::new(),
         };
-        let peer_outputs: Vec<(String, Result<Vec<(String, Value)>, String>)> = peers
+        let peer_outputs: Vec<(String, PeerRun)> = peers
             .iter_mut()
             .map(|p| {
                 let name = p.name().to_string();
