@@ -294,3 +294,40 @@ fn backends_compare_one_model_on_two_engines() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("two backends"), "{}", stderr(&o));
 }
+
+/// A PyTorch reference with module-path intermediates (scripts/torch_reference.py): the
+/// exporter folded BatchNorm into the Conv, so `bn`'s output is the reference for /conv/Conv.
+#[test]
+fn pytorch_reference_with_module_paths() {
+    let dir = "tests/fixtures/torch_ref";
+    let model = format!("{dir}/model.onnx");
+    let o = run(&[
+        "compare",
+        &model,
+        "--reference",
+        &format!("{dir}/ref.npz"),
+        "--layerwise",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let j = json(&o);
+    let names: Vec<&str> = j["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["/conv/Conv", "/head/Gemm"]);
+    let o = run(&[
+        "compare",
+        &model,
+        "--reference",
+        &format!("{dir}/ref_bad.npz"),
+        "--layerwise",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(json(&o)["first_divergent_node"]["name"], "/head/Gemm");
+}

@@ -189,11 +189,14 @@ struct Reference {
     label: String,
     /// With --backends: every value the candidate backend produced, by name.
     backend_candidate: Option<HashMap<String, Value>>,
+    /// The reference's keys in file order (module paths in forward-hook order).
+    keys: Vec<String>,
 }
 
 fn load_reference_file(path: &Path, model: &Session) -> Result<Reference> {
     let mut values = HashMap::new();
     let mut inputs = Vec::new();
+    let mut keys = Vec::new();
     if path.is_dir() {
         let specs = model.inputs();
         inputs = engine::io::read_input_dir(path, &specs)
@@ -223,6 +226,7 @@ fn load_reference_file(path: &Path, model: &Session) -> Result<Reference> {
         let members =
             tensor::npz::read(path).with_context(|| format!("--reference {}", path.display()))?;
         for (k, t) in members {
+            keys.push(k.clone());
             if let Some(n) = k.strip_prefix("input:") {
                 inputs.push((n.to_string(), Value::Tensor(t)));
             } else {
@@ -236,6 +240,7 @@ fn load_reference_file(path: &Path, model: &Session) -> Result<Reference> {
         model: None,
         label: path.display().to_string(),
         backend_candidate: None,
+        keys,
     })
 }
 
@@ -314,6 +319,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 model: Some(session.model().clone()),
                 label: file.clone(),
                 backend_candidate: None,
+                keys: Vec::new(),
             };
             (reference, cand)
         }
@@ -404,10 +410,32 @@ pub fn run(args: Args) -> Result<ExitCode> {
             .iter()
             .map(|(k, v)| (k.clone(), v))
             .collect();
-        for (k, v) in &reference.values {
-            if !got_values.contains_key(k.as_str()) {
-                if let Some(value) = module_value(g, &order, k) {
-                    ref_values.entry(value).or_insert(v);
+        // In the file's order (forward-hook order: a module after the modules it calls). A
+        // module with no node of its own scope was folded by the exporter into the node before
+        // it (BatchNorm into Conv): its output is the reference for that node instead.
+        let mut previous: Option<String> = None;
+        for k in &reference.keys {
+            let Some(v) = reference.values.get(k) else {
+                continue;
+            };
+            if got_values.contains_key(k.as_str()) {
+                continue;
+            }
+            match module_value(g, &order, k) {
+                Some(value) => {
+                    ref_values.insert(value.clone(), v);
+                    previous = Some(value);
+                }
+                None => {
+                    if let Some(p) = &previous {
+                        let same_shape = match (got_values.get(p.as_str()), v) {
+                            (Some(Value::Tensor(a)), Value::Tensor(b)) => a.shape() == b.shape(),
+                            _ => false,
+                        };
+                        if same_shape {
+                            ref_values.insert(p.clone(), v);
+                        }
+                    }
                 }
             }
         }
@@ -638,6 +666,7 @@ fn run_backends(args: &Args, session: &Session, layerwise: bool) -> Result<Refer
         model: None,
         label: format!("{file} on {}", args.backends[0].kind().name()),
         backend_candidate: Some(candidate),
+        keys: Vec::new(),
     })
 }
 
