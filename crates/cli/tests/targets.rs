@@ -120,6 +120,9 @@ fn unique_fails_on_tensorrt_and_runs_on_onnxruntime() {
     let results = v["runs"][0]["results"].as_array().unwrap();
     let unique = results.iter().find(|r| r["ruleId"] == "ODT001").unwrap();
     assert_eq!(unique["properties"]["target"], "tensorrt-8.6");
+    assert_eq!(unique["properties"]["node"], "/enc/layer.0/Unique");
+    assert_eq!(unique["properties"]["op_type"], "Unique");
+    assert!(unique["properties"]["help"].is_string());
     assert!(results.iter().all(|r| r["properties"]
         .as_object()
         .is_some_and(|p| p.contains_key("target"))));

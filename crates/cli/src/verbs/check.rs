@@ -85,7 +85,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
         FindingsFormat::Sarif => {
             // SARIF has no target field of its own: each result carries it in its property bag
-            // (`properties.target`, null when target-independent), and the message names it.
+            // (`properties.target`, null when target-independent) with the flat `node`,
+            // `op_type` and `help` the JSON output has; the message names the target too.
             let rules: Vec<RuleInfo> = analysis::ALL_CODES
                 .iter()
                 .map(|c| RuleInfo {
@@ -96,8 +97,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 .collect();
             let mut v = diagnostics::render_sarif(&findings, &rules, env!("CARGO_PKG_VERSION"));
             if let Some(results) = v["runs"][0]["results"].as_array_mut() {
-                for (r, t) in results.iter_mut().zip(&target_of) {
-                    r["properties"] = serde_json::json!({ "target": t });
+                for ((r, t), d) in results.iter_mut().zip(&target_of).zip(&findings) {
+                    let (node, op) = match &d.location {
+                        diagnostics::Location::Node { node, op, .. } => {
+                            (Some(node.as_str()), Some(op.as_str()))
+                        }
+                        _ => (None, None),
+                    };
+                    r["properties"] = serde_json::json!({
+                        "target": t, "node": node, "op_type": op, "help": d.help,
+                    });
                 }
             }
             println!("{}", serde_json::to_string_pretty(&v)?);
