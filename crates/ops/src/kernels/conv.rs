@@ -390,12 +390,32 @@ struct ConvPlan {
     in_sp: Vec<usize>,
     k_sp: Vec<usize>,
     out_sp: Vec<usize>,
-    /// `window_table` of output positions over input.
+    strides: Vec<usize>,
+    dilations: Vec<usize>,
+    pads_begin: Vec<i64>,
+    pads_end: Vec<i64>,
+    /// `window_table` of output positions over input (empty until [`conv_plan`] fills it).
     tab: Vec<usize>,
 }
 
-/// Resolves Conv geometry from X and W shapes and the node's attributes.
+/// Resolves Conv geometry from X and W shapes and the node's attributes, with the window table.
 fn conv_plan(cx: &RunCx, xs: &[usize], ws: &[usize]) -> KResult<ConvPlan> {
+    let mut p = conv_geom(cx, xs, ws)?;
+    p.tab = window_table(
+        cx,
+        &p.out_sp,
+        &p.k_sp,
+        &p.strides,
+        &p.dilations,
+        &p.pads_begin,
+        &p.pads_end,
+        &p.in_sp,
+    )?;
+    Ok(p)
+}
+
+/// Resolves Conv geometry from X and W shapes and the node's attributes (no window table).
+fn conv_geom(cx: &RunCx, xs: &[usize], ws: &[usize]) -> KResult<ConvPlan> {
     if xs.len() < 3 || ws.len() != xs.len() {
         return Err(cx.invalid(format!(
             "X must have rank >= 3 and W the same rank, got X {xs:?} and W {ws:?}"
@@ -430,7 +450,6 @@ fn conv_plan(cx: &RunCx, xs: &[usize], ws: &[usize]) -> KResult<ConvPlan> {
     let keff: Vec<usize> = (0..nsp).map(|i| (k_sp[i].max(1) - 1) * d[i] + 1).collect();
     let in_sp = xs[2..].to_vec();
     let (pb, pe, out_sp) = conv_geometry(cx, &in_sp, &keff, &s)?;
-    let tab = window_table(cx, &out_sp, &k_sp, &s, &d, &pb, &pe, &in_sp)?;
     Ok(ConvPlan {
         n,
         c,
@@ -439,7 +458,11 @@ fn conv_plan(cx: &RunCx, xs: &[usize], ws: &[usize]) -> KResult<ConvPlan> {
         in_sp,
         k_sp,
         out_sp,
-        tab,
+        strides: s,
+        dilations: d,
+        pads_begin: pb,
+        pads_end: pe,
+        tab: Vec::new(),
     })
 }
 
@@ -514,6 +537,9 @@ fn conv(cx: &RunCx) -> KResult<Vec<Value>> {
             w.dtype()
         )));
     }
+    if x.dtype() == DataType::Float {
+        return Ok(vec![fast::conv_f32(cx, x, w)?.into()]);
+    }
     let p = conv_plan(cx, x.shape(), w.shape())?;
     crate::with_real!(cx, x.dtype(), F => {
         let b = bias_of::<F>(cx, 2, p.m)?;
@@ -522,6 +548,241 @@ fn conv(cx: &RunCx) -> KResult<Vec<Value>> {
         shape.extend(&p.out_sp);
         Ok(vec![store(x.dtype(), shape, y)?.into()])
     })
+}
+
+/// The float32 Conv: depthwise 2-D convolutions directly, the rest as im2col (skipped for 1×1
+/// unit-stride unpadded kernels, whose input already is the column matrix) and one fast
+/// matrix product per group, the bias seeding the output.
+mod fast {
+    use super::{common, conv_geom, window_table, ConvPlan, PAD};
+    use crate::exec::{KResult, RunCx};
+    use crate::kernels::gemm::{self, Operand};
+    use rayon::prelude::*;
+    use std::borrow::Cow;
+    use tensor::Tensor;
+
+    fn elems(t: &Tensor) -> KResult<Cow<'_, [f32]>> {
+        Ok(match t.as_slice::<f32>() {
+            Some(s) => Cow::Borrowed(s),
+            None => Cow::Owned(t.to_vec::<f32>()?),
+        })
+    }
+
+    /// Output positions `o` in `0..out` whose input coordinate `o*s + off` lies in `0..len`.
+    fn valid_range(out: usize, s: usize, off: i64, len: usize) -> (usize, usize) {
+        let (s, len) = (s as i64, len as i64);
+        // o*s + off >= 0  <=>  o >= ceil(-off / s)
+        let lo = if off >= 0 { 0 } else { (-off + s - 1) / s };
+        // o*s + off < len  <=>  o < ceil((len - off) / s)
+        let hi = if len - off <= 0 {
+            0
+        } else {
+            (len - off + s - 1) / s
+        };
+        let hi = hi.clamp(0, out as i64) as usize;
+        let lo = (lo.max(0) as usize).min(hi);
+        (lo, hi)
+    }
+
+    /// 2-D geometry: input, kernel and output width, strides, dilations, leading pads.
+    struct G2 {
+        h: usize,
+        w: usize,
+        kh: usize,
+        kw: usize,
+        ow: usize,
+        sh: usize,
+        sw: usize,
+        dh: usize,
+        dw: usize,
+        ph: i64,
+        pw: i64,
+    }
+
+    impl G2 {
+        fn of(p: &ConvPlan) -> Option<G2> {
+            (p.in_sp.len() == 2).then(|| G2 {
+                h: p.in_sp[0],
+                w: p.in_sp[1],
+                kh: p.k_sp[0],
+                kw: p.k_sp[1],
+                ow: p.out_sp[1],
+                sh: p.strides[0],
+                sw: p.strides[1],
+                dh: p.dilations[0],
+                dw: p.dilations[1],
+                ph: p.pads_begin[0],
+                pw: p.pads_begin[1],
+            })
+        }
+
+        /// Adds `wv` times the input plane `x`, shifted by kernel tap (i, j), to output row `oy`.
+        #[inline(always)]
+        fn tap_row(&self, x: &[f32], out: &mut [f32], oy: usize, i: usize, j: usize, wv: f32) {
+            let iy = (oy * self.sh + i * self.dh) as i64 - self.ph;
+            if iy < 0 || iy >= self.h as i64 {
+                return;
+            }
+            let off = (j * self.dw) as i64 - self.pw;
+            let (lo, hi) = valid_range(self.ow, self.sw, off, self.w);
+            let row = &x[iy as usize * self.w..(iy as usize + 1) * self.w];
+            if self.sw == 1 {
+                let start = (lo as i64 + off) as usize;
+                let src = &row[start..start + (hi - lo)];
+                for (o, &v) in out[lo..hi].iter_mut().zip(src) {
+                    *o += wv * v;
+                }
+            } else {
+                for (k, o) in out[lo..hi].iter_mut().enumerate() {
+                    let ix = ((lo + k) * self.sw) as i64 + off;
+                    *o += wv * row[ix as usize];
+                }
+            }
+        }
+
+        /// One im2col row: input plane `x` at kernel tap (i, j) for every output position.
+        fn im2col_row(&self, x: &[f32], dst: &mut [f32], i: usize, j: usize) {
+            let off = (j * self.dw) as i64 - self.pw;
+            let (lo, hi) = valid_range(self.ow, self.sw, off, self.w);
+            for (oy, d) in dst.chunks_exact_mut(self.ow).enumerate() {
+                let iy = (oy * self.sh + i * self.dh) as i64 - self.ph;
+                if iy < 0 || iy >= self.h as i64 {
+                    d.fill(0.0);
+                    continue;
+                }
+                let row = &x[iy as usize * self.w..(iy as usize + 1) * self.w];
+                d[..lo].fill(0.0);
+                d[hi..].fill(0.0);
+                if self.sw == 1 {
+                    let start = (lo as i64 + off) as usize;
+                    d[lo..hi].copy_from_slice(&row[start..start + (hi - lo)]);
+                } else {
+                    for (k, o) in d[lo..hi].iter_mut().enumerate() {
+                        *o = row[(((lo + k) * self.sw) as i64 + off) as usize];
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn conv_f32(cx: &RunCx, x: &Tensor, w: &Tensor) -> KResult<Tensor> {
+        let p = conv_geom(cx, x.shape(), w.shape())?;
+        let mut shape = vec![p.n, p.m];
+        shape.extend(&p.out_sp);
+        let osz = common::numel(cx, &p.out_sp)?;
+        let total = common::numel(cx, &shape)?;
+        let insz: usize = p.in_sp.iter().product();
+        let ksz: usize = p.k_sp.iter().product();
+        let (cg, mg) = (p.c / p.group, p.m / p.group);
+        let rows = cg * ksz;
+        let xv = elems(x)?;
+        let wv = elems(w)?;
+        let bias = match cx.opt_input(2)? {
+            None => None,
+            Some(b) => {
+                if b.len() != p.m {
+                    return Err(cx.invalid(format!(
+                        "bias must hold {} values (one per output channel), got shape {:?}",
+                        p.m,
+                        b.shape()
+                    )));
+                }
+                Some(elems(b)?)
+            }
+        };
+        let mut y = vec![0f32; total];
+        if total == 0 {
+            return Ok(Tensor::from_vec(shape, y)?);
+        }
+        if let Some(b) = &bias {
+            for (i, plane) in y.chunks_exact_mut(osz).enumerate() {
+                plane.fill(b[i % p.m]);
+            }
+        }
+        let threads = gemm::threads();
+        let g2 = G2::of(&p);
+        // Depthwise: one input channel per group and one output channel per group.
+        if let (Some(g), true) = (&g2, cg == 1 && mg == 1) {
+            let plane = |(idx, out): (usize, &mut [f32])| {
+                let ch = idx % p.m;
+                let xs = &xv[idx * insz..(idx + 1) * insz];
+                let wk = &wv[ch * ksz..(ch + 1) * ksz];
+                for (oy, orow) in out.chunks_exact_mut(g.ow).enumerate() {
+                    for i in 0..g.kh {
+                        for j in 0..g.kw {
+                            g.tap_row(xs, orow, oy, i, j, wk[i * g.kw + j]);
+                        }
+                    }
+                }
+            };
+            if threads > 1 && total >= 1 << 14 {
+                y.par_chunks_exact_mut(osz).enumerate().for_each(plane);
+            } else {
+                y.chunks_exact_mut(osz).enumerate().for_each(plane);
+            }
+            return Ok(Tensor::from_vec(shape, y)?);
+        }
+        let pointwise = ksz == 1
+            && p.strides.iter().all(|&s| s == 1)
+            && p.pads_begin.iter().chain(&p.pads_end).all(|&v| v == 0);
+        let tab = if pointwise || g2.is_some() {
+            Vec::new()
+        } else {
+            window_table(
+                cx,
+                &p.out_sp,
+                &p.k_sp,
+                &p.strides,
+                &p.dilations,
+                &p.pads_begin,
+                &p.pads_end,
+                &p.in_sp,
+            )?
+        };
+        let mut col = if pointwise {
+            Vec::new()
+        } else {
+            vec![0f32; rows * osz]
+        };
+        for n in 0..p.n {
+            for gi in 0..p.group {
+                let xg = &xv[(n * p.c + gi * cg) * insz..(n * p.c + (gi + 1) * cg) * insz];
+                if !pointwise {
+                    let fill = |(r, dst): (usize, &mut [f32])| {
+                        let (c, k) = (r / ksz, r % ksz);
+                        let xs = &xg[c * insz..(c + 1) * insz];
+                        match &g2 {
+                            Some(g) => g.im2col_row(xs, dst, k / g.kw, k % g.kw),
+                            None => {
+                                let t = &tab[k * osz..(k + 1) * osz];
+                                for (d, &o) in dst.iter_mut().zip(t) {
+                                    *d = if o < PAD { xs[o] } else { 0.0 };
+                                }
+                            }
+                        }
+                    };
+                    if threads > 1 && rows * osz >= 1 << 15 {
+                        col.par_chunks_exact_mut(osz).enumerate().for_each(fill);
+                    } else {
+                        col.chunks_exact_mut(osz).enumerate().for_each(fill);
+                    }
+                }
+                let b = if pointwise { xg } else { &col[..] };
+                let ob = (n * p.m + gi * mg) * osz;
+                gemm::gemm(
+                    mg,
+                    rows,
+                    osz,
+                    Operand::rows(&wv[gi * mg * rows..(gi + 1) * mg * rows], rows),
+                    Operand::rows(b, osz),
+                    &mut y[ob..ob + mg * osz],
+                    bias.is_some(),
+                    1.0,
+                );
+            }
+        }
+        Ok(Tensor::from_vec(shape, y)?)
+    }
 }
 
 /// ConvInteger: integer convolution of (x - x_zero_point) by (w - w_zero_point) into int32.
