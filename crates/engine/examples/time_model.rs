@@ -13,7 +13,9 @@ use tensor::Tensor;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let path = args.first().ok_or("usage: time_model MODEL [RUNS] [THREADS] [--profile]")?;
+    let path = args
+        .first()
+        .ok_or("usage: time_model MODEL [RUNS] [THREADS] [--profile]")?;
     let runs: usize = args.get(1).map_or(Ok(10), |s| s.parse())?;
     let threads: usize = args.get(2).map_or(Ok(1), |s| s.parse())?;
     let profile = args.iter().any(|a| a == "--profile");
@@ -43,7 +45,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 (seed >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
             })
             .collect();
-        inputs.push((spec.name.clone(), Value::Tensor(Tensor::from_vec(shape, data)?)));
+        inputs.push((
+            spec.name.clone(),
+            Value::Tensor(Tensor::from_vec(shape, data)?),
+        ));
     }
     session.run(inputs.clone(), &Capture::None)?;
     let mut times = Vec::with_capacity(runs);
@@ -64,14 +69,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut values: HashMap<String, Value> = out.captured.into_iter().collect();
         values.extend(inputs);
         for t in &session.model().graph().initializer {
-            values.insert(t.name().to_string(), Value::Tensor(Tensor::from_proto(t)?));
+            values.insert(
+                t.name().to_string(),
+                Value::Tensor(Tensor::from_proto(t)?.aligned()),
+            );
         }
         let g = session.model().graph();
         let mut per_op: HashMap<String, (f64, usize)> = HashMap::new();
         let mut slowest: Vec<(f64, String)> = Vec::new();
         for i in session.schedule()? {
             let node = &g.node[i];
-            let ins: Vec<Option<Value>> = node.input.iter().map(|n| values.get(n).cloned()).collect();
+            let ins: Vec<Option<Value>> =
+                node.input.iter().map(|n| values.get(n).cloned()).collect();
             let t = Instant::now();
             for _ in 0..3 {
                 session.run_one(node, ins.clone())?;

@@ -228,7 +228,11 @@ impl Tensor {
                 let mut buf = vec![0u128; words];
                 // SAFETY: `buf` holds at least `b.len()` bytes; u128 has no invalid bit patterns.
                 unsafe {
-                    std::ptr::copy_nonoverlapping(b.as_ptr(), buf.as_mut_ptr().cast::<u8>(), b.len())
+                    std::ptr::copy_nonoverlapping(
+                        b.as_ptr(),
+                        buf.as_mut_ptr().cast::<u8>(),
+                        b.len(),
+                    )
                 };
                 let n = b.len();
                 let bytes = Bytes::from_owner(VecBytes(buf)).slice(0..n);

@@ -616,30 +616,6 @@ mod fast {
             })
         }
 
-        /// Adds `wv` times the input plane `x`, shifted by kernel tap (i, j), to output row `oy`.
-        #[inline(always)]
-        fn tap_row(&self, x: &[f32], out: &mut [f32], oy: usize, i: usize, j: usize, wv: f32) {
-            let iy = (oy * self.sh + i * self.dh) as i64 - self.ph;
-            if iy < 0 || iy >= self.h as i64 {
-                return;
-            }
-            let off = (j * self.dw) as i64 - self.pw;
-            let (lo, hi) = valid_range(self.ow, self.sw, off, self.w);
-            let row = &x[iy as usize * self.w..(iy as usize + 1) * self.w];
-            if self.sw == 1 {
-                let start = (lo as i64 + off) as usize;
-                let src = &row[start..start + (hi - lo)];
-                for (o, &v) in out[lo..hi].iter_mut().zip(src) {
-                    *o += wv * v;
-                }
-            } else {
-                for (k, o) in out[lo..hi].iter_mut().enumerate() {
-                    let ix = ((lo + k) * self.sw) as i64 + off;
-                    *o += wv * row[ix as usize];
-                }
-            }
-        }
-
         /// One im2col row: input plane `x` at kernel tap (i, j) for every output position.
         fn im2col_row(&self, x: &[f32], dst: &mut [f32], i: usize, j: usize) {
             let off = (j * self.dw) as i64 - self.pw;
@@ -703,14 +679,60 @@ mod fast {
         let g2 = G2::of(&p);
         // Depthwise: one input channel per group and one output channel per group.
         if let (Some(g), true) = (&g2, cg == 1 && mg == 1) {
+            let oh = osz / g.ow;
+            // The padded plane covers every input position a window touches.
+            let hp = (oh - 1) * g.sh + (g.kh.max(1) - 1) * g.dh + 1;
+            let wp = (g.ow - 1) * g.sw + (g.kw.max(1) - 1) * g.dw + 1;
             let plane = |(idx, out): (usize, &mut [f32])| {
                 let ch = idx % p.m;
                 let xs = &xv[idx * insz..(idx + 1) * insz];
                 let wk = &wv[ch * ksz..(ch + 1) * ksz];
-                for (oy, orow) in out.chunks_exact_mut(g.ow).enumerate() {
+                // Slack for the flat unit-stride loop below, which runs past the last row.
+                let mut pad = vec![0f32; hp * wp + (g.kw.max(1) - 1) * g.dw];
+                let (lo, hi) = valid_range(wp, 1, -g.pw, g.w);
+                for (py, prow) in pad.chunks_exact_mut(wp).enumerate() {
+                    let iy = py as i64 - g.ph;
+                    if iy >= 0 && iy < g.h as i64 && lo < hi {
+                        let src = &xs[iy as usize * g.w..(iy as usize + 1) * g.w];
+                        let start = (lo as i64 - g.pw) as usize;
+                        prow[lo..hi].copy_from_slice(&src[start..start + (hi - lo)]);
+                    }
+                }
+                if g.sh == 1 && g.sw == 1 {
+                    // Output rows kept `wp` wide: each tap is one long contiguous multiply-add.
+                    let l = oh * wp;
+                    let mut acc = vec![0f32; l];
                     for i in 0..g.kh {
                         for j in 0..g.kw {
-                            g.tap_row(xs, orow, oy, i, j, wk[i * g.kw + j]);
+                            let wv = wk[i * g.kw + j];
+                            let src = &pad[i * g.dh * wp + j * g.dw..][..l];
+                            for (o, &v) in acc.iter_mut().zip(src) {
+                                *o += wv * v;
+                            }
+                        }
+                    }
+                    for (orow, arow) in out.chunks_exact_mut(g.ow).zip(acc.chunks_exact(wp)) {
+                        for (o, &a) in orow.iter_mut().zip(arow) {
+                            *o += a;
+                        }
+                    }
+                    return;
+                }
+                for (oy, orow) in out.chunks_exact_mut(g.ow).enumerate() {
+                    for i in 0..g.kh {
+                        let prow = &pad[(oy * g.sh + i * g.dh) * wp..][..wp];
+                        for j in 0..g.kw {
+                            let wv = wk[i * g.kw + j];
+                            let src = &prow[j * g.dw..];
+                            if g.sw == 1 {
+                                for (o, &v) in orow.iter_mut().zip(&src[..g.ow]) {
+                                    *o += wv * v;
+                                }
+                            } else {
+                                for (o, v) in orow.iter_mut().zip(src.iter().step_by(g.sw)) {
+                                    *o += wv * v;
+                                }
+                            }
                         }
                     }
                 }
@@ -1812,6 +1834,82 @@ pub const KERNELS: &[KernelDef] = &[
     kernel("DeformConv", 19, deform_conv),
     kernel("CausalConvWithState", 27, causal_conv_with_state),
 ];
+
+#[cfg(test)]
+mod fast_tests {
+    use crate::kernels::reduce::testutil::{out, run, t, A};
+
+    /// The float32 fast Conv against the general (double) one on varied geometries.
+    #[test]
+    fn fast_conv_matches_the_general_one() {
+        // (c, m, group, h, w, kh, kw, strides, dilations, pads)
+        let cases: &[(
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            [i64; 2],
+            [i64; 2],
+            [i64; 4],
+        )] = &[
+            (4, 4, 4, 7, 9, 3, 3, [1, 1], [1, 1], [1, 1, 1, 1]),
+            (4, 4, 4, 7, 9, 5, 5, [2, 2], [1, 1], [2, 2, 2, 2]),
+            (3, 3, 3, 8, 6, 3, 3, [1, 2], [2, 1], [0, 1, 2, 0]),
+            (2, 2, 2, 5, 5, 3, 3, [1, 1], [1, 1], [0, 0, 0, 0]),
+            (6, 4, 2, 7, 8, 3, 3, [2, 1], [1, 2], [1, 0, 1, 2]),
+            (5, 3, 1, 6, 6, 1, 1, [1, 1], [1, 1], [0, 0, 0, 0]),
+            (5, 3, 1, 6, 6, 1, 1, [2, 2], [1, 1], [0, 0, 0, 0]),
+            (4, 6, 2, 9, 7, 2, 3, [3, 2], [1, 1], [1, 1, 0, 0]),
+        ];
+        for &(c, m, group, h, w, kh, kw, st, dil, pads) in cases {
+            let xn = 2 * c * h * w;
+            let wn = m * (c / group) * kh * kw;
+            let xv: Vec<f64> = (0..xn)
+                .map(|i| ((i * 37 % 101) as f64 - 50.0) / 25.0)
+                .collect();
+            let wv: Vec<f64> = (0..wn)
+                .map(|i| ((i * 53 % 97) as f64 - 48.0) / 30.0)
+                .collect();
+            let bv: Vec<f64> = (0..m).map(|i| i as f64 * 0.25 - 0.5).collect();
+            let attrs = || {
+                vec![
+                    ("group", A::I(group as i64)),
+                    ("strides", A::Is(st.to_vec())),
+                    ("dilations", A::Is(dil.to_vec())),
+                    ("pads", A::Is(pads.to_vec())),
+                ]
+            };
+            let xs = [2, c, h, w];
+            let ws = [m, c / group, kh, kw];
+            let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+            let want = run(
+                "Conv",
+                11,
+                attrs(),
+                &[t(&xs, &xv), t(&ws, &wv), t(&[m], &bv)],
+                1,
+            )
+            .unwrap();
+            let got = run(
+                "Conv",
+                11,
+                attrs(),
+                &[t(&xs, &f32s(&xv)), t(&ws, &f32s(&wv)), t(&[m], &f32s(&bv))],
+                1,
+            )
+            .unwrap();
+            let (ws_, wv_) = out::<f64>(&want, 0);
+            let (gs, gv) = out::<f32>(&got, 0);
+            assert_eq!(ws_, gs);
+            for (a, b) in gv.iter().zip(&wv_) {
+                assert!((*a as f64 - b).abs() < 1e-4 * (1.0 + b.abs()), "{a} vs {b}");
+            }
+        }
+    }
+}
 
 #[cfg(test)]
 pub(crate) mod tests {

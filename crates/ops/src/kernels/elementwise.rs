@@ -816,6 +816,8 @@ fn sigmoid<C: Float>(x: C) -> C {
     }
 }
 
+// Inlined so that a loop over one fixed `op` (see `unary_f32`) keeps only that op's arm.
+#[inline(always)]
 fn ufloat<C: Float>(op: U, x: C, a: C, b: C) -> C {
     let zero = C::zero();
     let one = C::one();
@@ -999,10 +1001,45 @@ fn unary_f32(x: &Tensor, op: U, a: f32, b: f32) -> KResult<Tensor> {
         };
     }
     mono!(
-        Abs, Acos, Acosh, Asin, Asinh, Atan, Atanh, Ceil, Celu, Cos, Cosh, Elu, Erf, Exp, Floor,
-        GeluErf, GeluTanh, HardSigmoid, HardSwish, LeakyRelu, Log, Mish, Neg, Reciprocal, Relu,
-        Round, Selu, Shrink, Sigmoid, Sign, Sin, Sinh, Softplus, Softsign, Sqrt, Swish, Tan,
-        Tanh, ThresholdedRelu
+        Abs,
+        Acos,
+        Acosh,
+        Asin,
+        Asinh,
+        Atan,
+        Atanh,
+        Ceil,
+        Celu,
+        Cos,
+        Cosh,
+        Elu,
+        Erf,
+        Exp,
+        Floor,
+        GeluErf,
+        GeluTanh,
+        HardSigmoid,
+        HardSwish,
+        LeakyRelu,
+        Log,
+        Mish,
+        Neg,
+        Reciprocal,
+        Relu,
+        Round,
+        Selu,
+        Shrink,
+        Sigmoid,
+        Sign,
+        Sin,
+        Sinh,
+        Softplus,
+        Softsign,
+        Sqrt,
+        Swish,
+        Tan,
+        Tanh,
+        ThresholdedRelu
     )
 }
 

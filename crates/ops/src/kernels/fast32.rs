@@ -266,8 +266,8 @@ mod tests {
             let na: usize = sa.iter().product();
             let nb: usize = sb.iter().product();
             let a = Tensor::from_vec(sa.to_vec(), (0..na).map(|i| i as f32).collect()).unwrap();
-            let b = Tensor::from_vec(sb.to_vec(), (0..nb).map(|i| 100.0 * i as f32).collect())
-                .unwrap();
+            let b =
+                Tensor::from_vec(sb.to_vec(), (0..nb).map(|i| 100.0 * i as f32).collect()).unwrap();
             let fast = binary(&a, &b, |x, y| x - y).unwrap();
             let slow = crate::exec::util::binary(&a, &b, |x: f32, y: f32| x - y).unwrap();
             assert_eq!(fast, slow, "{sa:?} {sb:?}");

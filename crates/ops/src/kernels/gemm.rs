@@ -179,11 +179,7 @@ pub(crate) fn matmul_batched<T: Dense>(plan: &MatPlan, a: &[T], b: &[T]) -> Vec<
     }
     // One B shared by every batch and A's batches laid end to end: one tall product.
     let shared_b = plan.b_offs.iter().all(|&o| o == plan.b_offs[0]);
-    let packed_a = plan
-        .a_offs
-        .iter()
-        .enumerate()
-        .all(|(i, &o)| o == i * m * k);
+    let packed_a = plan.a_offs.iter().enumerate().all(|(i, &o)| o == i * m * k);
     if batches > 1 && shared_b && packed_a {
         let bo = plan.b_offs[0];
         gemm(
@@ -226,7 +222,14 @@ mod tests {
 
     #[test]
     fn matches_the_naive_product_on_odd_shapes() {
-        for &(m, k, n) in &[(1, 1, 1), (1, 37, 19), (3, 5, 7), (17, 33, 9), (64, 1, 65), (2, 0, 3)] {
+        for &(m, k, n) in &[
+            (1, 1, 1),
+            (1, 37, 19),
+            (3, 5, 7),
+            (17, 33, 9),
+            (64, 1, 65),
+            (2, 0, 3),
+        ] {
             let a: Vec<f32> = (0..m * k).map(|i| (i % 13) as f32 - 6.0).collect();
             let b: Vec<f32> = (0..k * n).map(|i| (i % 7) as f32 * 0.5).collect();
             let mut c = vec![1f32; m * n];

@@ -262,7 +262,9 @@ fn gemm(cx: &RunCx) -> KResult<Vec<Value>> {
     }
     let dt = a.dtype();
     if dt == DataType::Float {
-        return Ok(vec![gemm_f32(a, b, c, (ta, tb), (alpha, beta), (m, k, n))?.into()]);
+        return Ok(vec![
+            gemm_f32(a, b, c, (ta, tb), (alpha, beta), (m, k, n))?.into()
+        ]);
     }
     macro_rules! run {
         ($t:ty, $av:expr, $bv:expr, $cv:expr, $scale:expr, $add:expr) => {{
@@ -354,12 +356,20 @@ fn gemm_f32(
     let av = elems::<f32>(a)?;
     let bv = elems::<f32>(b)?;
     let opa = if ta {
-        gemm::Operand { data: &av, rs: 1, cs: m }
+        gemm::Operand {
+            data: &av,
+            rs: 1,
+            cs: m,
+        }
     } else {
         gemm::Operand::rows(&av, k)
     };
     let opb = if tb {
-        gemm::Operand { data: &bv, rs: 1, cs: k }
+        gemm::Operand {
+            data: &bv,
+            rs: 1,
+            cs: k,
+        }
     } else {
         gemm::Operand::rows(&bv, n)
     };

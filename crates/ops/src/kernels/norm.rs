@@ -402,9 +402,8 @@ fn layer_norm_f32(
     if !fast32::all_f32(&[x])
         || !fast32::all_f32(&params)
         || params.iter().any(|p| {
-            let strip = |s: &[usize]| -> Vec<usize> {
-                s.iter().copied().skip_while(|&d| d == 1).collect()
-            };
+            let strip =
+                |s: &[usize]| -> Vec<usize> { s.iter().copied().skip_while(|&d| d == 1).collect() };
             p.rank() > x.rank() || strip(p.shape()) != strip(&x.shape()[axis..])
         })
         || stat_dtype(cx)? != DataType::Float
