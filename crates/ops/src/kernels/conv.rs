@@ -556,6 +556,7 @@ fn conv(cx: &RunCx) -> KResult<Vec<Value>> {
 mod fast {
     use super::{common, conv_geom, window_table, ConvPlan, PAD};
     use crate::exec::{KResult, RunCx};
+    use crate::kernels::fast32;
     use crate::kernels::gemm::{self, Operand};
     use rayon::prelude::*;
     use std::borrow::Cow;
@@ -705,10 +706,7 @@ mod fast {
                     for i in 0..g.kh {
                         for j in 0..g.kw {
                             let wv = wk[i * g.kw + j];
-                            let src = &pad[i * g.dh * wp + j * g.dw..][..l];
-                            for (o, &v) in acc.iter_mut().zip(src) {
-                                *o += wv * v;
-                            }
+                            fast32::axpy(&mut acc, wv, &pad[i * g.dh * wp + j * g.dw..][..l]);
                         }
                     }
                     for (orow, arow) in out.chunks_exact_mut(g.ow).zip(acc.chunks_exact(wp)) {
@@ -725,9 +723,7 @@ mod fast {
                             let wv = wk[i * g.kw + j];
                             let src = &prow[j * g.dw..];
                             if g.sw == 1 {
-                                for (o, &v) in orow.iter_mut().zip(&src[..g.ow]) {
-                                    *o += wv * v;
-                                }
+                                fast32::axpy(orow, wv, &src[..g.ow]);
                             } else {
                                 for (o, v) in orow.iter_mut().zip(src.iter().step_by(g.sw)) {
                                     *o += wv * v;

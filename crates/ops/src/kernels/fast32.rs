@@ -27,9 +27,9 @@ pub(crate) fn binary(a: &Tensor, b: &Tensor, f: impl Fn(f32, f32) -> f32) -> KRe
     let av = elems(a)?;
     let bv = elems(b)?;
     let total: usize = out_shape.iter().product();
-    let mut out: Vec<f32> = Vec::with_capacity(total);
+    let mut out = vec![0f32; total];
     if a.shape() == b.shape() {
-        out.extend(av.iter().zip(bv.iter()).map(|(&x, &y)| f(x, y)));
+        zip_into(&mut out, &av, &bv, f);
         return Ok(Tensor::from_vec(out_shape, out)?);
     }
     if total == 0 {
@@ -54,29 +54,25 @@ pub(crate) fn binary(a: &Tensor, b: &Tensor, f: impl Fn(f32, f32) -> f32) -> KRe
         }
     }
     let (inner, ia, ib) = dims.pop().unwrap_or((1, 0, 0));
-    let outer: usize = dims.iter().map(|d| d.0).product();
     let mut idx = vec![0usize; dims.len()];
     let (mut oa, mut ob) = (0usize, 0usize);
-    for _ in 0..outer {
+    for row in out.chunks_exact_mut(inner) {
         match (ia, ib) {
-            (1, 1) => out.extend(
-                av[oa..oa + inner]
-                    .iter()
-                    .zip(&bv[ob..ob + inner])
-                    .map(|(&x, &y)| f(x, y)),
-            ),
+            (1, 1) => zip_into(row, &av[oa..oa + inner], &bv[ob..ob + inner], &f),
             (1, 0) => {
                 let y = bv[ob];
-                out.extend(av[oa..oa + inner].iter().map(|&x| f(x, y)));
+                map_into(row, &av[oa..oa + inner], |x| f(x, y));
             }
             (0, 1) => {
                 let x = av[oa];
-                out.extend(bv[ob..ob + inner].iter().map(|&y| f(x, y)));
+                map_into(row, &bv[ob..ob + inner], |y| f(x, y));
             }
             _ => {
                 // Strides other than 0/1 cannot occur innermost after collapsing, but stay
                 // correct if they do.
-                out.extend((0..inner).map(|j| f(av[oa + j * ia], bv[ob + j * ib])));
+                for (j, d) in row.iter_mut().enumerate() {
+                    *d = f(av[oa + j * ia], bv[ob + j * ib]);
+                }
             }
         }
         for d in (0..dims.len()).rev() {
@@ -94,49 +90,70 @@ pub(crate) fn binary(a: &Tensor, b: &Tensor, f: impl Fn(f32, f32) -> f32) -> KRe
     Ok(Tensor::from_vec(out_shape, out)?)
 }
 
+/// Defines `$name` (runtime dispatch) over a body compiled three times: for AVX-512, for AVX2
+/// and for the baseline target. The arithmetic is the same in every version: no instruction
+/// fuses operations that the source keeps apart, so results do not depend on the CPU.
+macro_rules! multiversion {
+    ($(#[$doc:meta])* fn $name:ident $(<$($g:ident: $b:path),*>)? ($($arg:ident: $ty:ty),*) $body:block) => {
+        $(#[$doc])*
+        pub(crate) fn $name $(<$($g: $b),*>)? ($($arg: $ty),*) {
+            #[inline(always)]
+            fn plain $(<$($g: $b),*>)? ($($arg: $ty),*) $body
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx512f")]
+            unsafe fn avx512 $(<$($g: $b),*>)? ($($arg: $ty),*) { plain($($arg),*) }
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2")]
+            unsafe fn avx2 $(<$($g: $b),*>)? ($($arg: $ty),*) { plain($($arg),*) }
+            #[cfg(target_arch = "x86_64")]
+            {
+                if std::is_x86_feature_detected!("avx512f") {
+                    // SAFETY: the CPU has the features the function is compiled for.
+                    return unsafe { avx512($($arg),*) };
+                }
+                if std::is_x86_feature_detected!("avx2") {
+                    // SAFETY: as above.
+                    return unsafe { avx2($($arg),*) };
+                }
+            }
+            plain($($arg),*)
+        }
+    };
+}
+
+multiversion! {
+    /// `dst[i] += a * x[i]`.
+    fn axpy(dst: &mut [f32], a: f32, x: &[f32]) {
+        for (d, &v) in dst.iter_mut().zip(x) {
+            *d += a * v;
+        }
+    }
+}
+
+multiversion! {
+    /// `dst[i] = f(x[i])`.
+    fn map_into<F: Fn(f32) -> f32>(dst: &mut [f32], x: &[f32], f: F) {
+        for (d, &v) in dst.iter_mut().zip(x) {
+            *d = f(v);
+        }
+    }
+}
+
+multiversion! {
+    /// `dst[i] = f(a[i], b[i])`.
+    fn zip_into<F: Fn(f32, f32) -> f32>(dst: &mut [f32], a: &[f32], b: &[f32], f: F) {
+        for ((d, &x), &y) in dst.iter_mut().zip(a).zip(b) {
+            *d = f(x, y);
+        }
+    }
+}
+
 /// `f` elementwise over a float32 tensor.
 pub(crate) fn unary(x: &Tensor, f: impl Fn(f32) -> f32) -> KResult<Tensor> {
     let xv = elems(x)?;
-    Ok(Tensor::from_vec(x.shape().to_vec(), map(&xv, f))?)
-}
-
-/// `f` over `src`, compiled for AVX-512 / AVX2 as well and picked at run time (the baseline
-/// x86-64 target has 4-lane vectors only). `f`'s arithmetic is the same in every version: no
-/// instruction fuses operations that the source keeps apart.
-pub(crate) fn map(src: &[f32], f: impl Fn(f32) -> f32) -> Vec<f32> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has the features the function is compiled for.
-            return unsafe { map_avx512(src, f) };
-        }
-        if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: as above.
-            return unsafe { map_avx2(src, f) };
-        }
-    }
-    map_plain(src, f)
-}
-
-#[inline(always)]
-fn map_plain(src: &[f32], f: impl Fn(f32) -> f32) -> Vec<f32> {
-    let mut out = vec![0f32; src.len()];
-    for (o, &v) in out.iter_mut().zip(src) {
-        *o = f(v);
-    }
-    out
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn map_avx512(src: &[f32], f: impl Fn(f32) -> f32) -> Vec<f32> {
-    map_plain(src, f)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn map_avx2(src: &[f32], f: impl Fn(f32) -> f32) -> Vec<f32> {
-    map_plain(src, f)
+    let mut out = vec![0f32; xv.len()];
+    map_into(&mut out, &xv, f);
+    Ok(Tensor::from_vec(x.shape().to_vec(), out)?)
 }
 
 /// e^x in float32 arithmetic (Cephes `expf`: range reduction by ln 2, degree-6 polynomial),
