@@ -642,6 +642,61 @@ mod fast {
         }
     }
 
+    /// float32 2-D MaxPool without dilation or indices, over a plane padded with -inf. `None`
+    /// when a plane holds NaN or some window lies wholly in the padding: there the general
+    /// kernel's first-element-wins and empty-window rules differ from a plain maximum.
+    pub(super) fn max_pool_2d(
+        x: &Tensor,
+        k: &[usize],
+        s: &[usize],
+        pb: &[i64],
+        out_sp: &[usize],
+    ) -> KResult<Option<Vec<f32>>> {
+        let (h, w) = (x.shape()[2], x.shape()[3]);
+        let (oh, ow) = (out_sp[0], out_sp[1]);
+        let planes = x.shape()[0] * x.shape()[1];
+        if oh == 0 || ow == 0 || planes == 0 {
+            return Ok(Some(Vec::new()));
+        }
+        // Every window must reach a real element: the first from the start, the last from the end.
+        for (i, len) in [h, w].into_iter().enumerate() {
+            let last = (out_sp[i] - 1) as i64 * s[i] as i64 - pb[i];
+            if pb[i] >= k[i] as i64 || last >= len as i64 {
+                return Ok(None);
+            }
+        }
+        let xv = elems(x)?;
+        if xv.iter().any(|v| v.is_nan()) {
+            return Ok(None);
+        }
+        let hp = (oh - 1) * s[0] + k[0];
+        let wp = (ow - 1) * s[1] + k[1];
+        let (lo, hi) = valid_range(wp, 1, -pb[1], w);
+        let mut y = vec![f32::NEG_INFINITY; planes * oh * ow];
+        let mut pad = vec![f32::NEG_INFINITY; hp * wp];
+        for (xs, out) in xv.chunks_exact(h * w).zip(y.chunks_exact_mut(oh * ow)) {
+            for (py, prow) in pad.chunks_exact_mut(wp).enumerate() {
+                let iy = py as i64 - pb[0];
+                if iy >= 0 && iy < h as i64 && lo < hi {
+                    let src = &xs[iy as usize * w..(iy as usize + 1) * w];
+                    let start = (lo as i64 - pb[1]) as usize;
+                    prow[lo..hi].copy_from_slice(&src[start..start + (hi - lo)]);
+                }
+            }
+            for (oy, orow) in out.chunks_exact_mut(ow).enumerate() {
+                for i in 0..k[0] {
+                    let prow = &pad[(oy * s[0] + i) * wp..][..wp];
+                    for j in 0..k[1] {
+                        for (o, &v) in orow.iter_mut().zip(prow[j..].iter().step_by(s[1])) {
+                            *o = if v > *o { v } else { *o };
+                        }
+                    }
+                }
+            }
+        }
+        Ok(Some(y))
+    }
+
     pub(super) fn conv_f32(cx: &RunCx, x: &Tensor, w: &Tensor) -> KResult<Tensor> {
         let p = conv_geom(cx, x.shape(), w.shape())?;
         let mut shape = vec![p.n, p.m];
@@ -1095,6 +1150,19 @@ fn pool(cx: &RunCx, kind: PoolKind) -> KResult<Vec<Value>> {
     let d = common::positive_n(cx, "dilations", nsp)?;
     let keff: Vec<usize> = (0..nsp).map(|i| (k_sp[i] - 1) * d[i] + 1).collect();
     let (pb, pe, out_sp) = pool_geometry(cx, &in_sp, &keff, &s)?;
+    if kind == PoolKind::Max
+        && x.dtype() == DataType::Float
+        && !cx.wants_output(1)
+        && nsp == 2
+        && d.iter().all(|&v| v == 1)
+    {
+        let mut shape = vec![x.shape()[0], x.shape()[1]];
+        shape.extend(&out_sp);
+        common::numel(cx, &shape)?;
+        if let Some(y) = fast::max_pool_2d(x, &k_sp, &s, &pb, &out_sp)? {
+            return Ok(vec![Tensor::from_vec(shape, y)?.into()]);
+        }
+    }
     let tab = window_table(cx, &out_sp, &k_sp, &s, &d, &pb, &pe, &in_sp)?;
     let (n, c) = (x.shape()[0], x.shape()[1]);
     let insz: usize = in_sp.iter().product();
@@ -1903,6 +1971,44 @@ mod fast_tests {
             for (a, b) in gv.iter().zip(&wv_) {
                 assert!((*a as f64 - b).abs() < 1e-4 * (1.0 + b.abs()), "{a} vs {b}");
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod fast_pool_tests {
+    use crate::kernels::reduce::testutil::{out, run, t, A};
+
+    /// The float32 MaxPool against the general (double) one, ceil mode and pads included.
+    #[test]
+    fn fast_max_pool_matches_the_general_one() {
+        let cases: &[([i64; 2], [i64; 2], [i64; 4], i64)] = &[
+            ([3, 3], [2, 2], [1, 1, 1, 1], 0),
+            ([3, 3], [1, 1], [0, 0, 0, 0], 0),
+            ([2, 3], [2, 1], [0, 1, 1, 0], 1),
+            ([3, 2], [3, 2], [1, 0, 0, 0], 1),
+        ];
+        for &(k, st, pads, ceil) in cases {
+            let xs = [2, 3, 7, 8];
+            let xv: Vec<f64> = (0..2 * 3 * 7 * 8)
+                .map(|i| ((i * 37 % 101) as f64 - 50.0) / 25.0)
+                .collect();
+            let attrs = || {
+                vec![
+                    ("kernel_shape", A::Is(k.to_vec())),
+                    ("strides", A::Is(st.to_vec())),
+                    ("pads", A::Is(pads.to_vec())),
+                    ("ceil_mode", A::I(ceil)),
+                ]
+            };
+            let want = run("MaxPool", 12, attrs(), &[t(&xs, &xv)], 1).unwrap();
+            let xf: Vec<f32> = xv.iter().map(|&v| v as f32).collect();
+            let got = run("MaxPool", 12, attrs(), &[t(&xs, &xf)], 1).unwrap();
+            let (ws, wv) = out::<f64>(&want, 0);
+            let (gs, gv) = out::<f32>(&got, 0);
+            assert_eq!(ws, gs);
+            let wv: Vec<f32> = wv.iter().map(|&v| v as f32).collect();
+            assert_eq!(gv, wv, "{k:?} {st:?} {pads:?} {ceil}");
         }
     }
 }
