@@ -22,14 +22,26 @@ pub(crate) fn all_f32(ts: &[&Tensor]) -> bool {
 }
 
 /// `f` elementwise over float32 `a` and `b` with numpy broadcasting.
-pub(crate) fn binary(a: &Tensor, b: &Tensor, f: impl Fn(f32, f32) -> f32) -> KResult<Tensor> {
+pub(crate) fn binary(
+    a: &Tensor,
+    b: &Tensor,
+    f: impl Fn(f32, f32) -> f32 + Sync,
+) -> KResult<Tensor> {
     let out_shape = broadcast_shapes(&[a.shape(), b.shape()])?;
     let av = elems(a)?;
     let bv = elems(b)?;
     let total: usize = out_shape.iter().product();
     let mut out = vec![0f32; total];
     if a.shape() == b.shape() {
-        zip_into(&mut out, &av, &bv, f);
+        let f = &f;
+        par_chunks(&mut out, |start, dst| {
+            zip_into(
+                dst,
+                &av[start..start + dst.len()],
+                &bv[start..start + dst.len()],
+                f,
+            )
+        });
         return Ok(Tensor::from_vec(out_shape, out)?);
     }
     if total == 0 {
@@ -148,11 +160,28 @@ multiversion! {
     }
 }
 
+/// Runs `f(offset, chunk)` over `out` in chunks, on the engine's threads when there are
+/// several and `out` is large enough to be worth splitting.
+fn par_chunks(out: &mut [f32], f: impl Fn(usize, &mut [f32]) + Sync) {
+    const CHUNK: usize = 1 << 15;
+    if crate::kernels::gemm::threads() > 1 && out.len() >= 4 * CHUNK {
+        use rayon::prelude::*;
+        out.par_chunks_mut(CHUNK)
+            .enumerate()
+            .for_each(|(i, c)| f(i * CHUNK, c));
+    } else {
+        f(0, out);
+    }
+}
+
 /// `f` elementwise over a float32 tensor.
-pub(crate) fn unary(x: &Tensor, f: impl Fn(f32) -> f32) -> KResult<Tensor> {
+pub(crate) fn unary(x: &Tensor, f: impl Fn(f32) -> f32 + Sync) -> KResult<Tensor> {
     let xv = elems(x)?;
     let mut out = vec![0f32; xv.len()];
-    map_into(&mut out, &xv, f);
+    let f = &f;
+    par_chunks(&mut out, |start, dst| {
+        map_into(dst, &xv[start..start + dst.len()], f)
+    });
     Ok(Tensor::from_vec(x.shape().to_vec(), out)?)
 }
 
