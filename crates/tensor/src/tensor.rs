@@ -223,7 +223,7 @@ impl Tensor {
     /// Engines call this once on initializers that came from a memory map at odd offsets.
     pub fn aligned(&self) -> Tensor {
         match &self.storage {
-            Storage::Bytes(b) if (b.as_ptr() as usize) % 16 != 0 && !b.is_empty() => {
+            Storage::Bytes(b) if b.as_ptr().align_offset(16) != 0 && !b.is_empty() => {
                 let words = b.len().div_ceil(16);
                 let mut buf = vec![0u128; words];
                 // SAFETY: `buf` holds at least `b.len()` bytes; u128 has no invalid bit patterns.

@@ -1905,6 +1905,7 @@ mod fast_tests {
 
     /// The float32 fast Conv against the general (double) one on varied geometries.
     #[test]
+    #[allow(clippy::type_complexity)]
     fn fast_conv_matches_the_general_one() {
         // (c, m, group, h, w, kh, kw, strides, dilations, pads)
         let cases: &[(
@@ -1981,6 +1982,7 @@ mod fast_pool_tests {
 
     /// The float32 MaxPool against the general (double) one, ceil mode and pads included.
     #[test]
+    #[allow(clippy::type_complexity)]
     fn fast_max_pool_matches_the_general_one() {
         let cases: &[([i64; 2], [i64; 2], [i64; 4], i64)] = &[
             ([3, 3], [2, 2], [1, 1, 1, 1], 0),

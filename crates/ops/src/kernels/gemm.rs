@@ -66,6 +66,7 @@ impl<'a, T> Operand<'a, T> {
 ///
 /// Panics when an operand is too short for its view (a bug in the caller, caught by the engine
 /// as a kernel error).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn gemm<T: Dense>(
     m: usize,
     k: usize,
