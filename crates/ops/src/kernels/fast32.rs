@@ -242,31 +242,40 @@ pub(crate) fn erf(x: f32) -> f32 {
     }
 }
 
-/// Softmax (or log-softmax) over contiguous rows of `n` float32 values, accumulating in f64.
+/// Softmax (or log-softmax) over contiguous rows of `n` float32 values (vectorised: max,
+/// [`exp`], sum in eight partial sums, scale).
 pub(crate) fn softmax_rows(x: &Tensor, n: usize, log: bool) -> KResult<Tensor> {
     let xv = elems(x)?;
     let mut out = vec![0f32; xv.len()];
     if n > 0 {
         for (row, o) in xv.chunks_exact(n).zip(out.chunks_exact_mut(n)) {
-            let mx = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let mut s = 0f64;
-            for (d, &v) in o.iter_mut().zip(row) {
-                let e = exp(v - mx);
-                *d = e;
-                s += e as f64;
-            }
+            let mx = max8(row);
+            map_into(o, row, |v| exp(v - mx));
+            let s = sum8(o, |v| v);
             if log {
-                let ls = s.ln() as f32;
-                for (d, &v) in o.iter_mut().zip(row) {
-                    *d = v - mx - ls;
-                }
+                let ls = s.ln();
+                map_into(o, row, |v| v - mx - ls);
             } else {
-                let inv = (1.0 / s) as f32;
+                let inv = 1.0 / s;
                 o.iter_mut().for_each(|d| *d *= inv);
             }
         }
     }
     Ok(Tensor::from_vec(x.shape().to_vec(), out)?)
+}
+
+/// The largest of `v` in eight partial maxima; NaN is skipped as `f32::max` skips it (the
+/// general kernel's fold does the same).
+fn max8(v: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; 8];
+    let mut chunks = v.chunks_exact(8);
+    for c in &mut chunks {
+        for l in 0..8 {
+            acc[l] = acc[l].max(c[l]);
+        }
+    }
+    let m = acc.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    chunks.remainder().iter().copied().fold(m, f32::max)
 }
 
 /// Σ f(v) in eight interleaved float32 partial sums (so the loop vectorises).
