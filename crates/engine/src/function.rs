@@ -71,6 +71,7 @@ pub(crate) fn call(
     }
     let mut env = Env {
         values,
+        base: None,
         parent: None,
         absent,
     };

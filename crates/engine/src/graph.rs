@@ -9,6 +9,8 @@ use tensor::Tensor;
 /// The values visible while running one graph: its own, then its enclosing graphs'.
 pub(crate) struct Env<'p> {
     pub values: HashMap<String, Value>,
+    /// Values shared by every run (the main graph's initializers), looked up after `values`.
+    pub base: Option<&'p HashMap<String, Value>>,
     pub parent: Option<&'p Env<'p>>,
     /// Names bound to nothing: a function's formal inputs the caller omitted.
     pub absent: HashSet<String>,
@@ -18,8 +20,40 @@ impl Env<'_> {
     pub fn get(&self, name: &str) -> Option<&Value> {
         match self.values.get(name) {
             Some(v) => Some(v),
-            None => self.parent.and_then(|p| p.get(name)),
+            None => match self.base.and_then(|b| b.get(name)) {
+                Some(v) => Some(v),
+                None => self.parent.and_then(|p| p.get(name)),
+            },
         }
+    }
+}
+
+/// The main graph's run plan, computed once per session: node order and, per step, the values
+/// read for the last time there (freed after the step unless they are graph outputs).
+pub(crate) struct Plan {
+    pub order: Vec<usize>,
+    pub frees: Vec<Vec<String>>,
+}
+
+impl Plan {
+    pub fn new(g: &GraphProto) -> Result<Plan, EngineError> {
+        let order = schedule(&g.node, g.name())?;
+        let outputs: HashSet<&str> = g.output.iter().map(|o| o.name()).collect();
+        let mut last_use: HashMap<String, usize> = HashMap::new();
+        for (step, &i) in order.iter().enumerate() {
+            let mut reads = Vec::new();
+            names_read(&g.node[i], &mut reads);
+            for r in reads {
+                last_use.insert(r, step);
+            }
+        }
+        let mut frees = vec![Vec::new(); order.len()];
+        for (name, step) in last_use {
+            if !outputs.contains(name.as_str()) {
+                frees[step].push(name);
+            }
+        }
+        Ok(Plan { order, frees })
     }
 }
 
@@ -409,6 +443,7 @@ pub(crate) fn run_graph(
     }
     let mut env = Env {
         values,
+        base: None,
         parent,
         absent: HashSet::new(),
     };
@@ -439,29 +474,21 @@ pub(crate) fn run_main(
     capture: &Capture,
 ) -> Result<RunOutput, EngineError> {
     let g = session.model.graph();
-    let mut values: HashMap<String, Value> = session
-        .initializers
-        .iter()
-        .map(|(k, v)| (k.clone(), Value::Tensor(v.clone())))
-        .collect();
-    values.extend(given);
-    let order = schedule(&g.node, g.name())?;
-    let outputs: HashSet<&str> = g.output.iter().map(|o| o.name()).collect();
-    let mut last_use: HashMap<String, usize> = HashMap::new();
-    for (step, &i) in order.iter().enumerate() {
-        let mut reads = Vec::new();
-        names_read(&g.node[i], &mut reads);
-        for r in reads {
-            last_use.insert(r, step);
-        }
-    }
+    let Some(plan) = &session.plan else {
+        schedule(&g.node, g.name())?;
+        return Err(EngineError::Graph {
+            graph: g.name().to_string(),
+            reason: "the nodes cannot be ordered".to_string(),
+        });
+    };
     let mut env = Env {
-        values,
+        values: given,
+        base: Some(&session.initializers),
         parent: None,
         absent: HashSet::new(),
     };
     let mut captured = Vec::new();
-    for (step, &i) in order.iter().enumerate() {
+    for (&i, frees) in plan.order.iter().zip(&plan.frees) {
         let node = &g.node[i];
         let outs = run_node(session, node, &session.opsets, &env)?;
         for (name, v) in node.output.iter().zip(outs) {
@@ -472,18 +499,13 @@ pub(crate) fn run_main(
                 env.values.insert(name.clone(), v);
             }
         }
-        let mut reads = Vec::new();
-        names_read(node, &mut reads);
-        for r in reads {
-            if last_use.get(&r) == Some(&step) && !outputs.contains(r.as_str()) {
-                env.values.remove(&r);
-            }
+        for r in frees {
+            env.values.remove(r);
         }
     }
     let mut result = Vec::with_capacity(g.output.len());
     for o in &g.output {
         let v = env
-            .values
             .get(o.name())
             .cloned()
             .ok_or_else(|| EngineError::Graph {

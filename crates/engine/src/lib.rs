@@ -71,8 +71,13 @@ pub struct Session {
     opsets: HashMap<String, i64>,
     /// Model-local functions by (domain, name).
     functions: HashMap<(String, String), FunctionProto>,
-    /// Main-graph initializers, decoded once.
-    initializers: HashMap<String, Tensor>,
+    /// Main-graph initializers, decoded (and aligned) once; runs borrow them.
+    initializers: HashMap<String, Value>,
+    /// The main graph's run plan, built once (`None` when the graph cannot be scheduled: the
+    /// error is reported when it runs).
+    plan: Option<graph::Plan>,
+    /// The intra-op thread pool kernels run in (`None`: the caller's thread only).
+    pool: Option<rayon::ThreadPool>,
     /// When set, every node run (in any graph or function body) is recorded here.
     trace: Option<std::sync::Mutex<Vec<NodeRecord>>>,
 }
@@ -125,17 +130,47 @@ impl Session {
                 name: t.name().to_string(),
                 reason: e.to_string(),
             })?;
-            initializers.insert(t.name().to_string(), v);
+            initializers.insert(t.name().to_string(), Value::Tensor(v.aligned()));
         }
+        let plan = graph::Plan::new(model.graph()).ok();
         let session = Session {
             model,
             opsets,
             functions,
             initializers,
+            plan,
+            pool: None,
             trace: None,
         };
         graph::check_runnable(&session, session.model.graph(), &session.opsets)?;
         Ok(session)
+    }
+
+    /// Lets kernels use `threads` threads (intra-op parallelism: matrix products,
+    /// convolutions). 1 (the default) runs everything on the calling thread.
+    pub fn set_threads(&mut self, threads: usize) -> Result<(), EngineError> {
+        self.pool = if threads <= 1 {
+            None
+        } else {
+            Some(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .thread_name(|i| format!("onnx-doctor-{i}"))
+                    .build()
+                    .map_err(|e| EngineError::Graph {
+                        graph: self.model.graph().name().to_string(),
+                        reason: format!("cannot start {threads} threads: {e}"),
+                    })?,
+            )
+        };
+        Ok(())
+    }
+
+    /// The number of threads kernels may use.
+    pub fn threads(&self) -> usize {
+        self.pool
+            .as_ref()
+            .map_or(1, rayon::ThreadPool::current_num_threads)
     }
 
     /// Records every node run from now on (see [`Session::take_trace`]).
@@ -171,6 +206,7 @@ impl Session {
     ) -> Result<Vec<Option<Value>>, EngineError> {
         let mut env = graph::Env {
             values: HashMap::new(),
+            base: None,
             parent: None,
             absent: HashSet::new(),
         };
@@ -194,7 +230,10 @@ impl Session {
 
     /// The main graph's node indices in the order [`Session::run`] runs them.
     pub fn schedule(&self) -> Result<Vec<usize>, EngineError> {
-        graph::schedule(&self.model.graph().node, self.model.graph().name())
+        match &self.plan {
+            Some(p) => Ok(p.order.clone()),
+            None => graph::schedule(&self.model.graph().node, self.model.graph().name()),
+        }
     }
 
     /// Runs the main graph. `inputs` are matched to graph inputs by name; every input without an
@@ -231,6 +270,9 @@ impl Session {
                 });
             }
         }
-        graph::run_main(self, given, capture)
+        match &self.pool {
+            Some(pool) => pool.install(|| graph::run_main(self, given, capture)),
+            None => graph::run_main(self, given, capture),
+        }
     }
 }

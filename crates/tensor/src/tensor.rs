@@ -92,6 +92,20 @@ macro_rules! complex {
 
 complex!(f32 => Complex64, f64 => Complex128);
 
+/// A vector of elements seen as its little-endian bytes (the host is little-endian wherever
+/// this is used), so `Bytes` can own it without a copy.
+struct VecBytes<T>(Vec<T>);
+
+impl<T: Copy + Send + 'static> AsRef<[u8]> for VecBytes<T> {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: every `T` used here is a sealed `Element` (or u128): plain data without
+        // padding, so its memory is `size_of_val` initialised bytes.
+        unsafe {
+            std::slice::from_raw_parts(self.0.as_ptr().cast::<u8>(), size_of_val(&self.0[..]))
+        }
+    }
+}
+
 #[derive(Clone, PartialEq)]
 enum Storage {
     /// Little-endian elements, sub-byte types packed as in ONNX `raw_data`.
@@ -185,9 +199,50 @@ impl Tensor {
         })
     }
 
-    /// A tensor of `T::DTYPE` from row-major `values`, one per element of `shape`.
+    /// A tensor of `T::DTYPE` from row-major `values`, one per element of `shape`. On a
+    /// little-endian host the vector becomes the tensor's storage as it is (no copy), so the
+    /// data stays aligned for [`as_slice`](Self::as_slice).
     pub fn from_vec<T: Element>(shape: Vec<usize>, values: Vec<T>) -> Result<Tensor> {
-        Self::from_slice(shape, &values)
+        if cfg!(target_endian = "big") {
+            return Self::from_slice(shape, &values);
+        }
+        let len = element_count(T::DTYPE, &shape)?;
+        if values.len() != len {
+            return Self::from_slice(shape, &values);
+        }
+        Ok(Tensor {
+            dtype: T::DTYPE,
+            shape,
+            len,
+            storage: Storage::Bytes(Bytes::from_owner(VecBytes(values))),
+        })
+    }
+
+    /// The same tensor with its data copied into freshly allocated (so suitably aligned)
+    /// storage when [`as_slice`](Self::as_slice) could not borrow it; a cheap clone otherwise.
+    /// Engines call this once on initializers that came from a memory map at odd offsets.
+    pub fn aligned(&self) -> Tensor {
+        match &self.storage {
+            Storage::Bytes(b) if b.as_ptr().align_offset(16) != 0 && !b.is_empty() => {
+                let words = b.len().div_ceil(16);
+                let mut buf = vec![0u128; words];
+                // SAFETY: `buf` holds at least `b.len()` bytes; u128 has no invalid bit patterns.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        b.as_ptr(),
+                        buf.as_mut_ptr().cast::<u8>(),
+                        b.len(),
+                    )
+                };
+                let n = b.len();
+                let bytes = Bytes::from_owner(VecBytes(buf)).slice(0..n);
+                Tensor {
+                    storage: Storage::Bytes(bytes),
+                    ..self.clone()
+                }
+            }
+            _ => self.clone(),
+        }
     }
 
     /// Like [`from_vec`](Self::from_vec), copying from a slice.
@@ -330,6 +385,9 @@ impl Tensor {
 
     /// The elements as `T`, copied (works whatever the alignment of the underlying bytes).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        if let Some(s) = self.as_slice::<T>() {
+            return Ok(s.to_vec());
+        }
         let bytes = self.typed_bytes::<T>()?;
         Ok(bytes.chunks_exact(size_of::<T>()).map(T::from_le).collect())
     }

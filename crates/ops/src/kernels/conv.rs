@@ -390,12 +390,32 @@ struct ConvPlan {
     in_sp: Vec<usize>,
     k_sp: Vec<usize>,
     out_sp: Vec<usize>,
-    /// `window_table` of output positions over input.
+    strides: Vec<usize>,
+    dilations: Vec<usize>,
+    pads_begin: Vec<i64>,
+    pads_end: Vec<i64>,
+    /// `window_table` of output positions over input (empty until [`conv_plan`] fills it).
     tab: Vec<usize>,
 }
 
-/// Resolves Conv geometry from X and W shapes and the node's attributes.
+/// Resolves Conv geometry from X and W shapes and the node's attributes, with the window table.
 fn conv_plan(cx: &RunCx, xs: &[usize], ws: &[usize]) -> KResult<ConvPlan> {
+    let mut p = conv_geom(cx, xs, ws)?;
+    p.tab = window_table(
+        cx,
+        &p.out_sp,
+        &p.k_sp,
+        &p.strides,
+        &p.dilations,
+        &p.pads_begin,
+        &p.pads_end,
+        &p.in_sp,
+    )?;
+    Ok(p)
+}
+
+/// Resolves Conv geometry from X and W shapes and the node's attributes (no window table).
+fn conv_geom(cx: &RunCx, xs: &[usize], ws: &[usize]) -> KResult<ConvPlan> {
     if xs.len() < 3 || ws.len() != xs.len() {
         return Err(cx.invalid(format!(
             "X must have rank >= 3 and W the same rank, got X {xs:?} and W {ws:?}"
@@ -430,7 +450,6 @@ fn conv_plan(cx: &RunCx, xs: &[usize], ws: &[usize]) -> KResult<ConvPlan> {
     let keff: Vec<usize> = (0..nsp).map(|i| (k_sp[i].max(1) - 1) * d[i] + 1).collect();
     let in_sp = xs[2..].to_vec();
     let (pb, pe, out_sp) = conv_geometry(cx, &in_sp, &keff, &s)?;
-    let tab = window_table(cx, &out_sp, &k_sp, &s, &d, &pb, &pe, &in_sp)?;
     Ok(ConvPlan {
         n,
         c,
@@ -439,7 +458,11 @@ fn conv_plan(cx: &RunCx, xs: &[usize], ws: &[usize]) -> KResult<ConvPlan> {
         in_sp,
         k_sp,
         out_sp,
-        tab,
+        strides: s,
+        dilations: d,
+        pads_begin: pb,
+        pads_end: pe,
+        tab: Vec::new(),
     })
 }
 
@@ -514,6 +537,9 @@ fn conv(cx: &RunCx) -> KResult<Vec<Value>> {
             w.dtype()
         )));
     }
+    if x.dtype() == DataType::Float {
+        return Ok(vec![fast::conv_f32(cx, x, w)?.into()]);
+    }
     let p = conv_plan(cx, x.shape(), w.shape())?;
     crate::with_real!(cx, x.dtype(), F => {
         let b = bias_of::<F>(cx, 2, p.m)?;
@@ -522,6 +548,314 @@ fn conv(cx: &RunCx) -> KResult<Vec<Value>> {
         shape.extend(&p.out_sp);
         Ok(vec![store(x.dtype(), shape, y)?.into()])
     })
+}
+
+/// The float32 Conv: depthwise 2-D convolutions directly, the rest as im2col (skipped for 1×1
+/// unit-stride unpadded kernels, whose input already is the column matrix) and one fast
+/// matrix product per group, the bias seeding the output.
+mod fast {
+    use super::{common, conv_geom, window_table, ConvPlan, PAD};
+    use crate::exec::{KResult, RunCx};
+    use crate::kernels::fast32;
+    use crate::kernels::gemm::{self, Operand};
+    use rayon::prelude::*;
+    use std::borrow::Cow;
+    use tensor::Tensor;
+
+    fn elems(t: &Tensor) -> KResult<Cow<'_, [f32]>> {
+        Ok(match t.as_slice::<f32>() {
+            Some(s) => Cow::Borrowed(s),
+            None => Cow::Owned(t.to_vec::<f32>()?),
+        })
+    }
+
+    /// Output positions `o` in `0..out` whose input coordinate `o*s + off` lies in `0..len`.
+    fn valid_range(out: usize, s: usize, off: i64, len: usize) -> (usize, usize) {
+        let (s, len) = (s as i64, len as i64);
+        // o*s + off >= 0  <=>  o >= ceil(-off / s)
+        let lo = if off >= 0 { 0 } else { (-off + s - 1) / s };
+        // o*s + off < len  <=>  o < ceil((len - off) / s)
+        let hi = if len - off <= 0 {
+            0
+        } else {
+            (len - off + s - 1) / s
+        };
+        let hi = hi.clamp(0, out as i64) as usize;
+        let lo = (lo.max(0) as usize).min(hi);
+        (lo, hi)
+    }
+
+    /// 2-D geometry: input, kernel and output width, strides, dilations, leading pads.
+    struct G2 {
+        h: usize,
+        w: usize,
+        kh: usize,
+        kw: usize,
+        ow: usize,
+        sh: usize,
+        sw: usize,
+        dh: usize,
+        dw: usize,
+        ph: i64,
+        pw: i64,
+    }
+
+    impl G2 {
+        fn of(p: &ConvPlan) -> Option<G2> {
+            (p.in_sp.len() == 2).then(|| G2 {
+                h: p.in_sp[0],
+                w: p.in_sp[1],
+                kh: p.k_sp[0],
+                kw: p.k_sp[1],
+                ow: p.out_sp[1],
+                sh: p.strides[0],
+                sw: p.strides[1],
+                dh: p.dilations[0],
+                dw: p.dilations[1],
+                ph: p.pads_begin[0],
+                pw: p.pads_begin[1],
+            })
+        }
+
+        /// One im2col row: input plane `x` at kernel tap (i, j) for every output position.
+        fn im2col_row(&self, x: &[f32], dst: &mut [f32], i: usize, j: usize) {
+            let off = (j * self.dw) as i64 - self.pw;
+            let (lo, hi) = valid_range(self.ow, self.sw, off, self.w);
+            for (oy, d) in dst.chunks_exact_mut(self.ow).enumerate() {
+                let iy = (oy * self.sh + i * self.dh) as i64 - self.ph;
+                if iy < 0 || iy >= self.h as i64 {
+                    d.fill(0.0);
+                    continue;
+                }
+                let row = &x[iy as usize * self.w..(iy as usize + 1) * self.w];
+                d[..lo].fill(0.0);
+                d[hi..].fill(0.0);
+                if self.sw == 1 {
+                    let start = (lo as i64 + off) as usize;
+                    d[lo..hi].copy_from_slice(&row[start..start + (hi - lo)]);
+                } else {
+                    for (k, o) in d[lo..hi].iter_mut().enumerate() {
+                        *o = row[(((lo + k) * self.sw) as i64 + off) as usize];
+                    }
+                }
+            }
+        }
+    }
+
+    /// float32 2-D MaxPool without dilation or indices, over a plane padded with -inf. `None`
+    /// when a plane holds NaN or some window lies wholly in the padding: there the general
+    /// kernel's first-element-wins and empty-window rules differ from a plain maximum.
+    pub(super) fn max_pool_2d(
+        x: &Tensor,
+        k: &[usize],
+        s: &[usize],
+        pb: &[i64],
+        out_sp: &[usize],
+    ) -> KResult<Option<Vec<f32>>> {
+        let (h, w) = (x.shape()[2], x.shape()[3]);
+        let (oh, ow) = (out_sp[0], out_sp[1]);
+        let planes = x.shape()[0] * x.shape()[1];
+        if oh == 0 || ow == 0 || planes == 0 {
+            return Ok(Some(Vec::new()));
+        }
+        // Every window must reach a real element: the first from the start, the last from the end.
+        for (i, len) in [h, w].into_iter().enumerate() {
+            let last = (out_sp[i] - 1) as i64 * s[i] as i64 - pb[i];
+            if pb[i] >= k[i] as i64 || last >= len as i64 {
+                return Ok(None);
+            }
+        }
+        let xv = elems(x)?;
+        if xv.iter().any(|v| v.is_nan()) {
+            return Ok(None);
+        }
+        let hp = (oh - 1) * s[0] + k[0];
+        let wp = (ow - 1) * s[1] + k[1];
+        let (lo, hi) = valid_range(wp, 1, -pb[1], w);
+        let mut y = vec![f32::NEG_INFINITY; planes * oh * ow];
+        let mut pad = vec![f32::NEG_INFINITY; hp * wp];
+        for (xs, out) in xv.chunks_exact(h * w).zip(y.chunks_exact_mut(oh * ow)) {
+            for (py, prow) in pad.chunks_exact_mut(wp).enumerate() {
+                let iy = py as i64 - pb[0];
+                if iy >= 0 && iy < h as i64 && lo < hi {
+                    let src = &xs[iy as usize * w..(iy as usize + 1) * w];
+                    let start = (lo as i64 - pb[1]) as usize;
+                    prow[lo..hi].copy_from_slice(&src[start..start + (hi - lo)]);
+                }
+            }
+            for (oy, orow) in out.chunks_exact_mut(ow).enumerate() {
+                for i in 0..k[0] {
+                    let prow = &pad[(oy * s[0] + i) * wp..][..wp];
+                    for j in 0..k[1] {
+                        for (o, &v) in orow.iter_mut().zip(prow[j..].iter().step_by(s[1])) {
+                            *o = if v > *o { v } else { *o };
+                        }
+                    }
+                }
+            }
+        }
+        Ok(Some(y))
+    }
+
+    pub(super) fn conv_f32(cx: &RunCx, x: &Tensor, w: &Tensor) -> KResult<Tensor> {
+        let p = conv_geom(cx, x.shape(), w.shape())?;
+        let mut shape = vec![p.n, p.m];
+        shape.extend(&p.out_sp);
+        let osz = common::numel(cx, &p.out_sp)?;
+        let total = common::numel(cx, &shape)?;
+        let insz: usize = p.in_sp.iter().product();
+        let ksz: usize = p.k_sp.iter().product();
+        let (cg, mg) = (p.c / p.group, p.m / p.group);
+        let rows = cg * ksz;
+        let xv = elems(x)?;
+        let wv = elems(w)?;
+        let bias = match cx.opt_input(2)? {
+            None => None,
+            Some(b) => {
+                if b.len() != p.m {
+                    return Err(cx.invalid(format!(
+                        "bias must hold {} values (one per output channel), got shape {:?}",
+                        p.m,
+                        b.shape()
+                    )));
+                }
+                Some(elems(b)?)
+            }
+        };
+        let mut y = vec![0f32; total];
+        if total == 0 {
+            return Ok(Tensor::from_vec(shape, y)?);
+        }
+        if let Some(b) = &bias {
+            for (i, plane) in y.chunks_exact_mut(osz).enumerate() {
+                plane.fill(b[i % p.m]);
+            }
+        }
+        let threads = gemm::threads();
+        let g2 = G2::of(&p);
+        // Depthwise: one input channel per group and one output channel per group.
+        if let (Some(g), true) = (&g2, cg == 1 && mg == 1) {
+            let oh = osz / g.ow;
+            // The padded plane covers every input position a window touches.
+            let hp = (oh - 1) * g.sh + (g.kh.max(1) - 1) * g.dh + 1;
+            let wp = (g.ow - 1) * g.sw + (g.kw.max(1) - 1) * g.dw + 1;
+            let plane = |(idx, out): (usize, &mut [f32])| {
+                let ch = idx % p.m;
+                let xs = &xv[idx * insz..(idx + 1) * insz];
+                let wk = &wv[ch * ksz..(ch + 1) * ksz];
+                // Slack for the flat unit-stride loop below, which runs past the last row.
+                let mut pad = vec![0f32; hp * wp + (g.kw.max(1) - 1) * g.dw];
+                let (lo, hi) = valid_range(wp, 1, -g.pw, g.w);
+                for (py, prow) in pad.chunks_exact_mut(wp).enumerate() {
+                    let iy = py as i64 - g.ph;
+                    if iy >= 0 && iy < g.h as i64 && lo < hi {
+                        let src = &xs[iy as usize * g.w..(iy as usize + 1) * g.w];
+                        let start = (lo as i64 - g.pw) as usize;
+                        prow[lo..hi].copy_from_slice(&src[start..start + (hi - lo)]);
+                    }
+                }
+                if g.sh == 1 && g.sw == 1 {
+                    // Output rows kept `wp` wide: each tap is one long contiguous multiply-add.
+                    let l = oh * wp;
+                    let mut acc = vec![0f32; l];
+                    for i in 0..g.kh {
+                        for j in 0..g.kw {
+                            let wv = wk[i * g.kw + j];
+                            fast32::axpy(&mut acc, wv, &pad[i * g.dh * wp + j * g.dw..][..l]);
+                        }
+                    }
+                    for (orow, arow) in out.chunks_exact_mut(g.ow).zip(acc.chunks_exact(wp)) {
+                        for (o, &a) in orow.iter_mut().zip(arow) {
+                            *o += a;
+                        }
+                    }
+                    return;
+                }
+                for (oy, orow) in out.chunks_exact_mut(g.ow).enumerate() {
+                    for i in 0..g.kh {
+                        let prow = &pad[(oy * g.sh + i * g.dh) * wp..][..wp];
+                        for j in 0..g.kw {
+                            let wv = wk[i * g.kw + j];
+                            let src = &prow[j * g.dw..];
+                            if g.sw == 1 {
+                                fast32::axpy(orow, wv, &src[..g.ow]);
+                            } else {
+                                for (o, v) in orow.iter_mut().zip(src.iter().step_by(g.sw)) {
+                                    *o += wv * v;
+                                }
+                            }
+                        }
+                    }
+                }
+            };
+            if threads > 1 && total >= 1 << 14 {
+                y.par_chunks_exact_mut(osz).enumerate().for_each(plane);
+            } else {
+                y.chunks_exact_mut(osz).enumerate().for_each(plane);
+            }
+            return Ok(Tensor::from_vec(shape, y)?);
+        }
+        let pointwise = ksz == 1
+            && p.strides.iter().all(|&s| s == 1)
+            && p.pads_begin.iter().chain(&p.pads_end).all(|&v| v == 0);
+        let tab = if pointwise || g2.is_some() {
+            Vec::new()
+        } else {
+            window_table(
+                cx,
+                &p.out_sp,
+                &p.k_sp,
+                &p.strides,
+                &p.dilations,
+                &p.pads_begin,
+                &p.pads_end,
+                &p.in_sp,
+            )?
+        };
+        let mut col = if pointwise {
+            Vec::new()
+        } else {
+            vec![0f32; rows * osz]
+        };
+        for n in 0..p.n {
+            for gi in 0..p.group {
+                let xg = &xv[(n * p.c + gi * cg) * insz..(n * p.c + (gi + 1) * cg) * insz];
+                if !pointwise {
+                    let fill = |(r, dst): (usize, &mut [f32])| {
+                        let (c, k) = (r / ksz, r % ksz);
+                        let xs = &xg[c * insz..(c + 1) * insz];
+                        match &g2 {
+                            Some(g) => g.im2col_row(xs, dst, k / g.kw, k % g.kw),
+                            None => {
+                                let t = &tab[k * osz..(k + 1) * osz];
+                                for (d, &o) in dst.iter_mut().zip(t) {
+                                    *d = if o < PAD { xs[o] } else { 0.0 };
+                                }
+                            }
+                        }
+                    };
+                    if threads > 1 && rows * osz >= 1 << 15 {
+                        col.par_chunks_exact_mut(osz).enumerate().for_each(fill);
+                    } else {
+                        col.chunks_exact_mut(osz).enumerate().for_each(fill);
+                    }
+                }
+                let b = if pointwise { xg } else { &col[..] };
+                let ob = (n * p.m + gi * mg) * osz;
+                gemm::gemm(
+                    mg,
+                    rows,
+                    osz,
+                    Operand::rows(&wv[gi * mg * rows..(gi + 1) * mg * rows], rows),
+                    Operand::rows(b, osz),
+                    &mut y[ob..ob + mg * osz],
+                    bias.is_some(),
+                    1.0,
+                );
+            }
+        }
+        Ok(Tensor::from_vec(shape, y)?)
+    }
 }
 
 /// ConvInteger: integer convolution of (x - x_zero_point) by (w - w_zero_point) into int32.
@@ -816,6 +1150,19 @@ fn pool(cx: &RunCx, kind: PoolKind) -> KResult<Vec<Value>> {
     let d = common::positive_n(cx, "dilations", nsp)?;
     let keff: Vec<usize> = (0..nsp).map(|i| (k_sp[i] - 1) * d[i] + 1).collect();
     let (pb, pe, out_sp) = pool_geometry(cx, &in_sp, &keff, &s)?;
+    if kind == PoolKind::Max
+        && x.dtype() == DataType::Float
+        && !cx.wants_output(1)
+        && nsp == 2
+        && d.iter().all(|&v| v == 1)
+    {
+        let mut shape = vec![x.shape()[0], x.shape()[1]];
+        shape.extend(&out_sp);
+        common::numel(cx, &shape)?;
+        if let Some(y) = fast::max_pool_2d(x, &k_sp, &s, &pb, &out_sp)? {
+            return Ok(vec![Tensor::from_vec(shape, y)?.into()]);
+        }
+    }
     let tab = window_table(cx, &out_sp, &k_sp, &s, &d, &pb, &pe, &in_sp)?;
     let (n, c) = (x.shape()[0], x.shape()[1]);
     let insz: usize = in_sp.iter().product();
@@ -1551,6 +1898,122 @@ pub const KERNELS: &[KernelDef] = &[
     kernel("DeformConv", 19, deform_conv),
     kernel("CausalConvWithState", 27, causal_conv_with_state),
 ];
+
+#[cfg(test)]
+mod fast_tests {
+    use crate::kernels::reduce::testutil::{out, run, t, A};
+
+    /// The float32 fast Conv against the general (double) one on varied geometries.
+    #[test]
+    #[allow(clippy::type_complexity)]
+    fn fast_conv_matches_the_general_one() {
+        // (c, m, group, h, w, kh, kw, strides, dilations, pads)
+        let cases: &[(
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            [i64; 2],
+            [i64; 2],
+            [i64; 4],
+        )] = &[
+            (4, 4, 4, 7, 9, 3, 3, [1, 1], [1, 1], [1, 1, 1, 1]),
+            (4, 4, 4, 7, 9, 5, 5, [2, 2], [1, 1], [2, 2, 2, 2]),
+            (3, 3, 3, 8, 6, 3, 3, [1, 2], [2, 1], [0, 1, 2, 0]),
+            (2, 2, 2, 5, 5, 3, 3, [1, 1], [1, 1], [0, 0, 0, 0]),
+            (6, 4, 2, 7, 8, 3, 3, [2, 1], [1, 2], [1, 0, 1, 2]),
+            (5, 3, 1, 6, 6, 1, 1, [1, 1], [1, 1], [0, 0, 0, 0]),
+            (5, 3, 1, 6, 6, 1, 1, [2, 2], [1, 1], [0, 0, 0, 0]),
+            (4, 6, 2, 9, 7, 2, 3, [3, 2], [1, 1], [1, 1, 0, 0]),
+        ];
+        for &(c, m, group, h, w, kh, kw, st, dil, pads) in cases {
+            let xn = 2 * c * h * w;
+            let wn = m * (c / group) * kh * kw;
+            let xv: Vec<f64> = (0..xn)
+                .map(|i| ((i * 37 % 101) as f64 - 50.0) / 25.0)
+                .collect();
+            let wv: Vec<f64> = (0..wn)
+                .map(|i| ((i * 53 % 97) as f64 - 48.0) / 30.0)
+                .collect();
+            let bv: Vec<f64> = (0..m).map(|i| i as f64 * 0.25 - 0.5).collect();
+            let attrs = || {
+                vec![
+                    ("group", A::I(group as i64)),
+                    ("strides", A::Is(st.to_vec())),
+                    ("dilations", A::Is(dil.to_vec())),
+                    ("pads", A::Is(pads.to_vec())),
+                ]
+            };
+            let xs = [2, c, h, w];
+            let ws = [m, c / group, kh, kw];
+            let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+            let want = run(
+                "Conv",
+                11,
+                attrs(),
+                &[t(&xs, &xv), t(&ws, &wv), t(&[m], &bv)],
+                1,
+            )
+            .unwrap();
+            let got = run(
+                "Conv",
+                11,
+                attrs(),
+                &[t(&xs, &f32s(&xv)), t(&ws, &f32s(&wv)), t(&[m], &f32s(&bv))],
+                1,
+            )
+            .unwrap();
+            let (ws_, wv_) = out::<f64>(&want, 0);
+            let (gs, gv) = out::<f32>(&got, 0);
+            assert_eq!(ws_, gs);
+            for (a, b) in gv.iter().zip(&wv_) {
+                assert!((*a as f64 - b).abs() < 1e-4 * (1.0 + b.abs()), "{a} vs {b}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod fast_pool_tests {
+    use crate::kernels::reduce::testutil::{out, run, t, A};
+
+    /// The float32 MaxPool against the general (double) one, ceil mode and pads included.
+    #[test]
+    #[allow(clippy::type_complexity)]
+    fn fast_max_pool_matches_the_general_one() {
+        let cases: &[([i64; 2], [i64; 2], [i64; 4], i64)] = &[
+            ([3, 3], [2, 2], [1, 1, 1, 1], 0),
+            ([3, 3], [1, 1], [0, 0, 0, 0], 0),
+            ([2, 3], [2, 1], [0, 1, 1, 0], 1),
+            ([3, 2], [3, 2], [1, 0, 0, 0], 1),
+        ];
+        for &(k, st, pads, ceil) in cases {
+            let xs = [2, 3, 7, 8];
+            let xv: Vec<f64> = (0..2 * 3 * 7 * 8)
+                .map(|i| ((i * 37 % 101) as f64 - 50.0) / 25.0)
+                .collect();
+            let attrs = || {
+                vec![
+                    ("kernel_shape", A::Is(k.to_vec())),
+                    ("strides", A::Is(st.to_vec())),
+                    ("pads", A::Is(pads.to_vec())),
+                    ("ceil_mode", A::I(ceil)),
+                ]
+            };
+            let want = run("MaxPool", 12, attrs(), &[t(&xs, &xv)], 1).unwrap();
+            let xf: Vec<f32> = xv.iter().map(|&v| v as f32).collect();
+            let got = run("MaxPool", 12, attrs(), &[t(&xs, &xf)], 1).unwrap();
+            let (ws, wv) = out::<f64>(&want, 0);
+            let (gs, gv) = out::<f32>(&got, 0);
+            assert_eq!(ws, gs);
+            let wv: Vec<f32> = wv.iter().map(|&v| v as f32).collect();
+            assert_eq!(gv, wv, "{k:?} {st:?} {pads:?} {ceil}");
+        }
+    }
+}
 
 #[cfg(test)]
 pub(crate) mod tests {

@@ -8,6 +8,7 @@ use crate::exec::util::{
     FloatConv,
 };
 use crate::exec::{kernel, KResult, KernelDef, RunCx, Value};
+use crate::kernels::fast32;
 use crate::{for_float, for_int, for_numeric};
 use half::{bf16, f16};
 use num_traits::{AsPrimitive, Float, NumCast, Zero};
@@ -330,6 +331,9 @@ fn has_zero<T: Int>(t: &Tensor) -> KResult<bool> {
 fn arith(cx: &RunCx, op: Ar) -> KResult<Vec<Value>> {
     let (a, b) = two_inputs(cx)?;
     same_dtype(cx, &a, &b)?;
+    if fast32::all_f32(&[&a, &b]) {
+        return Ok(vec![arith_f32(&a, &b, op)?.into()]);
+    }
     let out = for_float!(a.dtype(), T => {
         binary::<T, T, T>(&a, &b, |x, y| T::down(arith_f(op, x.up(), y.up())))?
     } else for_int!(a.dtype(), T => {
@@ -341,6 +345,16 @@ fn arith(cx: &RunCx, op: Ar) -> KResult<Vec<Value>> {
         return Err(cx.unsupported(a.dtype()));
     }));
     Ok(vec![out.into()])
+}
+
+/// float32 arithmetic through the fast broadcasting map (same results as [`arith_f`]).
+fn arith_f32(a: &Tensor, b: &Tensor, op: Ar) -> KResult<Tensor> {
+    match op {
+        Ar::Add => fast32::binary(a, b, |x, y| x + y),
+        Ar::Sub => fast32::binary(a, b, |x, y| x - y),
+        Ar::Mul => fast32::binary(a, b, |x, y| x * y),
+        Ar::Div => fast32::binary(a, b, |x, y| x / y),
+    }
 }
 
 /// Add (with the pre-7 `broadcast`/`axis` form).
@@ -802,6 +816,8 @@ fn sigmoid<C: Float>(x: C) -> C {
     }
 }
 
+// Inlined so that a loop over one fixed `op` (see `unary_f32`) keeps only that op's arm.
+#[inline(always)]
 fn ufloat<C: Float>(op: U, x: C, a: C, b: C) -> C {
     let zero = C::zero();
     let one = C::one();
@@ -947,6 +963,9 @@ fn unary_op(cx: &RunCx, op: U) -> KResult<Vec<Value>> {
         ),
         _ => (0.0, 0.0),
     };
+    if x.dtype() == DataType::Float {
+        return Ok(vec![unary_f32(x, op, a as f32, b as f32)?.into()]);
+    }
     let out = for_float!(x.dtype(), T => {
         let (ca, cb) = (T::c(a), T::c(b));
         unary::<T, T>(x, |v| T::down(ufloat(op, v.up(), ca, cb)))?
@@ -959,6 +978,69 @@ fn unary_op(cx: &RunCx, op: U) -> KResult<Vec<Value>> {
         return Err(cx.unsupported(x.dtype()));
     }));
     Ok(vec![out.into()])
+}
+
+/// float32 unary ops with the op fixed per loop (so each loop is specialised and can
+/// vectorise); the same arithmetic as [`ufloat`], except erf (and exact Gelu), computed in
+/// float32 by [`fast32::erf`].
+fn unary_f32(x: &Tensor, op: U, a: f32, b: f32) -> KResult<Tensor> {
+    match op {
+        U::Erf => return fast32::unary(x, fast32::erf),
+        U::GeluErf => {
+            return fast32::unary(x, |v| {
+                0.5 * v * (1.0 + fast32::erf(v * std::f32::consts::FRAC_1_SQRT_2))
+            })
+        }
+        _ => {}
+    }
+    macro_rules! mono {
+        ($($o:ident),*) => {
+            match op {
+                $(U::$o => fast32::unary(x, |v| ufloat(U::$o, v, a, b)),)*
+            }
+        };
+    }
+    mono!(
+        Abs,
+        Acos,
+        Acosh,
+        Asin,
+        Asinh,
+        Atan,
+        Atanh,
+        Ceil,
+        Celu,
+        Cos,
+        Cosh,
+        Elu,
+        Erf,
+        Exp,
+        Floor,
+        GeluErf,
+        GeluTanh,
+        HardSigmoid,
+        HardSwish,
+        LeakyRelu,
+        Log,
+        Mish,
+        Neg,
+        Reciprocal,
+        Relu,
+        Round,
+        Selu,
+        Shrink,
+        Sigmoid,
+        Sign,
+        Sin,
+        Sinh,
+        Softplus,
+        Softsign,
+        Sqrt,
+        Swish,
+        Tan,
+        Tanh,
+        ThresholdedRelu
+    )
 }
 
 macro_rules! unary_kernels {

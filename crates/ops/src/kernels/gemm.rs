@@ -1,2 +1,297 @@
 //! Fast dense matrix multiplication for the kernels that reduce to it (MatMul, Gemm, Conv via
 //! im2col). Not an operator family: it has no registry entries.
+//!
+//! Products go through the `gemm` crate, which picks AVX-512 / AVX2+FMA / NEON kernels at run
+//! time. Intra-op parallelism comes from the rayon pool the engine runs the graph in (see
+//! [`threads`]); outside any pool every kernel runs on the calling thread.
+
+use crate::kernels::linalg::MatPlan;
+use gemm::Parallelism;
+
+/// Threads a kernel may use: the size of the rayon pool it runs in, or 1 outside any pool (so
+/// a kernel called directly, as in the unit tests, never spawns work).
+pub(crate) fn threads() -> usize {
+    if rayon::current_thread_index().is_some() {
+        rayon::current_num_threads()
+    } else {
+        1
+    }
+}
+
+/// Below this many multiply-adds a product is not worth splitting across threads (measured on
+/// the transformer shapes of the benchmark models: smaller products got slower with 2 threads).
+const PAR_MIN_WORK: usize = 1 << 22;
+
+/// The element types the fast path handles.
+pub(crate) trait Dense: num_traits::Float + Send + Sync + Default + 'static {
+    const ONE: Self;
+}
+impl Dense for f32 {
+    const ONE: f32 = 1.0;
+}
+impl Dense for f64 {
+    const ONE: f64 = 1.0;
+}
+
+/// A read-only matrix operand: `data[i * rs + j * cs]` is element (i, j).
+#[derive(Clone, Copy)]
+pub(crate) struct Operand<'a, T> {
+    pub data: &'a [T],
+    pub rs: usize,
+    pub cs: usize,
+}
+
+impl<'a, T> Operand<'a, T> {
+    /// A contiguous row-major matrix with `cols` columns.
+    pub(crate) fn rows(data: &'a [T], cols: usize) -> Self {
+        Operand {
+            data,
+            rs: cols,
+            cs: 1,
+        }
+    }
+
+    /// Whether every element of an `r`×`c` view lies inside `data`.
+    fn fits(&self, r: usize, c: usize) -> bool {
+        if r == 0 || c == 0 {
+            return true;
+        }
+        (r - 1)
+            .checked_mul(self.rs)
+            .and_then(|x| (c - 1).checked_mul(self.cs).and_then(|y| x.checked_add(y)))
+            .is_some_and(|last| last < self.data.len())
+    }
+}
+
+/// `c[m×n]` (row-major, contiguous) = `scale`·A·B, or `c += scale`·A·B when `accumulate`.
+///
+/// Panics when an operand is too short for its view (a bug in the caller, caught by the engine
+/// as a kernel error).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm<T: Dense>(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: Operand<T>,
+    b: Operand<T>,
+    c: &mut [T],
+    accumulate: bool,
+    scale: T,
+) {
+    assert!(
+        a.fits(m, k) && b.fits(k, n) && c.len() >= m * n,
+        "gemm operands too short for {m}x{k}x{n}"
+    );
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        if !accumulate {
+            c[..m * n].iter_mut().for_each(|v| *v = T::zero());
+        }
+        return;
+    }
+    if m == 1 && (b.cs == 1 || b.rs == 1) && n * k < 1 << 22 {
+        vector_matrix(k, n, a, b, &mut c[..n], accumulate, scale);
+        return;
+    }
+    let t = threads();
+    let par = if t > 1 && m.saturating_mul(n).saturating_mul(k) >= PAR_MIN_WORK {
+        Parallelism::Rayon(t)
+    } else {
+        Parallelism::None
+    };
+    // SAFETY: the views were checked to lie inside their slices above, `c` is exclusively
+    // borrowed and does not alias `a` or `b`, and the strides are non-negative.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            c.as_mut_ptr(),
+            1,
+            n as isize,
+            accumulate,
+            a.data.as_ptr(),
+            a.cs as isize,
+            a.rs as isize,
+            b.data.as_ptr(),
+            b.cs as isize,
+            b.rs as isize,
+            T::ONE,
+            scale,
+            false,
+            false,
+            false,
+            par,
+        )
+    }
+}
+
+/// `c[1×n] (+)= scale · a[1×k] · B[k×n]` without packing: row-by-row AXPY when B's rows are
+/// contiguous, dot products when its columns are (B stored transposed, as in Gemm transB).
+fn vector_matrix<T: Dense>(
+    k: usize,
+    n: usize,
+    a: Operand<T>,
+    b: Operand<T>,
+    c: &mut [T],
+    accumulate: bool,
+    scale: T,
+) {
+    if !accumulate {
+        c.fill(T::zero());
+    }
+    if b.cs == 1 {
+        for p in 0..k {
+            let av = a.data[p * a.cs] * scale;
+            let row = &b.data[p * b.rs..p * b.rs + n];
+            for (cv, &bv) in c.iter_mut().zip(row) {
+                *cv = *cv + av * bv;
+            }
+        }
+        return;
+    }
+    let av: Vec<T> = (0..k).map(|p| a.data[p * a.cs]).collect();
+    for (j, cv) in c.iter_mut().enumerate() {
+        let col = &b.data[j * b.cs..j * b.cs + k];
+        let mut acc = [T::zero(); 8];
+        let mut ca = av.chunks_exact(8);
+        let mut cb = col.chunks_exact(8);
+        for (x, y) in (&mut ca).zip(&mut cb) {
+            for l in 0..8 {
+                acc[l] = acc[l] + x[l] * y[l];
+            }
+        }
+        let mut sum = acc.iter().fold(T::zero(), |s, &v| s + v);
+        for (&x, &y) in ca.remainder().iter().zip(cb.remainder()) {
+            sum = sum + x * y;
+        }
+        *cv = *cv + sum * scale;
+    }
+}
+
+/// The batched product of `plan` over flat A and B data (numpy matmul broadcasting).
+pub(crate) fn matmul_batched<T: Dense>(plan: &MatPlan, a: &[T], b: &[T]) -> Vec<T> {
+    let (m, k, n) = (plan.m, plan.k, plan.n);
+    let batches = plan.a_offs.len();
+    let mut out = vec![T::default(); batches * m * n];
+    if m * n == 0 {
+        return out;
+    }
+    // One B shared by every batch and A's batches laid end to end: one tall product.
+    let shared_b = plan.b_offs.iter().all(|&o| o == plan.b_offs[0]);
+    let packed_a = plan.a_offs.iter().enumerate().all(|(i, &o)| o == i * m * k);
+    if batches > 1 && shared_b && packed_a {
+        let bo = plan.b_offs[0];
+        gemm(
+            batches * m,
+            k,
+            n,
+            Operand::rows(&a[..batches * m * k], k),
+            Operand::rows(&b[bo..bo + k * n], n),
+            &mut out,
+            false,
+            T::ONE,
+        );
+        return out;
+    }
+    let one = |(bi, c): (usize, &mut [T])| {
+        let (ao, bo) = (plan.a_offs[bi], plan.b_offs[bi]);
+        gemm(
+            m,
+            k,
+            n,
+            Operand::rows(&a[ao..ao + m * k], k),
+            Operand::rows(&b[bo..bo + k * n], n),
+            c,
+            false,
+            T::ONE,
+        );
+    };
+    // Many small products (attention heads): one per thread rather than each split.
+    if threads() > 1 && batches > 1 && m * n * k < PAR_MIN_WORK {
+        use rayon::prelude::*;
+        out.par_chunks_exact_mut(m * n).enumerate().for_each(one);
+    } else {
+        out.chunks_exact_mut(m * n).enumerate().for_each(one);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naive(m: usize, k: usize, n: usize, a: &[f32], b: &[f32]) -> Vec<f32> {
+        let mut c = vec![0f32; m * n];
+        crate::kernels::linalg::gemm_into(a, b, &mut c, m, k, n);
+        c
+    }
+
+    #[test]
+    fn matches_the_naive_product_on_odd_shapes() {
+        for &(m, k, n) in &[
+            (1, 1, 1),
+            (1, 37, 19),
+            (3, 5, 7),
+            (17, 33, 9),
+            (64, 1, 65),
+            (2, 0, 3),
+        ] {
+            let a: Vec<f32> = (0..m * k).map(|i| (i % 13) as f32 - 6.0).collect();
+            let b: Vec<f32> = (0..k * n).map(|i| (i % 7) as f32 * 0.5).collect();
+            let mut c = vec![1f32; m * n];
+            gemm(
+                m,
+                k,
+                n,
+                Operand::rows(&a, k),
+                Operand::rows(&b, n),
+                &mut c,
+                false,
+                1.0,
+            );
+            assert_eq!(c, naive(m, k, n, &a, &b), "{m}x{k}x{n}");
+        }
+    }
+
+    #[test]
+    fn transposed_views_and_accumulation() {
+        for (m, k, n) in [(4, 3, 5), (1, 19, 6)] {
+            transposed_case(m, k, n);
+        }
+    }
+
+    fn transposed_case(m: usize, k: usize, n: usize) {
+        let a: Vec<f32> = (0..m * k).map(|i| i as f32).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| (i as f32) - 3.0).collect();
+        // A stored transposed (k×m), B stored transposed (n×k).
+        let at: Vec<f32> = (0..k * m).map(|i| a[(i % m) * k + i / m]).collect();
+        let bt: Vec<f32> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
+        let mut c = vec![1f32; m * n];
+        gemm(
+            m,
+            k,
+            n,
+            Operand {
+                data: &at,
+                rs: 1,
+                cs: m,
+            },
+            Operand {
+                data: &bt,
+                rs: 1,
+                cs: k,
+            },
+            &mut c,
+            true,
+            2.0,
+        );
+        let want: Vec<f32> = naive(m, k, n, &a, &b)
+            .into_iter()
+            .map(|v| 1.0 + 2.0 * v)
+            .collect();
+        assert_eq!(c, want);
+    }
+}

@@ -9,6 +9,7 @@ use crate::exec::util::{
     FloatConv,
 };
 use crate::exec::{kernel, KResult, KernelDef, RunCx, Value};
+use crate::kernels::gemm;
 use crate::kernels::reduce::checked_len;
 use crate::{for_float, for_int};
 use half::{bf16, f16};
@@ -158,8 +159,14 @@ fn matmul_tensors(cx: &RunCx, a: &Tensor, b: &Tensor) -> KResult<Tensor> {
         };
     }
     Ok(match a.dtype() {
-        DataType::Float => native!(f32),
-        DataType::Double => native!(f64),
+        DataType::Float => Tensor::from_vec(
+            shape,
+            gemm::matmul_batched::<f32>(&plan, &elems::<f32>(a)?, &elems::<f32>(b)?),
+        )?,
+        DataType::Double => Tensor::from_vec(
+            shape,
+            gemm::matmul_batched::<f64>(&plan, &elems::<f64>(a)?, &elems::<f64>(b)?),
+        )?,
         DataType::Float16 | DataType::Bfloat16 => {
             let av = f32s(a)?;
             let bv = f32s(b)?;
@@ -254,6 +261,11 @@ fn gemm(cx: &RunCx) -> KResult<Vec<Value>> {
         }
     }
     let dt = a.dtype();
+    if dt == DataType::Float {
+        return Ok(vec![
+            gemm_f32(a, b, c, (ta, tb), (alpha, beta), (m, k, n))?.into()
+        ]);
+    }
     macro_rules! run {
         ($t:ty, $av:expr, $bv:expr, $cv:expr, $scale:expr, $add:expr) => {{
             let mut av: Vec<$t> = $av;
@@ -329,6 +341,51 @@ fn gemm(cx: &RunCx) -> KResult<Vec<Value>> {
         }),
     };
     Ok(vec![out.into()])
+}
+
+/// Gemm on float32 through the fast product: transposes become strides, C (times beta) seeds
+/// the output and alpha scales the product.
+fn gemm_f32(
+    a: &Tensor,
+    b: &Tensor,
+    c: Option<&Tensor>,
+    (ta, tb): (bool, bool),
+    (alpha, beta): (f32, f32),
+    (m, k, n): (usize, usize, usize),
+) -> KResult<Tensor> {
+    let av = elems::<f32>(a)?;
+    let bv = elems::<f32>(b)?;
+    let opa = if ta {
+        gemm::Operand {
+            data: &av,
+            rs: 1,
+            cs: m,
+        }
+    } else {
+        gemm::Operand::rows(&av, k)
+    };
+    let opb = if tb {
+        gemm::Operand {
+            data: &bv,
+            rs: 1,
+            cs: k,
+        }
+    } else {
+        gemm::Operand::rows(&bv, n)
+    };
+    let mut y = match c {
+        Some(c) if beta != 0.0 => {
+            let mut y = bcast_f32(c, m, n)?;
+            if beta != 1.0 {
+                y.iter_mut().for_each(|v| *v *= beta);
+            }
+            y
+        }
+        _ => vec![0f32; m * n],
+    };
+    let seeded = c.is_some() && beta != 0.0;
+    gemm::gemm(m, k, n, opa, opb, &mut y, seeded, alpha);
+    Ok(Tensor::from_vec(vec![m, n], y)?)
 }
 
 /// A float tensor broadcast to (m, n), as f32.

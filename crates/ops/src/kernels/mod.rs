@@ -6,6 +6,8 @@ pub mod cast;
 pub mod control;
 pub mod conv;
 pub mod elementwise;
+/// float32 fast paths of the elementwise and normalization kernels (not a registry family).
+pub(crate) mod fast32;
 /// Fast dense f32 matrix multiplication shared by MatMul, Gemm and Conv (not a registry family).
 pub(crate) mod gemm;
 pub mod indexing;

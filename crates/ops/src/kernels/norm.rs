@@ -5,6 +5,7 @@
 use crate::exec::util::{broadcast_to, norm_axis, to_f64s, to_i64s, FloatConv};
 use crate::exec::{kernel, KResult, KernelDef, RunCx, Value};
 use crate::for_float;
+use crate::kernels::fast32;
 use crate::kernels::reduce::Plan;
 use tensor::{DataType, Tensor};
 
@@ -181,6 +182,10 @@ fn softmax_half(v: &mut [f64], outer: usize, n: usize, inner: usize, dtype: Data
 fn softmax_like(cx: &RunCx, kind: SoftKind) -> KResult<Vec<Value>> {
     let x = cx.input(0)?;
     let (outer, n, inner) = softmax_layout(cx, x.shape())?;
+    if x.dtype() == DataType::Float && inner == 1 && kind != SoftKind::Hardmax {
+        let t = fast32::softmax_rows(x, n, kind == SoftKind::LogSoftmax)?;
+        return Ok(vec![t.into()]);
+    }
     let mut v = floats(cx, x)?;
     if kind == SoftKind::Softmax && matches!(x.dtype(), DataType::Float16 | DataType::Bfloat16) {
         softmax_half(&mut v, outer, n, inner, x.dtype());
@@ -426,6 +431,9 @@ fn layer_norm(cx: &RunCx) -> KResult<Vec<Value>> {
         .map_err(|e| cx.invalid(format!("axis: {e}")))?;
     let eps = cx.float("epsilon", 1e-5)? as f64;
     let cols: usize = shape[axis..].iter().product();
+    if let Some(out) = layer_norm_f32(cx, x, axis, cols, eps)? {
+        return Ok(out);
+    }
     let (mut y, means, invs) = standardize(&floats(cx, x)?, cols, eps);
     let (w, wfull) = row_param(cx, cx.input(1)?, &shape, axis, "Scale")?;
     let b = match cx.opt_input(2)? {
@@ -450,6 +458,45 @@ fn layer_norm(cx: &RunCx) -> KResult<Vec<Value>> {
         out.push(from_f64s(cx, sd, stat_shape, invs)?.into());
     }
     Ok(out)
+}
+
+/// The float32 LayerNormalization when Scale (and B) hold one value per normalized element
+/// and the statistics are stashed as float; `None` leaves the case to the general code.
+fn layer_norm_f32(
+    cx: &RunCx,
+    x: &Tensor,
+    axis: usize,
+    cols: usize,
+    eps: f64,
+) -> KResult<Option<Vec<Value>>> {
+    let scale = cx.input(1)?;
+    let bias = cx.opt_input(2)?;
+    let params: Vec<&Tensor> = std::iter::once(scale).chain(bias).collect();
+    if !fast32::all_f32(&[x])
+        || !fast32::all_f32(&params)
+        || params.iter().any(|p| {
+            let strip =
+                |s: &[usize]| -> Vec<usize> { s.iter().copied().skip_while(|&d| d == 1).collect() };
+            p.rank() > x.rank() || strip(p.shape()) != strip(&x.shape()[axis..])
+        })
+        || stat_dtype(cx)? != DataType::Float
+    {
+        return Ok(None);
+    }
+    let sv = fast32::elems(scale)?;
+    let bv = bias.map(fast32::elems).transpose()?;
+    let (y, means, invs) = fast32::layer_norm_rows(x, cols, &sv, bv.as_deref(), eps)?;
+    let shape = x.shape().to_vec();
+    let mut stat_shape = shape.clone();
+    stat_shape[axis..].iter_mut().for_each(|d| *d = 1);
+    let mut out: Vec<Value> = vec![Tensor::from_vec(shape, y)?.into()];
+    if cx.num_outputs() > 1 {
+        out.push(Tensor::from_vec(stat_shape.clone(), means)?.into());
+    }
+    if cx.num_outputs() > 2 {
+        out.push(Tensor::from_vec(stat_shape, invs)?.into());
+    }
+    Ok(Some(out))
 }
 
 /// RMSNormalization (23): X / sqrt(mean(X²) + eps) * scale over the dims from `axis`.

@@ -243,8 +243,52 @@ pub(crate) fn permute(t: &Tensor, perm: &[usize]) -> KResult<Tensor> {
     if perm.iter().enumerate().all(|(i, &p)| i == p) {
         return Ok(t.clone());
     }
+    if !t.dtype().is_packed() && t.dtype() != tensor::DataType::String {
+        let vs: Vec<usize> = perm.iter().map(|&p| st[p]).collect();
+        crate::for_element!(t.dtype(), T => {
+            let src = match t.as_slice::<T>() {
+                Some(s) => std::borrow::Cow::Borrowed(s),
+                None => std::borrow::Cow::Owned(t.to_vec::<T>()?),
+            };
+            return Ok(Tensor::from_vec(out.clone(), gather_strided(&src, &out, &vs))?);
+        } else {});
+    }
     let vs: Vec<isize> = perm.iter().map(|&p| st[p] as isize).collect();
     take(t, &view_offsets(0, &out, &vs), out)
+}
+
+/// The elements of `src` read through source strides `st` for each index of `shape`, in
+/// row-major order: a tight loop over the last dim, counters over the others.
+fn gather_strided<T: Copy>(src: &[T], shape: &[usize], st: &[usize]) -> Vec<T> {
+    let total: usize = shape.iter().product();
+    let mut out = Vec::with_capacity(total);
+    if total == 0 {
+        return out;
+    }
+    let Some((&inner, outer_dims)) = shape.split_last() else {
+        out.push(src[0]);
+        return out;
+    };
+    let si = st[shape.len() - 1];
+    let mut idx = vec![0usize; outer_dims.len()];
+    let mut base = 0usize;
+    for _ in 0..total / inner {
+        if si == 1 {
+            out.extend_from_slice(&src[base..base + inner]);
+        } else {
+            out.extend((0..inner).map(|j| src[base + j * si]));
+        }
+        for d in (0..outer_dims.len()).rev() {
+            idx[d] += 1;
+            base += st[d];
+            if idx[d] < outer_dims[d] {
+                break;
+            }
+            base -= st[d] * outer_dims[d];
+            idx[d] = 0;
+        }
+    }
+    out
 }
 
 /// Transpose: permutes axes by `perm` (default: reversed).

@@ -1,0 +1,380 @@
+//! float32 fast paths shared by the elementwise and normalization kernels: broadcasting binary
+//! maps that walk collapsed dims with a tight inner loop, unary maps monomorphised per op,
+//! softmax along the last axis and layer normalization. Not an operator family: the family
+//! kernels call these first for float32 inputs and keep their general code for everything else.
+
+use crate::exec::util::{broadcast_shapes, broadcast_strides};
+use crate::exec::KResult;
+use std::borrow::Cow;
+use tensor::{DataType, Tensor};
+
+/// A float32 tensor's elements, borrowed when aligned.
+pub(crate) fn elems(t: &Tensor) -> KResult<Cow<'_, [f32]>> {
+    Ok(match t.as_slice::<f32>() {
+        Some(s) => Cow::Borrowed(s),
+        None => Cow::Owned(t.to_vec::<f32>()?),
+    })
+}
+
+/// Whether every tensor is float32.
+pub(crate) fn all_f32(ts: &[&Tensor]) -> bool {
+    ts.iter().all(|t| t.dtype() == DataType::Float)
+}
+
+/// `f` elementwise over float32 `a` and `b` with numpy broadcasting.
+pub(crate) fn binary(
+    a: &Tensor,
+    b: &Tensor,
+    f: impl Fn(f32, f32) -> f32 + Sync,
+) -> KResult<Tensor> {
+    let out_shape = broadcast_shapes(&[a.shape(), b.shape()])?;
+    let av = elems(a)?;
+    let bv = elems(b)?;
+    let total: usize = out_shape.iter().product();
+    let mut out = vec![0f32; total];
+    if a.shape() == b.shape() {
+        let f = &f;
+        par_chunks(&mut out, |start, dst| {
+            zip_into(
+                dst,
+                &av[start..start + dst.len()],
+                &bv[start..start + dst.len()],
+                f,
+            )
+        });
+        return Ok(Tensor::from_vec(out_shape, out)?);
+    }
+    if total == 0 {
+        return Ok(Tensor::from_vec(out_shape, out)?);
+    }
+    // Collapse adjacent dims along which both operands advance contiguously (or both stay).
+    let sa = broadcast_strides(a.shape(), &out_shape);
+    let sb = broadcast_strides(b.shape(), &out_shape);
+    let mut dims: Vec<(usize, usize, usize)> = Vec::new(); // (size, stride a, stride b)
+    for i in 0..out_shape.len() {
+        let d = out_shape[i];
+        if d == 1 {
+            continue;
+        }
+        match dims.last_mut() {
+            Some(last) if last.1 == sa[i] * d && last.2 == sb[i] * d => {
+                last.0 *= d;
+                last.1 = sa[i];
+                last.2 = sb[i];
+            }
+            _ => dims.push((d, sa[i], sb[i])),
+        }
+    }
+    let (inner, ia, ib) = dims.pop().unwrap_or((1, 0, 0));
+    let mut idx = vec![0usize; dims.len()];
+    let (mut oa, mut ob) = (0usize, 0usize);
+    for row in out.chunks_exact_mut(inner) {
+        match (ia, ib) {
+            (1, 1) => zip_into(row, &av[oa..oa + inner], &bv[ob..ob + inner], &f),
+            (1, 0) => {
+                let y = bv[ob];
+                map_into(row, &av[oa..oa + inner], |x| f(x, y));
+            }
+            (0, 1) => {
+                let x = av[oa];
+                map_into(row, &bv[ob..ob + inner], |y| f(x, y));
+            }
+            _ => {
+                // Strides other than 0/1 cannot occur innermost after collapsing, but stay
+                // correct if they do.
+                for (j, d) in row.iter_mut().enumerate() {
+                    *d = f(av[oa + j * ia], bv[ob + j * ib]);
+                }
+            }
+        }
+        for d in (0..dims.len()).rev() {
+            idx[d] += 1;
+            oa += dims[d].1;
+            ob += dims[d].2;
+            if idx[d] < dims[d].0 {
+                break;
+            }
+            oa -= dims[d].1 * dims[d].0;
+            ob -= dims[d].2 * dims[d].0;
+            idx[d] = 0;
+        }
+    }
+    Ok(Tensor::from_vec(out_shape, out)?)
+}
+
+/// Defines `$name` (runtime dispatch) over a body compiled three times: for AVX-512, for AVX2
+/// and for the baseline target. The arithmetic is the same in every version: no instruction
+/// fuses operations that the source keeps apart, so results do not depend on the CPU.
+macro_rules! multiversion {
+    ($(#[$doc:meta])* fn $name:ident $(<$($g:ident: $b:path),*>)? ($($arg:ident: $ty:ty),*) $body:block) => {
+        $(#[$doc])*
+        pub(crate) fn $name $(<$($g: $b),*>)? ($($arg: $ty),*) {
+            #[inline(always)]
+            fn plain $(<$($g: $b),*>)? ($($arg: $ty),*) $body
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx512f")]
+            unsafe fn avx512 $(<$($g: $b),*>)? ($($arg: $ty),*) { plain($($arg),*) }
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2")]
+            unsafe fn avx2 $(<$($g: $b),*>)? ($($arg: $ty),*) { plain($($arg),*) }
+            #[cfg(target_arch = "x86_64")]
+            {
+                if std::is_x86_feature_detected!("avx512f") {
+                    // SAFETY: the CPU has the features the function is compiled for.
+                    return unsafe { avx512($($arg),*) };
+                }
+                if std::is_x86_feature_detected!("avx2") {
+                    // SAFETY: as above.
+                    return unsafe { avx2($($arg),*) };
+                }
+            }
+            plain($($arg),*)
+        }
+    };
+}
+
+multiversion! {
+    /// `dst[i] += a * x[i]`.
+    fn axpy(dst: &mut [f32], a: f32, x: &[f32]) {
+        for (d, &v) in dst.iter_mut().zip(x) {
+            *d += a * v;
+        }
+    }
+}
+
+multiversion! {
+    /// `dst[i] = f(x[i])`.
+    fn map_into<F: Fn(f32) -> f32>(dst: &mut [f32], x: &[f32], f: F) {
+        for (d, &v) in dst.iter_mut().zip(x) {
+            *d = f(v);
+        }
+    }
+}
+
+multiversion! {
+    /// `dst[i] = f(a[i], b[i])`.
+    fn zip_into<F: Fn(f32, f32) -> f32>(dst: &mut [f32], a: &[f32], b: &[f32], f: F) {
+        for ((d, &x), &y) in dst.iter_mut().zip(a).zip(b) {
+            *d = f(x, y);
+        }
+    }
+}
+
+/// Runs `f(offset, chunk)` over `out` in chunks, on the engine's threads when there are
+/// several and `out` is large enough to be worth splitting.
+fn par_chunks(out: &mut [f32], f: impl Fn(usize, &mut [f32]) + Sync) {
+    const CHUNK: usize = 1 << 15;
+    if crate::kernels::gemm::threads() > 1 && out.len() >= 4 * CHUNK {
+        use rayon::prelude::*;
+        out.par_chunks_mut(CHUNK)
+            .enumerate()
+            .for_each(|(i, c)| f(i * CHUNK, c));
+    } else {
+        f(0, out);
+    }
+}
+
+/// `f` elementwise over a float32 tensor.
+pub(crate) fn unary(x: &Tensor, f: impl Fn(f32) -> f32 + Sync) -> KResult<Tensor> {
+    let xv = elems(x)?;
+    let mut out = vec![0f32; xv.len()];
+    let f = &f;
+    par_chunks(&mut out, |start, dst| {
+        map_into(dst, &xv[start..start + dst.len()], f)
+    });
+    Ok(Tensor::from_vec(x.shape().to_vec(), out)?)
+}
+
+/// e^x in float32 arithmetic (Cephes `expf`: range reduction by ln 2, degree-6 polynomial),
+/// branch-free and without float-to-int conversions so loops over it vectorise; within 2 ulp,
+/// saturating outside [e^-87.3, e^88.3].
+#[inline(always)]
+pub(crate) fn exp(x: f32) -> f32 {
+    // Adding 1.5·2^23 rounds to an integer held in the low mantissa bits.
+    const MAGIC: f32 = 12_582_912.0;
+    let x = x.clamp(-87.3, 88.3);
+    let t = x * std::f32::consts::LOG2_E + MAGIC;
+    let n = t - MAGIC;
+    let ni = (t.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
+    let r = x - n * 0.693_359_4 + n * 2.121_944_4e-4;
+    let mut p = 1.987_569_1e-4f32;
+    p = p * r + 1.398_199_9e-3;
+    p = p * r + 8.333_452e-3;
+    p = p * r + 4.166_579_6e-2;
+    p = p * r + 0.166_666_65;
+    p = p * r + 0.5;
+    let y = p * r * r + r + 1.0;
+    y * f32::from_bits(((ni + 127) as u32) << 23)
+}
+
+/// erf in float32, branch-free: the Maclaurin series below |x| = 0.5, 1 - erfc beyond (erfc
+/// by the Chebyshev fit of Numerical Recipes, fractional error < 1.2e-7).
+#[inline(always)]
+pub(crate) fn erf(x: f32) -> f32 {
+    let z = x.abs();
+    let z2 = x * x;
+    // 2/sqrt(pi) * (x - x^3/3 + x^5/10 - x^7/42 + x^9/216 - x^11/1320 + x^13/9360)
+    let mut q = 1.205_533_3e-4f32;
+    q = q * z2 - 8.548_327e-4;
+    q = q * z2 + 5.223_977_6e-3;
+    q = q * z2 - 2.686_617e-2;
+    q = q * z2 + 0.112_837_92;
+    q = q * z2 - 0.376_126_39;
+    q = q * z2 + std::f32::consts::FRAC_2_SQRT_PI;
+    let small = x * q;
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let mut p = 0.170_872_77f32;
+    p = p * t - 0.822_152_23;
+    p = p * t + 1.488_515_9;
+    p = p * t - 1.135_204;
+    p = p * t + 0.278_868_07;
+    p = p * t - 0.186_288_06;
+    p = p * t + 0.096_784_18;
+    p = p * t + 0.374_091_96;
+    p = p * t + 1.000_023_7;
+    p = p * t - 1.265_512_2;
+    let erfc = t * exp(-z2 + p);
+    let big = (1.0 - erfc).copysign(x);
+    if z < 0.5 {
+        small
+    } else {
+        big
+    }
+}
+
+/// Softmax (or log-softmax) over contiguous rows of `n` float32 values (vectorised: max,
+/// [`exp`], sum in eight partial sums, scale).
+pub(crate) fn softmax_rows(x: &Tensor, n: usize, log: bool) -> KResult<Tensor> {
+    let xv = elems(x)?;
+    let mut out = vec![0f32; xv.len()];
+    if n > 0 {
+        for (row, o) in xv.chunks_exact(n).zip(out.chunks_exact_mut(n)) {
+            let mx = max8(row);
+            map_into(o, row, |v| exp(v - mx));
+            let s = sum8(o, |v| v);
+            if log {
+                let ls = s.ln();
+                map_into(o, row, |v| v - mx - ls);
+            } else {
+                let inv = 1.0 / s;
+                o.iter_mut().for_each(|d| *d *= inv);
+            }
+        }
+    }
+    Ok(Tensor::from_vec(x.shape().to_vec(), out)?)
+}
+
+/// The largest of `v` in eight partial maxima; NaN is skipped as `f32::max` skips it (the
+/// general kernel's fold does the same).
+fn max8(v: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; 8];
+    let mut chunks = v.chunks_exact(8);
+    for c in &mut chunks {
+        for l in 0..8 {
+            acc[l] = acc[l].max(c[l]);
+        }
+    }
+    let m = acc.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    chunks.remainder().iter().copied().fold(m, f32::max)
+}
+
+/// Σ f(v) in eight interleaved float32 partial sums (so the loop vectorises).
+#[inline(always)]
+fn sum8(v: &[f32], f: impl Fn(f32) -> f32) -> f32 {
+    let mut acc = [0f32; 8];
+    let mut chunks = v.chunks_exact(8);
+    for c in &mut chunks {
+        for l in 0..8 {
+            acc[l] += f(c[l]);
+        }
+    }
+    acc.iter().sum::<f32>() + chunks.remainder().iter().map(|&x| f(x)).sum::<f32>()
+}
+
+/// Layer normalization of contiguous rows of `cols` float32 values by per-column scale and
+/// optional bias; statistics in float32 (two passes). Returns Y, the means and the inverse standard deviations.
+pub(crate) fn layer_norm_rows(
+    x: &Tensor,
+    cols: usize,
+    scale: &[f32],
+    bias: Option<&[f32]>,
+    eps: f64,
+) -> KResult<(Vec<f32>, Vec<f32>, Vec<f32>)> {
+    let xv = elems(x)?;
+    let mut y = vec![0f32; xv.len()];
+    let rows = xv.len().checked_div(cols).unwrap_or(0);
+    let mut means = Vec::with_capacity(rows);
+    let mut invs = Vec::with_capacity(rows);
+    if cols > 0 {
+        for (row, o) in xv.chunks_exact(cols).zip(y.chunks_exact_mut(cols)) {
+            let m = sum8(row, |v| v) / cols as f32;
+            let var = sum8(row, |v| (v - m) * (v - m)) / cols as f32;
+            let inv = 1.0 / (var as f64 + eps).sqrt();
+            let (mf, invf) = (m, inv as f32);
+            match bias {
+                Some(b) => {
+                    for (((d, &v), &s), &bb) in o.iter_mut().zip(row).zip(scale).zip(b) {
+                        *d = (v - mf) * invf * s + bb;
+                    }
+                }
+                None => {
+                    for ((d, &v), &s) in o.iter_mut().zip(row).zip(scale) {
+                        *d = (v - mf) * invf * s;
+                    }
+                }
+            }
+            means.push(mf);
+            invs.push(invf);
+        }
+    }
+    Ok((y, means, invs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn erf_and_exp_match_double_precision() {
+        let mut worst_erf = 0f64;
+        let mut worst_exp = 0f64;
+        for i in -60000..=60000 {
+            let x = i as f32 * 1e-4;
+            let want = crate::kernels::elementwise::erf(x as f64);
+            let got = erf(x) as f64;
+            worst_erf = worst_erf.max((got - want).abs() / want.abs().max(1e-30));
+            let y = x * 10.0;
+            let want = (y as f64).exp();
+            worst_exp = worst_exp.max((exp(y) as f64 - want).abs() / want);
+        }
+        assert!(worst_erf < 1e-6, "erf relative error {worst_erf}");
+        assert!(worst_exp < 3e-7, "exp relative error {worst_exp}");
+        assert_eq!(erf(f32::INFINITY), 1.0);
+        assert_eq!(erf(f32::NEG_INFINITY), -1.0);
+        assert!(erf(f32::NAN).is_nan());
+        assert_eq!(erf(0.0), 0.0);
+    }
+
+    #[test]
+    fn binary_broadcasts_like_the_general_path() {
+        let shapes: &[(&[usize], &[usize])] = &[
+            (&[2, 3, 4], &[2, 3, 4]),
+            (&[2, 3, 4], &[]),
+            (&[], &[2, 3]),
+            (&[1, 3, 2, 2], &[1, 3, 1, 1]),
+            (&[2, 1, 4], &[3, 1]),
+            (&[4], &[2, 3, 4]),
+            (&[2, 3, 1], &[1, 3, 4]),
+        ];
+        for (sa, sb) in shapes {
+            let na: usize = sa.iter().product();
+            let nb: usize = sb.iter().product();
+            let a = Tensor::from_vec(sa.to_vec(), (0..na).map(|i| i as f32).collect()).unwrap();
+            let b =
+                Tensor::from_vec(sb.to_vec(), (0..nb).map(|i| 100.0 * i as f32).collect()).unwrap();
+            let fast = binary(&a, &b, |x, y| x - y).unwrap();
+            let slow = crate::exec::util::binary(&a, &b, |x: f32, y: f32| x - y).unwrap();
+            assert_eq!(fast, slow, "{sa:?} {sb:?}");
+        }
+    }
+}
