@@ -52,7 +52,7 @@ pub struct Args {
     /// Untimed runs before the timed ones.
     #[arg(long = "warmup", default_value_t = 2)]
     pub warmup: u64,
-    /// Intra-op threads (the native engine is single-threaded today and says so).
+    /// Intra-op threads.
     #[arg(long = "threads", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub threads: u64,
     /// Which engine runs the model.
@@ -221,7 +221,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let load = load_decode + open_start.elapsed();
     if backend.threads() < threads {
         eprintln!(
-            "note: the {} backend runs on {} thread(s) today; --threads {threads} has no effect yet",
+            "note: the {} backend runs on {} thread(s); --threads {threads} was asked",
             backend.name(),
             backend.threads()
         );
