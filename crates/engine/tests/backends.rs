@@ -222,11 +222,11 @@ fn refuses_other_types(kind: BackendKind) {
 }
 
 #[test]
-fn native_backend_runs_and_reports_one_thread() {
+fn native_backend_runs_on_the_threads_asked_for() {
     let dir = tempfile::tempdir().unwrap();
     let path = write_model(dir.path(), false);
     let mut native = open(BackendKind::Native, &path, 4);
-    assert_eq!((native.name(), native.threads()), ("native", 1));
+    assert_eq!((native.name(), native.threads()), ("native", 4));
     let ins = inputs(false);
     let out = native.run(&ins).unwrap();
     same(
