@@ -54,7 +54,7 @@ fn input(ty: &ValueType, rng: &mut Lcg) -> Option<Value> {
         DataType::Int32 => {
             Tensor::from_vec(dims, (0..n).map(|_| (rng.next() % 7) as i32 - 2).collect())
         }
-        DataType::Bool => Tensor::from_vec(dims, (0..n).map(|_| rng.next() % 2 == 0).collect()),
+        DataType::Bool => Tensor::from_vec(dims, (0..n).map(|_| rng.next().is_multiple_of(2)).collect()),
         DataType::Uint8 => Tensor::from_vec(dims, (0..n).map(|_| rng.next() as u8).collect()),
         _ => return None,
     };
