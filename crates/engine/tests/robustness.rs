@@ -54,7 +54,9 @@ fn input(ty: &ValueType, rng: &mut Lcg) -> Option<Value> {
         DataType::Int32 => {
             Tensor::from_vec(dims, (0..n).map(|_| (rng.next() % 7) as i32 - 2).collect())
         }
-        DataType::Bool => Tensor::from_vec(dims, (0..n).map(|_| rng.next().is_multiple_of(2)).collect()),
+        DataType::Bool => {
+            Tensor::from_vec(dims, (0..n).map(|_| rng.next().is_multiple_of(2)).collect())
+        }
         DataType::Uint8 => Tensor::from_vec(dims, (0..n).map(|_| rng.next() as u8).collect()),
         _ => return None,
     };
@@ -126,7 +128,10 @@ fn hostile_attributes_never_panic_a_kernel() {
         }
     }
     let _ = std::panic::take_hook();
-    println!("{runs} runs with a perturbed attribute, {} kernel panics", bugs.len());
+    println!(
+        "{runs} runs with a perturbed attribute, {} kernel panics",
+        bugs.len()
+    );
     assert!(runs > 1000, "only {runs} runs");
     assert!(
         bugs.is_empty(),
