@@ -1,9 +1,10 @@
 //! Running a graph: node order, value lifetimes, dispatch to kernels and functions, subgraphs.
 
 use crate::{function, norm_domain, Capture, EngineError, RunOutput, Session, Value};
-use onnx_proto::{GraphProto, NodeProto};
+use onnx_proto::{FunctionProto, GraphProto, NodeProto};
 use ops::exec::{KResult, KernelError, RunCx, Subgraphs};
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use tensor::Tensor;
 
 /// The values visible while running one graph: its own, then its enclosing graphs'.
@@ -57,25 +58,64 @@ impl Plan {
     }
 }
 
+/// Decoded schema function bodies, keyed by (domain, op, opset).
+pub(crate) type SchemaBodies =
+    std::sync::Mutex<HashMap<(String, String, i64), Option<Arc<FunctionProto>>>>;
+
 /// What runs a node.
-pub(crate) enum Runner<'a> {
-    Kernel(&'a ops::exec::KernelDef),
-    Function(Box<std::borrow::Cow<'a, onnx_proto::FunctionProto>>),
+pub(crate) enum Runner {
+    Kernel(&'static ops::exec::KernelDef),
+    /// A model-local function or the op's schema function body.
+    Function(Arc<FunctionProto>),
+}
+
+/// The schema function body of `domain::op` at `version`, with the schema's attribute defaults
+/// as the function's defaults (attribute references fall back to them when the node omits the
+/// attribute); decoded once per session.
+fn schema_body(
+    session: &Session,
+    domain: &str,
+    op: &str,
+    version: i64,
+) -> Option<Arc<FunctionProto>> {
+    let key = (domain.to_string(), op.to_string(), version);
+    let mut cache = session
+        .schema_bodies
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    cache
+        .entry(key)
+        .or_insert_with(|| {
+            let schema = opset::schema_in(domain, op, version)?;
+            let Ok(mut body) = schema.function_body(version)? else {
+                return None;
+            };
+            for a in &schema.attributes {
+                if let Some(d) = &a.default {
+                    if !body.attribute_proto.iter().any(|p| p.name() == a.name) {
+                        body.attribute_proto.push(default_attribute(&a.name, d));
+                    }
+                }
+            }
+            Some(Arc::new(body))
+        })
+        .clone()
 }
 
 /// Picks what runs `node` under `opsets`: a model-local function, a kernel, or the schema's
 /// function body.
-pub(crate) fn runner_for<'a>(
-    session: &'a Session,
+pub(crate) fn runner_for(
+    session: &Session,
     node: &NodeProto,
     opsets: &HashMap<String, i64>,
-) -> Result<Runner<'a>, EngineError> {
+) -> Result<Runner, EngineError> {
     let domain = norm_domain(node.domain());
     if let Some(f) = session
         .functions
-        .get(&(domain.to_string(), node.op_type().to_string()))
+        .get(domain)
+        .and_then(|fs| fs.get(node.op_type()))
     {
-        return Ok(Runner::Function(Box::new(std::borrow::Cow::Borrowed(f))));
+        return Ok(Runner::Function(f.clone()));
     }
     let unsupported = |version: i64, detail: String| EngineError::Unsupported {
         node: node_name(node),
@@ -92,18 +132,8 @@ pub(crate) fn runner_for<'a>(
     if let Some(k) = ops::exec::lookup(domain, node.op_type(), version) {
         return Ok(Runner::Kernel(k));
     }
-    if let Some(schema) = opset::schema_in(domain, node.op_type(), version) {
-        if let Some(Ok(mut body)) = schema.function_body(version) {
-            // Attribute references fall back to the schema's defaults when the node omits them.
-            for a in &schema.attributes {
-                if let Some(d) = &a.default {
-                    if !body.attribute_proto.iter().any(|p| p.name() == a.name) {
-                        body.attribute_proto.push(default_attribute(&a.name, d));
-                    }
-                }
-            }
-            return Ok(Runner::Function(Box::new(std::borrow::Cow::Owned(body))));
-        }
+    if let Some(body) = schema_body(session, domain, node.op_type(), version) {
+        return Ok(Runner::Function(body));
     }
     let detail = if domain.is_empty() {
         String::new()

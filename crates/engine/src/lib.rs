@@ -69,8 +69,11 @@ pub struct Session {
     model: Model,
     /// Opset per domain (`""` for ai.onnx).
     opsets: HashMap<String, i64>,
-    /// Model-local functions by (domain, name).
-    functions: HashMap<(String, String), FunctionProto>,
+    /// Model-local functions by domain, then name.
+    functions: HashMap<String, HashMap<String, std::sync::Arc<FunctionProto>>>,
+    /// Schema function bodies, decoded (with the schema's attribute defaults) once per
+    /// (domain, op, opset) the first time a node needs one; `None` = the op has none.
+    schema_bodies: graph::SchemaBodies,
     /// Main-graph initializers, decoded (and aligned) once; runs borrow them.
     initializers: HashMap<String, Value>,
     /// The main graph's run plan, built once (`None` when the graph cannot be scheduled: the
@@ -113,17 +116,14 @@ impl Session {
             .iter()
             .map(|o| (norm_domain(o.domain()).to_string(), o.version()))
             .collect::<HashMap<_, _>>();
-        let functions = model
-            .proto
-            .functions
-            .iter()
-            .map(|f| {
-                (
-                    (norm_domain(f.domain()).to_string(), f.name().to_string()),
-                    f.clone(),
-                )
-            })
-            .collect();
+        let mut functions: HashMap<String, HashMap<String, std::sync::Arc<FunctionProto>>> =
+            HashMap::new();
+        for f in &model.proto.functions {
+            functions
+                .entry(norm_domain(f.domain()).to_string())
+                .or_default()
+                .insert(f.name().to_string(), std::sync::Arc::new(f.clone()));
+        }
         let mut initializers = HashMap::new();
         for t in &model.graph().initializer {
             let v = Tensor::from_proto(t).map_err(|e| EngineError::Initializer {
@@ -137,6 +137,7 @@ impl Session {
             model,
             opsets,
             functions,
+            schema_bodies: Default::default(),
             initializers,
             plan,
             pool: None,

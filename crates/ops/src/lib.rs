@@ -33,6 +33,12 @@ impl VersionRange {
     pub fn contains(&self, v: i64) -> bool {
         v >= self.since && self.until.is_none_or(|u| v <= u)
     }
+
+    /// Whether the two ranges share a version.
+    pub fn overlaps(&self, other: &VersionRange) -> bool {
+        let end = |r: &VersionRange| r.until.unwrap_or(i64::MAX);
+        self.since <= end(other) && other.since <= end(self)
+    }
 }
 
 pub type InferFn = fn(&mut InferCx) -> Result<(), InferError>;
@@ -105,10 +111,8 @@ mod tests {
         for defs in registry().values() {
             for (i, a) in defs.iter().enumerate() {
                 for b in &defs[i + 1..] {
-                    let a_end = a.versions.until.unwrap_or(i64::MAX);
-                    let b_end = b.versions.until.unwrap_or(i64::MAX);
                     assert!(
-                        a_end < b.versions.since || b_end < a.versions.since,
+                        !a.versions.overlaps(&b.versions),
                         "{}: overlapping ranges {:?} {:?}",
                         a.name,
                         a.versions,
@@ -117,6 +121,15 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn ranges_overlap_when_they_share_a_version() {
+        let r = |since, until| VersionRange { since, until };
+        assert!(r(1, Some(5)).overlaps(&r(5, None)));
+        assert!(!r(1, Some(4)).overlaps(&r(5, None)));
+        assert!(r(7, None).overlaps(&r(1, Some(9))));
+        assert!(!r(10, None).overlaps(&r(1, Some(9))));
     }
 
     #[test]

@@ -389,10 +389,8 @@ mod tests {
         for defs in registry().values() {
             for (i, a) in defs.iter().enumerate() {
                 for b in &defs[i + 1..] {
-                    let a_end = a.versions.until.unwrap_or(i64::MAX);
-                    let b_end = b.versions.until.unwrap_or(i64::MAX);
                     assert!(
-                        a_end < b.versions.since || b_end < a.versions.since,
+                        !a.versions.overlaps(&b.versions),
                         "{}: overlapping kernel ranges {:?} {:?}",
                         a.name,
                         a.versions,

@@ -76,130 +76,25 @@ macro_rules! for_int {
 /// Like [`for_float!`] for every float and integer type.
 #[macro_export]
 macro_rules! for_numeric {
-    ($dtype:expr, $T:ident => $body:block else $else:expr) => {
-        match $dtype {
-            tensor::DataType::Float => {
-                type $T = f32;
-                $body
-            }
-            tensor::DataType::Double => {
-                type $T = f64;
-                $body
-            }
-            tensor::DataType::Float16 => {
-                type $T = half::f16;
-                $body
-            }
-            tensor::DataType::Bfloat16 => {
-                type $T = half::bf16;
-                $body
-            }
-            tensor::DataType::Int8 => {
-                type $T = i8;
-                $body
-            }
-            tensor::DataType::Int16 => {
-                type $T = i16;
-                $body
-            }
-            tensor::DataType::Int32 => {
-                type $T = i32;
-                $body
-            }
-            tensor::DataType::Int64 => {
-                type $T = i64;
-                $body
-            }
-            tensor::DataType::Uint8 => {
-                type $T = u8;
-                $body
-            }
-            tensor::DataType::Uint16 => {
-                type $T = u16;
-                $body
-            }
-            tensor::DataType::Uint32 => {
-                type $T = u32;
-                $body
-            }
-            tensor::DataType::Uint64 => {
-                type $T = u64;
-                $body
-            }
-            _ => $else,
-        }
-    };
+    ($dtype:expr, $T:ident => $body:block else $else:expr) => {{
+        let dtype: tensor::DataType = $dtype;
+        $crate::for_float!(dtype, $T => $body else $crate::for_int!(dtype, $T => $body else $else))
+    }};
 }
 
 /// Like [`for_float!`] for every type with a Rust [`Element`] (numbers, bool, complex).
 /// Use for data movement (Transpose, Gather, Concat, ...); strings are handled separately.
 #[macro_export]
 macro_rules! for_element {
-    ($dtype:expr, $T:ident => $body:block else $else:expr) => {
-        match $dtype {
-            tensor::DataType::Float => {
-                type $T = f32;
-                $body
-            }
-            tensor::DataType::Double => {
-                type $T = f64;
-                $body
-            }
-            tensor::DataType::Float16 => {
-                type $T = half::f16;
-                $body
-            }
-            tensor::DataType::Bfloat16 => {
-                type $T = half::bf16;
-                $body
-            }
-            tensor::DataType::Int8 => {
-                type $T = i8;
-                $body
-            }
-            tensor::DataType::Int16 => {
-                type $T = i16;
-                $body
-            }
-            tensor::DataType::Int32 => {
-                type $T = i32;
-                $body
-            }
-            tensor::DataType::Int64 => {
-                type $T = i64;
-                $body
-            }
-            tensor::DataType::Uint8 => {
-                type $T = u8;
-                $body
-            }
-            tensor::DataType::Uint16 => {
-                type $T = u16;
-                $body
-            }
-            tensor::DataType::Uint32 => {
-                type $T = u32;
-                $body
-            }
-            tensor::DataType::Uint64 => {
-                type $T = u64;
-                $body
-            }
-            tensor::DataType::Bool => {
-                type $T = bool;
-                $body
-            }
-            tensor::DataType::Complex64 => {
-                type $T = tensor::Complex<f32>;
-                $body
-            }
-            tensor::DataType::Complex128 => {
-                type $T = tensor::Complex<f64>;
-                $body
-            }
+    ($dtype:expr, $T:ident => $body:block else $else:expr) => {{
+        let dtype: tensor::DataType = $dtype;
+        $crate::for_numeric!(dtype, $T => $body else match dtype {
+            tensor::DataType::Bool => { type $T = bool; $body }
+            tensor::DataType::Complex64 => { type $T = tensor::Complex<f32>; $body }
+            tensor::DataType::Complex128 => { type $T = tensor::Complex<f64>; $body }
             _ => $else,
-        }
-    };
+        })
+    }};
 }
 
 /// Numpy-style multidirectional broadcast of several shapes.
