@@ -854,25 +854,13 @@ fn bisect(
     Ok(())
 }
 
+/// A graph input/output declaring `v`'s type and fixed shape (untyped for non-tensors).
 fn value_info(name: &str, v: &Value) -> ValueInfoProto {
-    use onnx_proto::{tensor_shape_proto::dimension, type_proto, TensorShapeProto, TypeProto};
     let r#type = match v {
-        Value::Tensor(t) => Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(t.dtype().onnx_code()),
-                shape: Some(TensorShapeProto {
-                    dim: t
-                        .shape()
-                        .iter()
-                        .map(|&d| onnx_proto::tensor_shape_proto::Dimension {
-                            value: Some(dimension::Value::DimValue(d as i64)),
-                            ..Default::default()
-                        })
-                        .collect(),
-                }),
-            })),
-            ..Default::default()
-        }),
+        Value::Tensor(t) => analysis::type_proto(&ops::Ty::tensor(
+            Some(t.dtype()),
+            Some(t.shape().iter().map(|&d| ops::infer::fixed(d as i64)).collect()),
+        )),
         _ => None,
     };
     ValueInfoProto {

@@ -259,6 +259,39 @@ fn eye_like(cx: &RunCx) -> KResult<Vec<Value>> {
     Ok(vec![take(&zo, &offs, vec![rows, cols])?.into()])
 }
 
+/// For GatherElements/ScatterElements: the flat data offset each index addresses — the index's
+/// own position with its `axis` coordinate replaced by the (normalised) index value. An indices
+/// tensor larger than the data on another axis is an error naming both shapes.
+fn element_offsets(
+    cx: &RunCx,
+    indices_shape: &[usize],
+    data_shape: &[usize],
+    axis: usize,
+    idx: &[usize],
+) -> KResult<Vec<usize>> {
+    let ist = strides(indices_shape);
+    let dst = strides(data_shape);
+    let mut offs = Vec::with_capacity(idx.len());
+    for (flat, &j) in idx.iter().enumerate() {
+        let mut off = 0;
+        let mut rem = flat;
+        for d in 0..data_shape.len() {
+            let c = rem / ist[d];
+            rem %= ist[d];
+            let c = if d == axis { j } else { c };
+            if c >= data_shape[d] {
+                return Err(cx.invalid(format!(
+                    "{} indices shape {indices_shape:?} exceeds data shape {data_shape:?} on axis {d}",
+                    cx.op()
+                )));
+            }
+            off += c * dst[d];
+        }
+        offs.push(off);
+    }
+    Ok(offs)
+}
+
 /// GatherElements: `out[i..] = data[.., idx[i..], ..]` along `axis`, shaped like the indices.
 fn gather_elements(cx: &RunCx) -> KResult<Vec<Value>> {
     let t = cx.input(0)?;
@@ -275,27 +308,7 @@ fn gather_elements(cx: &RunCx) -> KResult<Vec<Value>> {
     let axis = norm_axis(cx.int("axis", 0)?, r)?;
     let dim = t.shape()[axis];
     let idx = norm_indices(cx, &idx, dim, "GatherElements")?;
-    let ist = strides(it.shape());
-    let dst = strides(t.shape());
-    let mut offs = Vec::with_capacity(idx.len());
-    for (flat, &j) in idx.iter().enumerate() {
-        let mut off = 0;
-        let mut rem = flat;
-        for d in 0..r {
-            let c = rem / ist[d];
-            rem %= ist[d];
-            let c = if d == axis { j } else { c };
-            if c >= t.shape()[d] {
-                return Err(cx.invalid(format!(
-                    "GatherElements indices shape {:?} exceeds data shape {:?} on axis {d}",
-                    it.shape(),
-                    t.shape()
-                )));
-            }
-            off += c * dst[d];
-        }
-        offs.push(off);
-    }
+    let offs = element_offsets(cx, it.shape(), t.shape(), axis, &idx)?;
     Ok(vec![take(t, &offs, it.shape().to_vec())?.into()])
 }
 
@@ -715,27 +728,7 @@ fn scatter_elements(cx: &RunCx) -> KResult<Vec<Value>> {
     };
     let axis = norm_axis(cx.int("axis", 0)?, r)?;
     let idx = norm_indices(cx, &idx, data.shape()[axis], cx.op())?;
-    let ist = strides(it.shape());
-    let dst = strides(data.shape());
-    let mut targets = Vec::with_capacity(idx.len());
-    for (flat, &j) in idx.iter().enumerate() {
-        let mut off = 0;
-        let mut rem = flat;
-        for d in 0..r {
-            let c = rem / ist[d];
-            rem %= ist[d];
-            let c = if d == axis { j } else { c };
-            if c >= data.shape()[d] {
-                return Err(cx.invalid(format!(
-                    "indices shape {:?} exceeds data shape {:?} on axis {d}",
-                    it.shape(),
-                    data.shape()
-                )));
-            }
-            off += c * dst[d];
-        }
-        targets.push(off);
-    }
+    let targets = element_offsets(cx, it.shape(), data.shape(), axis, &idx)?;
     Ok(vec![scatter_apply(cx, data, upd, &targets, red)?.into()])
 }
 
