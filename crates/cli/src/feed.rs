@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use tensor::{DataType, Tensor};
 
-#[derive(clap::Args, Debug, Default)]
+#[derive(clap::Args, Debug, Default, Clone)]
 pub struct InputArgs {
     /// A graph input from a file: NAME=FILE.npy or NAME=FILE.pb (repeatable).
     #[arg(long = "input", value_name = "NAME=FILE", value_parser = parse_named_path)]
@@ -73,6 +73,22 @@ impl InputArgs {
     /// Whether any input source was given.
     pub fn is_empty(&self) -> bool {
         self.input.is_empty() && self.input_dir.is_none() && !self.random_inputs
+    }
+
+    /// These flags, or `--random-inputs` (with a note on stderr) when none was given: for verbs
+    /// that can run without the user's inputs (`compare --against/--backends`).
+    pub fn or_random(&self) -> std::borrow::Cow<'_, InputArgs> {
+        if self.is_empty() {
+            eprintln!("note: no inputs given; using seeded random inputs (--random-inputs)");
+            std::borrow::Cow::Owned(InputArgs {
+                random_inputs: true,
+                dim: self.dim.clone(),
+                seed: self.seed,
+                ..InputArgs::default()
+            })
+        } else {
+            std::borrow::Cow::Borrowed(self)
+        }
     }
 }
 

@@ -298,16 +298,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             let model2 = Model::load(m2)?;
             let cand =
                 Session::new(model2).with_context(|| format!("{f2}: cannot run this model"))?;
-            let inputs = if args.inputs.is_empty() {
-                eprintln!("note: no inputs given; using seeded random inputs (--random-inputs)");
-                let a = InputArgs {
-                    random_inputs: true,
-                    ..InputArgs::default()
-                };
-                feed::load(&a, &session)?
-            } else {
-                feed::load(&args.inputs, &session)?
-            };
+            let inputs = feed::load(&args.inputs.or_random(), &session)?;
             let out = session
                 .run(inputs.clone(), &capture)
                 .with_context(|| format!("{file}: run failed"))?;
@@ -633,16 +624,7 @@ fn run_backends(args: &Args, session: &Session, layerwise: bool) -> Result<Refer
     } else {
         args.model.clone()
     };
-    let inputs = if args.inputs.is_empty() {
-        eprintln!("note: no inputs given; using seeded random inputs (--random-inputs)");
-        let a = InputArgs {
-            random_inputs: true,
-            ..InputArgs::default()
-        };
-        feed::load(&a, session)?
-    } else {
-        feed::load(&args.inputs, session)?
-    };
+    let inputs = feed::load(&args.inputs.or_random(), session)?;
     let mut results = Vec::new();
     for b in &args.backends {
         let kind = b.kind();
@@ -859,7 +841,12 @@ fn value_info(name: &str, v: &Value) -> ValueInfoProto {
     let r#type = match v {
         Value::Tensor(t) => analysis::type_proto(&ops::Ty::tensor(
             Some(t.dtype()),
-            Some(t.shape().iter().map(|&d| ops::infer::fixed(d as i64)).collect()),
+            Some(
+                t.shape()
+                    .iter()
+                    .map(|&d| ops::infer::fixed(d as i64))
+                    .collect(),
+            ),
         )),
         _ => None,
     };
