@@ -4,7 +4,8 @@
 1. Exports, once, into a cache directory outside git (default /tmp/onnx-doctor-bench/models,
    reused on later runs; torch is imported only when something is missing):
    resnet18, mobilenet_v3_small, efficientnet_b0, convnext_tiny, vit_b_16 (torchvision, random
-   weights, batch 1, 3x224x224), `bert` (nn.TransformerEncoder: 12 layers, d=768, 12 heads,
+   weights, batch 1, 3x224x224), `hybrid` (a CNN stem to 14x14x256 tokens and 4 transformer
+   encoder layers, d=256, 8 heads, GELU), `bert` (nn.TransformerEncoder: 12 layers, d=768, 12 heads,
    feed-forward 3072, sequence 128, batch 1) and `gru` (nn.GRU: 2 layers, input 128, hidden 256,
    sequence 64, batch 1); opset 17, TorchScript exporter (`torch.onnx.export(..., dynamo=False)`),
    each as <cache>/<model>/model.onnx with its seeded input as input_<NAME>.npy.
@@ -42,7 +43,7 @@ import numpy as np
 
 OPSET = 17
 TORCHVISION = ["resnet18", "mobilenet_v3_small", "efficientnet_b0", "convnext_tiny", "vit_b_16"]
-MODELS = TORCHVISION + ["bert", "gru"]
+MODELS = TORCHVISION + ["hybrid", "bert", "gru"]
 DEFAULT_CACHE = Path("/tmp/onnx-doctor-bench/models")
 
 
@@ -72,6 +73,41 @@ def build(name: str):
                 if isinstance(m, nn.Linear):
                     m.reset_parameters()
         x = torch.randn(1, 128, 768)
+    elif name == "hybrid":
+
+        class Hybrid(nn.Module):
+            """A CNN stem (224 -> 14x14, 256 channels) feeding 4 transformer encoder layers."""
+
+            def __init__(self):
+                super().__init__()
+
+                def block(cin, cout, k, s):
+                    return [nn.Conv2d(cin, cout, k, s, k // 2, bias=False), nn.BatchNorm2d(cout), nn.ReLU()]
+
+                self.stem = nn.Sequential(
+                    *block(3, 64, 7, 2),
+                    nn.MaxPool2d(3, 2, 1),
+                    *block(64, 128, 3, 2),
+                    *block(128, 256, 3, 2),
+                )
+                layer = nn.TransformerEncoderLayer(
+                    d_model=256, nhead=8, dim_feedforward=1024, dropout=0.0, batch_first=True,
+                    activation="gelu",
+                )
+                self.encoder = nn.TransformerEncoder(layer, num_layers=4, enable_nested_tensor=False)
+                for lay in self.encoder.layers:
+                    lay.self_attn._reset_parameters()
+                    for m in lay.modules():
+                        if isinstance(m, nn.Linear):
+                            m.reset_parameters()
+                self.head = nn.Linear(256, 1000)
+
+            def forward(self, x):
+                t = self.stem(x).flatten(2).transpose(1, 2)
+                return self.head(self.encoder(t).mean(1))
+
+        model = Hybrid()
+        x = torch.randn(1, 3, 224, 224)
     elif name == "gru":
 
         class Gru(nn.Module):
