@@ -5,8 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
-if ! python3 -c 'import onnx, onnxruntime, numpy; assert onnx.__version__ == "1.23.2"' 2>/dev/null; then
-    python3 -m pip install --quiet --disable-pip-version-check onnx==1.23.2 onnxruntime numpy
+# ml_dtypes is pinned: the node corpus's Cast-to-INT4/INT2 cases hold out-of-range float
+# values, which the ONNX spec leaves undefined, and ml_dtypes 0.7 computes them differently
+# (0) from 0.5 (wrap-around), so the generated expected outputs depend on its version.
+if ! python3 -c 'import onnx, onnxruntime, numpy, ml_dtypes; assert onnx.__version__ == "1.23.2" and ml_dtypes.__version__ == "0.5.4"' 2>/dev/null; then
+    python3 -m pip install --quiet --disable-pip-version-check onnx==1.23.2 ml_dtypes==0.5.4 onnxruntime numpy
 fi
 if [ ! -f corpus/node/test_abs/model.onnx ]; then
     python3 scripts/gen_node_corpus.py corpus
