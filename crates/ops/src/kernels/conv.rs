@@ -617,28 +617,106 @@ mod fast {
             })
         }
 
-        /// One im2col row: input plane `x` at kernel tap (i, j) for every output position.
-        fn im2col_row(&self, x: &[f32], dst: &mut [f32], i: usize, j: usize) {
+        /// One im2col row for output rows `oy0..oy0 + dst.len() / ow`: input plane `x` at kernel
+        /// tap (i, j) for each of those output positions.
+        fn im2col_row(&self, x: &[f32], dst: &mut [f32], i: usize, j: usize, oy0: usize) {
             let off = (j * self.dw) as i64 - self.pw;
             let (lo, hi) = valid_range(self.ow, self.sw, off, self.w);
-            for (oy, d) in dst.chunks_exact_mut(self.ow).enumerate() {
-                let iy = (oy * self.sh + i * self.dh) as i64 - self.ph;
-                if iy < 0 || iy >= self.h as i64 {
+            for (r, d) in dst.chunks_exact_mut(self.ow).enumerate() {
+                let iy = ((oy0 + r) * self.sh + i * self.dh) as i64 - self.ph;
+                if iy < 0 || iy >= self.h as i64 || lo >= hi {
                     d.fill(0.0);
                     continue;
                 }
                 let row = &x[iy as usize * self.w..(iy as usize + 1) * self.w];
                 d[..lo].fill(0.0);
                 d[hi..].fill(0.0);
-                if self.sw == 1 {
-                    let start = (lo as i64 + off) as usize;
-                    d[lo..hi].copy_from_slice(&row[start..start + (hi - lo)]);
-                } else {
-                    for (k, o) in d[lo..hi].iter_mut().enumerate() {
-                        *o = row[(((lo + k) * self.sw) as i64 + off) as usize];
+                let start = (lo as i64 * self.sw as i64 + off) as usize;
+                strided_copy(&mut d[lo..hi], &row[start..], self.sw);
+            }
+        }
+    }
+
+    /// `dst[k] = src[k * s]` for every k (src holds at least `(dst.len() - 1) * s + 1` values).
+    fn strided_copy(dst: &mut [f32], src: &[f32], s: usize) {
+        if dst.is_empty() {
+            return;
+        }
+        match s {
+            1 => dst.copy_from_slice(&src[..dst.len()]),
+            2 => {
+                // Pairs while whole pairs remain, so the loop vectorises as a deinterleave.
+                let pairs = (src.len() / 2).min(dst.len());
+                for (o, p) in dst[..pairs].iter_mut().zip(src.chunks_exact(2)) {
+                    *o = p[0];
+                }
+                for (k, o) in dst.iter_mut().enumerate().skip(pairs) {
+                    *o = src[k * 2];
+                }
+            }
+            _ => {
+                for (o, v) in dst.iter_mut().zip(src.iter().step_by(s)) {
+                    *o = *v;
+                }
+            }
+        }
+    }
+
+    /// The stride phases of a zero-padded 2-D plane, so that every kernel tap of a strided
+    /// (and dilated) window reads a contiguous run: phase (a, b) holds padded element
+    /// `[y*sh + a][x*sw + b]` at `[y][x]`, `hq` rows of `wq` values (plus `wq` of slack).
+    struct Phases {
+        hq: usize,
+        wq: usize,
+        data: Vec<f32>,
+    }
+
+    impl Phases {
+        fn new(g: &G2, oh: usize, fill: f32) -> Phases {
+            let hq = oh + ((g.kh.max(1) - 1) * g.dh) / g.sh;
+            let wq = g.ow + ((g.kw.max(1) - 1) * g.dw) / g.sw;
+            Phases {
+                hq,
+                wq,
+                // 32 values of slack past the last phase for whole 32-lane runs.
+                data: vec![fill; g.sh * g.sw * (hq * wq + wq) + 32],
+            }
+        }
+
+        fn plane_len(&self) -> usize {
+            self.hq * self.wq + self.wq
+        }
+
+        /// Fills the phases from input plane `x` (positions outside it keep `fill`).
+        fn load(&mut self, g: &G2, x: &[f32], fill: f32) {
+            let (hq, wq, len) = (self.hq, self.wq, self.plane_len());
+            for a in 0..g.sh {
+                for b in 0..g.sw {
+                    let plane = &mut self.data[(a * g.sw + b) * len..][..len];
+                    // Columns x with 0 <= x*sw + b - pw < w.
+                    let (lo, hi) = valid_range(wq, g.sw, b as i64 - g.pw, g.w);
+                    for (y, prow) in plane.chunks_exact_mut(wq).take(hq).enumerate() {
+                        let iy = (y * g.sh + a) as i64 - g.ph;
+                        if iy < 0 || iy >= g.h as i64 || lo >= hi {
+                            prow.fill(fill);
+                            continue;
+                        }
+                        let src = &x[iy as usize * g.w..(iy as usize + 1) * g.w];
+                        prow[..lo].fill(fill);
+                        prow[hi..].fill(fill);
+                        let start = ((lo * g.sw + b) as i64 - g.pw) as usize;
+                        strided_copy(&mut prow[lo..hi], &src[start..], g.sw);
                     }
                 }
             }
+        }
+
+        /// Where in `data` the run read by tap (i, j) starts: output (oy, ox) of the tap reads
+        /// `data[offset + oy * wq + ox]`.
+        fn tap_offset(&self, g: &G2, i: usize, j: usize) -> usize {
+            let (ri, cj) = (i * g.dh, j * g.dw);
+            let plane = ((ri % g.sh) * g.sw + cj % g.sw) * self.plane_len();
+            plane + (ri / g.sh) * self.wq + cj / g.sw
         }
     }
 
@@ -697,6 +775,11 @@ mod fast {
         Ok(Some(y))
     }
 
+    /// im2col values built at a time (256 KiB: well inside an L2 cache)...
+    const COL_BLOCK: usize = 1 << 16;
+    /// ... but never fewer output positions than this, so that each product stays wide.
+    const MIN_COLS: usize = 384;
+
     pub(super) fn conv_f32(cx: &RunCx, x: &Tensor, w: &Tensor) -> KResult<Tensor> {
         let p = conv_geom(cx, x.shape(), w.shape())?;
         let mut shape = vec![p.n, p.m];
@@ -733,66 +816,41 @@ mod fast {
         }
         let threads = gemm::threads();
         let g2 = G2::of(&p);
-        // Depthwise: one input channel per group and one output channel per group.
+        // Depthwise: one input channel per group and one output channel per group. Each plane
+        // is split into its stride phases; then every tap is one long multiply-add over output
+        // rows kept `wq` wide, and the valid `ow` columns of each row are added to the output.
         if let (Some(g), true) = (&g2, cg == 1 && mg == 1) {
             let oh = osz / g.ow;
-            // The padded plane covers every input position a window touches.
-            let hp = (oh - 1) * g.sh + (g.kh.max(1) - 1) * g.dh + 1;
-            let wp = (g.ow - 1) * g.sw + (g.kw.max(1) - 1) * g.dw + 1;
-            let plane = |(idx, out): (usize, &mut [f32])| {
+            let probe = Phases::new(g, oh, 0.0);
+            let offs: Vec<usize> = (0..g.kh * g.kw)
+                .map(|t| probe.tap_offset(g, t / g.kw, t % g.kw))
+                .collect();
+            // Output rows are computed `wq` wide, rounded up to whole 32-lane runs.
+            let l = (oh * probe.wq).div_ceil(32) * 32;
+            let plane = |ph: &mut (Phases, Vec<f32>), (idx, out): (usize, &mut [f32])| {
+                let (phases, acc) = ph;
                 let ch = idx % p.m;
-                let xs = &xv[idx * insz..(idx + 1) * insz];
-                let wk = &wv[ch * ksz..(ch + 1) * ksz];
-                // Slack for the flat unit-stride loop below, which runs past the last row.
-                let mut pad = vec![0f32; hp * wp + (g.kw.max(1) - 1) * g.dw];
-                let (lo, hi) = valid_range(wp, 1, -g.pw, g.w);
-                for (py, prow) in pad.chunks_exact_mut(wp).enumerate() {
-                    let iy = py as i64 - g.ph;
-                    if iy >= 0 && iy < g.h as i64 && lo < hi {
-                        let src = &xs[iy as usize * g.w..(iy as usize + 1) * g.w];
-                        let start = (lo as i64 - g.pw) as usize;
-                        prow[lo..hi].copy_from_slice(&src[start..start + (hi - lo)]);
-                    }
-                }
-                if g.sh == 1 && g.sw == 1 {
-                    // Output rows kept `wp` wide: each tap is one long contiguous multiply-add.
-                    let l = oh * wp;
-                    let mut acc = vec![0f32; l];
-                    for i in 0..g.kh {
-                        for j in 0..g.kw {
-                            let wv = wk[i * g.kw + j];
-                            fast32::axpy(&mut acc, wv, &pad[i * g.dh * wp + j * g.dw..][..l]);
-                        }
-                    }
-                    for (orow, arow) in out.chunks_exact_mut(g.ow).zip(acc.chunks_exact(wp)) {
-                        for (o, &a) in orow.iter_mut().zip(arow) {
-                            *o += a;
-                        }
-                    }
-                    return;
-                }
-                for (oy, orow) in out.chunks_exact_mut(g.ow).enumerate() {
-                    for i in 0..g.kh {
-                        let prow = &pad[(oy * g.sh + i * g.dh) * wp..][..wp];
-                        for j in 0..g.kw {
-                            let wv = wk[i * g.kw + j];
-                            let src = &prow[j * g.dw..];
-                            if g.sw == 1 {
-                                fast32::axpy(orow, wv, &src[..g.ow]);
-                            } else {
-                                for (o, v) in orow.iter_mut().zip(src.iter().step_by(g.sw)) {
-                                    *o += wv * v;
-                                }
-                            }
-                        }
+                phases.load(g, &xv[idx * insz..(idx + 1) * insz], 0.0);
+                acc.resize(l, 0.0);
+                fast32::taps32(acc, &phases.data, &offs, &wv[ch * ksz..(ch + 1) * ksz]);
+                for (orow, arow) in out.chunks_exact_mut(g.ow).zip(acc.chunks_exact(phases.wq)) {
+                    for (o, &a) in orow.iter_mut().zip(arow) {
+                        *o += a;
                     }
                 }
             };
+            let init = || (Phases::new(g, oh, 0.0), Vec::new());
             if threads > 1 && total >= 1 << 14 {
-                y.par_chunks_exact_mut(osz).enumerate().for_each(plane);
+                y.par_chunks_exact_mut(osz)
+                    .enumerate()
+                    .for_each_init(init, plane);
             } else {
-                y.chunks_exact_mut(osz).enumerate().for_each(plane);
+                let mut scratch = init();
+                y.chunks_exact_mut(osz)
+                    .enumerate()
+                    .for_each(|item| plane(&mut scratch, item));
             }
+            cx.finish_f32(&mut y, &shape);
             return Ok(Tensor::from_vec(shape, y)?);
         }
         let pointwise = ksz == 1
@@ -812,48 +870,73 @@ mod fast {
                 &p.in_sp,
             )?
         };
+        // im2col one block of output positions at a time, sized so the column block stays in
+        // the L2 cache while the product reads it (2-D blocks are whole output rows).
+        let cols = (COL_BLOCK / rows.max(1)).max(MIN_COLS);
+        let step = match &g2 {
+            Some(g) => cols.div_ceil(g.ow) * g.ow,
+            None => cols,
+        }
+        .min(osz);
         let mut col = if pointwise {
             Vec::new()
         } else {
-            vec![0f32; rows * osz]
+            vec![0f32; rows * step]
         };
         for n in 0..p.n {
             for gi in 0..p.group {
                 let xg = &xv[(n * p.c + gi * cg) * insz..(n * p.c + (gi + 1) * cg) * insz];
-                if !pointwise {
+                let wg = &wv[gi * mg * rows..(gi + 1) * mg * rows];
+                let ob = (n * p.m + gi * mg) * osz;
+                if pointwise {
+                    gemm::gemm(
+                        mg,
+                        rows,
+                        osz,
+                        Operand::rows(wg, rows),
+                        Operand::rows(xg, osz),
+                        &mut y[ob..ob + mg * osz],
+                        bias.is_some(),
+                        1.0,
+                    );
+                    continue;
+                }
+                for o0 in (0..osz).step_by(step) {
+                    let nb = step.min(osz - o0);
+                    let col = &mut col[..rows * nb];
                     let fill = |(r, dst): (usize, &mut [f32])| {
                         let (c, k) = (r / ksz, r % ksz);
                         let xs = &xg[c * insz..(c + 1) * insz];
                         match &g2 {
-                            Some(g) => g.im2col_row(xs, dst, k / g.kw, k % g.kw),
+                            Some(g) => g.im2col_row(xs, dst, k / g.kw, k % g.kw, o0 / g.ow),
                             None => {
-                                let t = &tab[k * osz..(k + 1) * osz];
+                                let t = &tab[k * osz + o0..k * osz + o0 + nb];
                                 for (d, &o) in dst.iter_mut().zip(t) {
                                     *d = if o < PAD { xs[o] } else { 0.0 };
                                 }
                             }
                         }
                     };
-                    if threads > 1 && rows * osz >= 1 << 15 {
-                        col.par_chunks_exact_mut(osz).enumerate().for_each(fill);
+                    if threads > 1 && rows * nb >= 1 << 15 {
+                        col.par_chunks_exact_mut(nb).enumerate().for_each(fill);
                     } else {
-                        col.chunks_exact_mut(osz).enumerate().for_each(fill);
+                        col.chunks_exact_mut(nb).enumerate().for_each(fill);
                     }
+                    gemm::gemm_ldc(
+                        mg,
+                        rows,
+                        nb,
+                        Operand::rows(wg, rows),
+                        Operand::rows(col, nb),
+                        &mut y[ob + o0..ob + (mg - 1) * osz + o0 + nb],
+                        osz,
+                        bias.is_some(),
+                        1.0,
+                    );
                 }
-                let b = if pointwise { xg } else { &col[..] };
-                let ob = (n * p.m + gi * mg) * osz;
-                gemm::gemm(
-                    mg,
-                    rows,
-                    osz,
-                    Operand::rows(&wv[gi * mg * rows..(gi + 1) * mg * rows], rows),
-                    Operand::rows(b, osz),
-                    &mut y[ob..ob + mg * osz],
-                    bias.is_some(),
-                    1.0,
-                );
             }
         }
+        cx.finish_f32(&mut y, &shape);
         Ok(Tensor::from_vec(shape, y)?)
     }
 }

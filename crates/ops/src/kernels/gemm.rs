@@ -78,16 +78,38 @@ pub(crate) fn gemm<T: Dense>(
     accumulate: bool,
     scale: T,
 ) {
+    gemm_ldc(m, k, n, a, b, c, n, accumulate, scale)
+}
+
+/// [`gemm`] into a row-major `c` whose rows are `ldc` apart (`ldc >= n`): a column block of a
+/// wider matrix.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm_ldc<T: Dense>(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: Operand<T>,
+    b: Operand<T>,
+    c: &mut [T],
+    ldc: usize,
+    accumulate: bool,
+    scale: T,
+) {
     assert!(
-        a.fits(m, k) && b.fits(k, n) && c.len() >= m * n,
-        "gemm operands too short for {m}x{k}x{n}"
+        a.fits(m, k)
+            && b.fits(k, n)
+            && ldc >= n
+            && (m == 0 || n == 0 || c.len() >= (m - 1) * ldc + n),
+        "gemm operands too short for {m}x{k}x{n} (ldc {ldc})"
     );
     if m == 0 || n == 0 {
         return;
     }
     if k == 0 {
         if !accumulate {
-            c[..m * n].iter_mut().for_each(|v| *v = T::zero());
+            for row in c.chunks_mut(ldc).take(m) {
+                row[..n].iter_mut().for_each(|v| *v = T::zero());
+            }
         }
         return;
     }
@@ -110,7 +132,7 @@ pub(crate) fn gemm<T: Dense>(
             k,
             c.as_mut_ptr(),
             1,
-            n as isize,
+            ldc as isize,
             accumulate,
             a.data.as_ptr(),
             a.cs as isize,
@@ -253,6 +275,32 @@ mod tests {
                 1.0,
             );
             assert_eq!(c, naive(m, k, n, &a, &b), "{m}x{k}x{n}");
+        }
+    }
+
+    #[test]
+    fn column_blocks_of_a_wider_output() {
+        let (m, k, n, ldc) = (5, 7, 3, 11);
+        let a: Vec<f32> = (0..m * k).map(|i| (i % 5) as f32 - 2.0).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| (i % 3) as f32 * 0.25).collect();
+        let mut c = vec![9f32; m * ldc];
+        gemm_ldc(
+            m,
+            k,
+            n,
+            Operand::rows(&a, k),
+            Operand::rows(&b, n),
+            &mut c[2..],
+            ldc,
+            false,
+            1.0,
+        );
+        let want = naive(m, k, n, &a, &b);
+        for i in 0..m {
+            assert_eq!(&c[i * ldc + 2..i * ldc + 2 + n], &want[i * n..(i + 1) * n]);
+            // Untouched outside the block.
+            assert!(c[i * ldc..i * ldc + 2].iter().all(|&v| v == 9.0));
+            assert!(c[i * ldc + 2 + n..(i + 1) * ldc].iter().all(|&v| v == 9.0));
         }
     }
 
