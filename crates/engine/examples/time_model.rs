@@ -59,10 +59,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     times.sort_by(f64::total_cmp);
     println!(
-        "{path}: threads {threads} median {:.2} ms (min {:.2}, max {:.2}, {runs} runs)",
+        "{path}: threads {threads} median {:.2} ms (min {:.2}, max {:.2}, {runs} runs; {} nodes fused)",
         times[runs / 2],
         times[0],
-        times[runs - 1]
+        times[runs - 1],
+        session.fused_nodes()
     );
     if profile {
         let out = session.run(inputs.clone(), &Capture::All)?;

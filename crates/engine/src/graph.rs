@@ -34,10 +34,12 @@ impl Env<'_> {
 pub(crate) struct Plan {
     pub order: Vec<usize>,
     pub frees: Vec<Vec<String>>,
+    /// Elementwise chains folded into the node that produces their input (`fuse.rs`).
+    pub fusions: crate::fuse::Fusions,
 }
 
 impl Plan {
-    pub fn new(g: &GraphProto) -> Result<Plan, EngineError> {
+    pub fn new(g: &GraphProto, initializers: &HashMap<String, Value>) -> Result<Plan, EngineError> {
         let order = schedule(&g.node, g.name())?;
         let outputs: HashSet<&str> = g.output.iter().map(|o| o.name()).collect();
         let mut last_use: HashMap<String, usize> = HashMap::new();
@@ -54,7 +56,12 @@ impl Plan {
                 frees[step].push(name);
             }
         }
-        Ok(Plan { order, frees })
+        let fusions = crate::fuse::plan(g, &order, initializers);
+        Ok(Plan {
+            order,
+            frees,
+            fusions,
+        })
     }
 }
 
@@ -354,6 +361,19 @@ pub(crate) fn run_node(
     opsets: &HashMap<String, i64>,
     env: &Env,
 ) -> Result<Vec<Option<Value>>, EngineError> {
+    run_node_with(session, node, opsets, env, &[]).map(|(outs, _)| outs)
+}
+
+/// [`run_node`], asking a kernel to apply `epilogue` to its output; also says whether it did
+/// (the output is then the epilogue's last value).
+pub(crate) fn run_node_with(
+    session: &Session,
+    node: &NodeProto,
+    opsets: &HashMap<String, i64>,
+    env: &Env,
+    epilogue: &[ops::exec::EpilogueOp],
+) -> Result<(Vec<Option<Value>>, bool), EngineError> {
+    let mut applied = false;
     let fail = |reason: String| EngineError::Node {
         node: node_name(node),
         op: node.op_type().to_string(),
@@ -397,8 +417,9 @@ pub(crate) fn run_node(
                 env,
                 opsets,
             };
-            let cx = RunCx::new(node, version, &inputs, &sub);
+            let cx = RunCx::new(node, version, &inputs, &sub).with_epilogue(epilogue);
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (k.run)(&cx)));
+            applied = cx.epilogue_applied();
             match result {
                 Ok(Ok(v)) => v,
                 Ok(Err(e)) => return Err(fail(e.to_string())),
@@ -438,7 +459,7 @@ pub(crate) fn run_node(
             }
         }
     }
-    Ok(out)
+    Ok((out, applied))
 }
 
 /// Runs `g` with `inputs` bound positionally to its inputs, inside `parent`'s scope.
@@ -497,6 +518,27 @@ pub(crate) fn run_graph(
         .collect()
 }
 
+/// The epilogue of `chain` with its operands looked up in `env` (`None` when one is missing or
+/// not a tensor: the chain's nodes then run one by one).
+fn epilogue_of<'e>(
+    chain: &crate::fuse::Chain,
+    env: &'e Env,
+) -> Option<Vec<ops::exec::EpilogueOp<'e>>> {
+    use crate::fuse::Step;
+    use ops::exec::EpilogueOp;
+    chain
+        .steps
+        .iter()
+        .map(|s| {
+            Some(match s {
+                Step::Add(t) => EpilogueOp::Add(env.get(t)?.as_tensor()?),
+                Step::Mul(t) => EpilogueOp::Mul(env.get(t)?.as_tensor()?),
+                Step::Unary(a) => EpilogueOp::Unary(*a),
+            })
+        })
+        .collect()
+}
+
 /// Runs the main graph, freeing each value after its last use unless it is an output.
 pub(crate) fn run_main(
     session: &Session,
@@ -518,15 +560,40 @@ pub(crate) fn run_main(
         absent: HashSet::new(),
     };
     let mut captured = Vec::new();
+    // Chains are folded only when nobody looks at the values they skip.
+    let fuse = matches!(capture, Capture::None) && session.trace.is_none();
+    let mut folded = vec![false; if fuse { g.node.len() } else { 0 }];
     for (&i, frees) in plan.order.iter().zip(&plan.frees) {
         let node = &g.node[i];
-        let outs = run_node(session, node, &session.opsets, &env)?;
-        for (name, v) in node.output.iter().zip(outs) {
-            if let Some(v) = v {
-                if capture.wants(name) {
-                    captured.push((name.clone(), v.clone()));
+        if fuse && folded[i] {
+            for r in frees {
+                env.values.remove(r);
+            }
+            continue;
+        }
+        let chain = if fuse { plan.fusions.get(&i) } else { None };
+        let (outs, applied) = match chain.and_then(|c| epilogue_of(c, &env)) {
+            Some(ops) => run_node_with(session, node, &session.opsets, &env, &ops)?,
+            None => (run_node(session, node, &session.opsets, &env)?, false),
+        };
+        match chain {
+            Some(c) if applied => {
+                if let Some(Some(v)) = outs.into_iter().next() {
+                    env.values.insert(c.output.clone(), v);
                 }
-                env.values.insert(name.clone(), v);
+                for &t in &c.tail {
+                    folded[t] = true;
+                }
+            }
+            _ => {
+                for (name, v) in node.output.iter().zip(outs) {
+                    if let Some(v) = v {
+                        if capture.wants(name) {
+                            captured.push((name.clone(), v.clone()));
+                        }
+                        env.values.insert(name.clone(), v);
+                    }
+                }
             }
         }
         for r in frees {

@@ -15,6 +15,7 @@ pub mod compare;
 pub mod conformance;
 mod error;
 mod function;
+mod fuse;
 mod graph;
 mod inputs;
 pub mod io;
@@ -132,7 +133,7 @@ impl Session {
             })?;
             initializers.insert(t.name().to_string(), Value::Tensor(v.aligned()));
         }
-        let plan = graph::Plan::new(model.graph()).ok();
+        let plan = graph::Plan::new(model.graph(), &initializers).ok();
         let session = Session {
             model,
             opsets,
@@ -227,6 +228,15 @@ impl Session {
             }
         }
         graph::run_node(self, &bound, &self.opsets, &env)
+    }
+
+    /// How many main-graph nodes runs fold into the node producing their input (elementwise
+    /// chains after a Conv, MatMul or Gemm; see `ops::exec::epilogue`). Runs that capture
+    /// intermediates or trace nodes fold none.
+    pub fn fused_nodes(&self) -> usize {
+        self.plan
+            .as_ref()
+            .map_or(0, |p| p.fusions.values().map(|c| c.tail.len()).sum())
     }
 
     /// The main graph's node indices in the order [`Session::run`] runs them.

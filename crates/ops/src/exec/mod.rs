@@ -10,9 +10,12 @@
 //! the input types it is given, or fails with [`KernelError::Unsupported`] naming the op, its
 //! version and the type — never a silently different answer.
 
+pub mod epilogue;
 #[cfg(test)]
 pub(crate) mod testing;
 pub mod util;
+
+pub use epilogue::{Activation, EpilogueOp};
 
 use onnx_proto::{attribute_proto::AttributeType, AttributeProto, GraphProto, NodeProto};
 use tensor::{DataType, Tensor};
@@ -162,6 +165,9 @@ pub struct RunCx<'a> {
     pub opset: i64,
     inputs: &'a [Option<&'a Value>],
     subgraphs: &'a dyn Subgraphs,
+    /// Elementwise steps the engine asks the kernel to apply to its (only) output.
+    epilogue: Option<&'a [EpilogueOp<'a>]>,
+    epilogue_applied: std::cell::Cell<bool>,
 }
 
 impl<'a> RunCx<'a> {
@@ -177,6 +183,30 @@ impl<'a> RunCx<'a> {
             opset,
             inputs,
             subgraphs,
+            epilogue: None,
+            epilogue_applied: std::cell::Cell::new(false),
+        }
+    }
+
+    /// Asks the kernel to apply `ops` to its output (see [`epilogue`]).
+    pub fn with_epilogue(mut self, ops: &'a [EpilogueOp<'a>]) -> Self {
+        self.epilogue = Some(ops).filter(|o| !o.is_empty());
+        self
+    }
+
+    /// Whether the kernel applied the epilogue it was given: its output is then the last
+    /// step's value, not its own.
+    pub fn epilogue_applied(&self) -> bool {
+        self.epilogue_applied.get()
+    }
+
+    /// Applies the epilogue, if there is one and it can be, to a float32 output about to be
+    /// returned (`y` of shape `shape`); kernels with a float32 fast path call this last.
+    pub fn finish_f32(&self, y: &mut [f32], shape: &[usize]) {
+        if let Some(ops) = self.epilogue {
+            if !self.epilogue_applied.get() && epilogue::apply_f32(ops, y, shape) {
+                self.epilogue_applied.set(true);
+            }
         }
     }
 

@@ -744,7 +744,7 @@ fn where_op(cx: &RunCx) -> KResult<Vec<Value>> {
 // Unary
 
 #[derive(Clone, Copy, PartialEq)]
-enum U {
+pub(crate) enum U {
     Abs,
     Acos,
     Acosh,
@@ -818,7 +818,7 @@ fn sigmoid<C: Float>(x: C) -> C {
 
 // Inlined so that a loop over one fixed `op` (see `unary_f32`) keeps only that op's arm.
 #[inline(always)]
-fn ufloat<C: Float>(op: U, x: C, a: C, b: C) -> C {
+pub(crate) fn ufloat<C: Float>(op: U, x: C, a: C, b: C) -> C {
     let zero = C::zero();
     let one = C::one();
     let cf = |v: f64| C::from(v).unwrap();

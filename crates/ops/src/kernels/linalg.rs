@@ -159,10 +159,11 @@ fn matmul_tensors(cx: &RunCx, a: &Tensor, b: &Tensor) -> KResult<Tensor> {
         };
     }
     Ok(match a.dtype() {
-        DataType::Float => Tensor::from_vec(
-            shape,
-            gemm::matmul_batched::<f32>(&plan, &elems::<f32>(a)?, &elems::<f32>(b)?),
-        )?,
+        DataType::Float => {
+            let mut y = gemm::matmul_batched::<f32>(&plan, &elems::<f32>(a)?, &elems::<f32>(b)?);
+            cx.finish_f32(&mut y, &shape);
+            Tensor::from_vec(shape, y)?
+        }
         DataType::Double => Tensor::from_vec(
             shape,
             gemm::matmul_batched::<f64>(&plan, &elems::<f64>(a)?, &elems::<f64>(b)?),
@@ -262,9 +263,9 @@ fn gemm(cx: &RunCx) -> KResult<Vec<Value>> {
     }
     let dt = a.dtype();
     if dt == DataType::Float {
-        return Ok(vec![
-            gemm_f32(a, b, c, (ta, tb), (alpha, beta), (m, k, n))?.into()
-        ]);
+        let mut y = gemm_f32(a, b, c, (ta, tb), (alpha, beta), (m, k, n))?;
+        cx.finish_f32(&mut y, &[m, n]);
+        return Ok(vec![Tensor::from_vec(vec![m, n], y)?.into()]);
     }
     macro_rules! run {
         ($t:ty, $av:expr, $bv:expr, $cv:expr, $scale:expr, $add:expr) => {{
@@ -352,7 +353,7 @@ fn gemm_f32(
     (ta, tb): (bool, bool),
     (alpha, beta): (f32, f32),
     (m, k, n): (usize, usize, usize),
-) -> KResult<Tensor> {
+) -> KResult<Vec<f32>> {
     let av = elems::<f32>(a)?;
     let bv = elems::<f32>(b)?;
     let opa = if ta {
@@ -385,7 +386,7 @@ fn gemm_f32(
     };
     let seeded = c.is_some() && beta != 0.0;
     gemm::gemm(m, k, n, opa, opb, &mut y, seeded, alpha);
-    Ok(Tensor::from_vec(vec![m, n], y)?)
+    Ok(y)
 }
 
 /// A float tensor broadcast to (m, n), as f32.

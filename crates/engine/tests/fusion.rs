@@ -1,0 +1,98 @@
+//! Folding elementwise chains into Conv/MatMul/Gemm (`fuse.rs`, `ops::exec::epilogue`) changes
+//! no value: on every committed PyTorch export, a run with fusion (no capture) gives bit for bit
+//! the outputs of a run without it (capturing every intermediate turns fusion off), and the
+//! networks built of such chains do fold them.
+
+use engine::{Capture, Session, Value};
+use onnx_ir::{Dim, ElemType, Model, ValueType};
+use std::path::Path;
+use tensor::{DataType, Tensor};
+
+fn seeded_input(ty: &ValueType, seed: &mut u64) -> Value {
+    let ValueType::Tensor {
+        elem: ElemType::Known(dt),
+        shape: Some(shape),
+    } = ty
+    else {
+        panic!("test models declare tensor inputs with shapes, got {ty:?}");
+    };
+    let dims: Vec<usize> = shape
+        .iter()
+        .map(|d| match d {
+            Dim::Fixed(n) => *n as usize,
+            _ => 2,
+        })
+        .collect();
+    let n: usize = dims.iter().product();
+    let mut next = || {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        (*seed >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0
+    };
+    let t = match dt {
+        DataType::Float => Tensor::from_vec(dims, (0..n).map(|_| next()).collect::<Vec<f32>>()),
+        DataType::Int64 => Tensor::from_vec(
+            dims,
+            (0..n)
+                .map(|_| (next().abs() * 3.0) as i64)
+                .collect::<Vec<i64>>(),
+        ),
+        DataType::Bool => {
+            Tensor::from_vec(dims, (0..n).map(|_| next() > 0.0).collect::<Vec<bool>>())
+        }
+        other => panic!("no seeded input for {other}"),
+    };
+    Value::Tensor(t.unwrap())
+}
+
+fn bits(v: &Value) -> Vec<u32> {
+    match v {
+        Value::Tensor(t) if t.dtype() == DataType::Float => t
+            .to_vec::<f32>()
+            .unwrap()
+            .into_iter()
+            .map(f32::to_bits)
+            .collect(),
+        other => panic!("expected float outputs, got {}", other.describe()),
+    }
+}
+
+#[test]
+fn fused_runs_match_unfused_runs_bit_for_bit() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/models");
+    let mut dirs: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("model.onnx").is_file())
+        .collect();
+    dirs.sort();
+    assert!(
+        dirs.len() >= 20,
+        "the PyTorch exports are missing from {root:?}"
+    );
+    let mut folded = Vec::new();
+    for dir in dirs {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let session = Session::new(Model::load(dir.join("model.onnx")).unwrap()).unwrap();
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let inputs: Vec<(String, Value)> = session
+            .inputs()
+            .into_iter()
+            .filter(|s| !s.has_initializer)
+            .map(|s| (s.name.clone(), seeded_input(&s.ty.0, &mut seed)))
+            .collect();
+        let fused = session.run(inputs.clone(), &Capture::None).unwrap();
+        let plain = session.run(inputs, &Capture::All).unwrap();
+        for ((n, a), (_, b)) in fused.outputs.iter().zip(&plain.outputs) {
+            assert!(bits(a) == bits(b), "{name}: output {n} differs with fusion");
+        }
+        folded.push((name, session.fused_nodes()));
+    }
+    eprintln!("folded per model: {folded:?}");
+    let count = |m: &str| folded.iter().find(|(n, _)| n == m).map_or(0, |f| f.1);
+    // Conv+Relu chains; Conv+HardSwish/Relu/HardSigmoid; MatMul+bias+GELU in each block.
+    assert!(count("cnn_ts") >= 2, "{folded:?}");
+    assert!(count("mobilenet_v3_small_ts") >= 20, "{folded:?}");
+    assert!(count("tiny_vit_ts") >= 6, "{folded:?}");
+}
