@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 pub struct Entry {
     pub id: String,
     pub title: String,
-    /// `pytorch-exporter`, `pytorch-tracer`, `pytorch`, `torch.export`, `onnx`, `onnxruntime`, `tensorrt`.
+    /// `pytorch-exporter`, `pytorch-tracer`, `pytorch`, `torch.export`, `onnx`, `onnxruntime`, `tensorrt`, `openvino`.
     pub origin: String,
     #[serde(default)]
     pub priority: i32,
@@ -48,6 +48,7 @@ pub const ORIGINS: &[&str] = &[
     "onnx",
     "onnxruntime",
     "tensorrt",
+    "openvino",
 ];
 
 /// The knowledge-base text shipped in the binary.
