@@ -8,6 +8,8 @@
 use engine::{Capture, Session, Value};
 use onnx_ir::{Dim, Model};
 use std::collections::HashMap;
+#[allow(unused_imports)]
+use std::collections::HashSet;
 use std::time::Instant;
 use tensor::Tensor;
 
@@ -66,45 +68,84 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         session.fused_nodes()
     );
     if profile {
-        let out = session.run(inputs.clone(), &Capture::All)?;
-        let mut values: HashMap<String, Value> = out.captured.into_iter().collect();
-        values.extend(inputs);
-        for t in &session.model().graph().initializer {
-            values.insert(
-                t.name().to_string(),
-                Value::Tensor(Tensor::from_proto(t)?.aligned()),
+        let captured = session.run(inputs.clone(), &Capture::All)?.captured;
+        let mut shapes: HashMap<String, String> = captured
+            .into_iter()
+            .map(|(n, v)| {
+                (
+                    n,
+                    format!(
+                        "{:?}",
+                        v.as_tensor()
+                            .map(|t| t.shape().to_vec())
+                            .unwrap_or_default()
+                    ),
+                )
+            })
+            .collect();
+        for (n, v) in &inputs {
+            shapes.insert(
+                n.clone(),
+                format!(
+                    "{:?}",
+                    v.as_tensor()
+                        .map(|t| t.shape().to_vec())
+                        .unwrap_or_default()
+                ),
             );
         }
+        for t in &session.model().graph().initializer {
+            shapes.insert(t.name().to_string(), format!("{:?}", t.dims));
+        }
+        // Per step of ordinary (fused) runs.
+        session.enable_profile();
+        for _ in 0..runs {
+            session.run(inputs.clone(), &Capture::None)?;
+        }
+        let steps = session.take_profile();
         let g = session.model().graph();
-        let mut per_op: HashMap<String, (f64, usize)> = HashMap::new();
-        let mut slowest: Vec<(f64, String)> = Vec::new();
-        for i in session.schedule()? {
-            let node = &g.node[i];
-            let ins: Vec<Option<Value>> =
-                node.input.iter().map(|n| values.get(n).cloned()).collect();
-            let t = Instant::now();
-            for _ in 0..3 {
-                session.run_one(node, ins.clone())?;
-            }
-            let ms = t.elapsed().as_secs_f64() * 1e3 / 3.0;
-            let shapes: Vec<String> = ins
+        let describe = |i: usize| {
+            let n = &g.node[i];
+            let shapes: Vec<String> = n
+                .input
                 .iter()
-                .map(|v| v.as_ref().map_or("-".into(), Value::describe))
+                .filter_map(|v| shapes.get(v).cloned())
                 .collect();
-            slowest.push((ms, format!("{} {}", node.op_type(), shapes.join(" "))));
-            let e = per_op.entry(node.op_type().to_string()).or_default();
-            e.0 += ms;
+            format!("{} {}", n.op_type(), shapes.join(" "))
+        };
+        let mut per_op: HashMap<String, (f64, usize)> = HashMap::new();
+        let mut per_node: HashMap<usize, (f64, Vec<usize>)> = HashMap::new();
+        for s in &steps {
+            let mut key = g.node[s.node].op_type().to_string();
+            for &f in &s.fused {
+                key.push('+');
+                key.push_str(g.node[f].op_type());
+            }
+            let e = per_op.entry(key).or_default();
+            e.0 += s.seconds * 1e3 / runs as f64;
             e.1 += 1;
+            let n = per_node.entry(s.node).or_default();
+            n.0 += s.seconds * 1e3 / runs as f64;
+            n.1 = s.fused.clone();
         }
         let mut v: Vec<_> = per_op.into_iter().collect();
         v.sort_by(|a, b| b.1 .0.total_cmp(&a.1 .0));
-        for (op, (ms, n)) in v {
-            println!("  {op:<24} {ms:>9.2} ms  ({n} nodes)");
+        for (op, (ms, n)) in v.iter().take(25) {
+            println!("  {op:<40} {ms:>9.3} ms  ({} steps)", n / runs);
         }
-        slowest.sort_by(|a, b| b.0.total_cmp(&a.0));
-        println!("slowest nodes:");
-        for (ms, what) in slowest.iter().take(12) {
-            println!("  {ms:>8.2} ms  {what}");
+        let mut nodes: Vec<_> = per_node.into_iter().collect();
+        nodes.sort_by(|a, b| b.1 .0.total_cmp(&a.1 .0));
+        println!("slowest steps:");
+        for (i, (ms, fused)) in nodes.iter().take(15) {
+            println!(
+                "  {ms:>8.3} ms  {}{}",
+                describe(*i),
+                if fused.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (+{} fused)", fused.len())
+                }
+            );
         }
     }
     Ok(())

@@ -36,6 +36,10 @@ pub(crate) struct Plan {
     pub frees: Vec<Vec<String>>,
     /// Elementwise chains folded into the node that produces their input (`fuse.rs`).
     pub fusions: crate::fuse::Fusions,
+    /// Per node: which inputs are initializers (the same on every run)...
+    pub constant: Vec<Vec<bool>>,
+    /// ... and what its kernel derived from them on the first run.
+    pub states: Vec<ops::exec::NodeState>,
 }
 
 impl Plan {
@@ -57,10 +61,24 @@ impl Plan {
             }
         }
         let fusions = crate::fuse::plan(g, &order, initializers);
+        // An initializer that is also a graph input can be fed a different value per run.
+        let inputs: HashSet<&str> = g.input.iter().map(|i| i.name()).collect();
+        let constant = g
+            .node
+            .iter()
+            .map(|n| {
+                n.input
+                    .iter()
+                    .map(|i| initializers.contains_key(i) && !inputs.contains(i.as_str()))
+                    .collect()
+            })
+            .collect();
         Ok(Plan {
             order,
             frees,
             fusions,
+            constant,
+            states: g.node.iter().map(|_| Default::default()).collect(),
         })
     }
 }
@@ -361,7 +379,7 @@ pub(crate) fn run_node(
     opsets: &HashMap<String, i64>,
     env: &Env,
 ) -> Result<Vec<Option<Value>>, EngineError> {
-    run_node_with(session, node, opsets, env, &[]).map(|(outs, _)| outs)
+    run_node_with(session, node, opsets, env, &[], None).map(|(outs, _)| outs)
 }
 
 /// [`run_node`], asking a kernel to apply `epilogue` to its output; also says whether it did
@@ -372,6 +390,7 @@ pub(crate) fn run_node_with(
     opsets: &HashMap<String, i64>,
     env: &Env,
     epilogue: &[ops::exec::EpilogueOp],
+    state: Option<(&[bool], &ops::exec::NodeState)>,
 ) -> Result<(Vec<Option<Value>>, bool), EngineError> {
     let mut applied = false;
     let fail = |reason: String| EngineError::Node {
@@ -417,7 +436,10 @@ pub(crate) fn run_node_with(
                 env,
                 opsets,
             };
-            let cx = RunCx::new(node, version, &inputs, &sub).with_epilogue(epilogue);
+            let mut cx = RunCx::new(node, version, &inputs, &sub).with_epilogue(epilogue);
+            if let Some((constant, st)) = state {
+                cx = cx.with_state(constant, st);
+            }
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (k.run)(&cx)));
             applied = cx.epilogue_applied();
             match result {
@@ -572,10 +594,23 @@ pub(crate) fn run_main(
             continue;
         }
         let chain = if fuse { plan.fusions.get(&i) } else { None };
-        let (outs, applied) = match chain.and_then(|c| epilogue_of(c, &env)) {
-            Some(ops) => run_node_with(session, node, &session.opsets, &env, &ops)?,
-            None => (run_node(session, node, &session.opsets, &env)?, false),
-        };
+        let state = Some((plan.constant[i].as_slice(), &plan.states[i]));
+        let ops = chain.and_then(|c| epilogue_of(c, &env)).unwrap_or_default();
+        let started = session.profile.as_ref().map(|_| std::time::Instant::now());
+        let (outs, applied) = run_node_with(session, node, &session.opsets, &env, &ops, state)?;
+        if let (Some(t), Some(p)) = (started, &session.profile) {
+            let fused = match chain {
+                Some(c) if applied => c.tail.clone(),
+                _ => Vec::new(),
+            };
+            p.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(crate::StepTime {
+                    node: i,
+                    fused,
+                    seconds: t.elapsed().as_secs_f64(),
+                });
+        }
         match chain {
             Some(c) if applied => {
                 if let Some(Some(v)) = outs.into_iter().next() {

@@ -84,6 +84,18 @@ pub struct Session {
     pool: Option<rayon::ThreadPool>,
     /// When set, every node run (in any graph or function body) is recorded here.
     trace: Option<std::sync::Mutex<Vec<NodeRecord>>>,
+    /// When set, the time of each main-graph step is recorded here (see [`Session::profile`]).
+    profile: Option<std::sync::Mutex<Vec<StepTime>>>,
+}
+
+/// How long one main-graph step took, as recorded by [`Session::enable_profile`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepTime {
+    /// The node's index in the graph.
+    pub node: usize,
+    /// Nodes of the graph folded into this step (see [`Session::fused_nodes`]).
+    pub fused: Vec<usize>,
+    pub seconds: f64,
 }
 
 /// One node execution, as recorded by [`Session::enable_trace`].
@@ -143,6 +155,7 @@ impl Session {
             plan,
             pool: None,
             trace: None,
+            profile: None,
         };
         graph::check_runnable(&session, session.model.graph(), &session.opsets)?;
         Ok(session)
@@ -178,6 +191,19 @@ impl Session {
     /// Records every node run from now on (see [`Session::take_trace`]).
     pub fn enable_trace(&mut self) {
         self.trace = Some(Default::default());
+    }
+
+    /// Times every main-graph step of the runs from now on (with fusion as in ordinary runs).
+    pub fn enable_profile(&mut self) {
+        self.profile = Some(Default::default());
+    }
+
+    /// The step times recorded since profiling was enabled (or last taken), run after run.
+    pub fn take_profile(&self) -> Vec<StepTime> {
+        self.profile
+            .as_ref()
+            .map(|t| std::mem::take(&mut *t.lock().unwrap_or_else(|e| e.into_inner())))
+            .unwrap_or_default()
     }
 
     /// The nodes run since tracing was enabled (or last taken).

@@ -168,6 +168,25 @@ pub struct RunCx<'a> {
     /// Elementwise steps the engine asks the kernel to apply to its (only) output.
     epilogue: Option<&'a [EpilogueOp<'a>]>,
     epilogue_applied: std::cell::Cell<bool>,
+    /// Which inputs hold the same value on every run, and where the kernel may keep what it
+    /// derives from them (see [`RunCx::prepared`]).
+    constant: &'a [bool],
+    state: Option<&'a NodeState>,
+}
+
+/// What a kernel derives once from a node's constant inputs (repacked or transformed
+/// weights), kept by the engine for the node across runs.
+#[derive(Default)]
+pub struct NodeState(std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>);
+
+impl std::fmt::Debug for NodeState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "NodeState(prepared)"
+        } else {
+            "NodeState(empty)"
+        })
+    }
 }
 
 impl<'a> RunCx<'a> {
@@ -185,7 +204,41 @@ impl<'a> RunCx<'a> {
             subgraphs,
             epilogue: None,
             epilogue_applied: std::cell::Cell::new(false),
+            constant: &[],
+            state: None,
         }
+    }
+
+    /// Tells the kernel which inputs are the same on every run (`constant[i]`) and gives it
+    /// `state` to keep what it derives from them.
+    pub fn with_state(mut self, constant: &'a [bool], state: &'a NodeState) -> Self {
+        self.constant = constant;
+        self.state = Some(state);
+        self
+    }
+
+    /// Whether input `i` holds the same value on every run of this node (an initializer).
+    pub fn is_constant(&self, i: usize) -> bool {
+        self.constant.get(i).copied().unwrap_or(false)
+    }
+
+    /// The value `make` derives from constant inputs, made on the node's first run and kept
+    /// for later runs; `None` when the engine keeps no state for this node. A kernel calls
+    /// this only when every input `make` reads [`is_constant`](Self::is_constant), and uses
+    /// one type `T` per node.
+    pub fn prepared<T: std::any::Any + Send + Sync>(
+        &self,
+        make: impl FnOnce() -> KResult<T>,
+    ) -> KResult<Option<&'a T>> {
+        let Some(state) = self.state else {
+            return Ok(None);
+        };
+        if state.0.get().is_none() {
+            let v = make()?;
+            // Another thread may have set it first; both values are the same.
+            let _ = state.0.set(Box::new(v));
+        }
+        Ok(state.0.get().and_then(|b| b.downcast_ref::<T>()))
     }
 
     /// Asks the kernel to apply `ops` to its output (see [`epilogue`]).

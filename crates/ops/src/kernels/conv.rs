@@ -558,6 +558,7 @@ mod fast {
     use crate::exec::{KResult, RunCx};
     use crate::kernels::fast32;
     use crate::kernels::gemm::{self, Operand};
+    use crate::kernels::winograd;
     use rayon::prelude::*;
     use std::borrow::Cow;
     use tensor::Tensor;
@@ -645,11 +646,9 @@ mod fast {
         match s {
             1 => dst.copy_from_slice(&src[..dst.len()]),
             2 => {
-                // Pairs while whole pairs remain, so the loop vectorises as a deinterleave.
+                // Pairs while whole pairs remain (a vectorised deinterleave), then the last one.
                 let pairs = (src.len() / 2).min(dst.len());
-                for (o, p) in dst[..pairs].iter_mut().zip(src.chunks_exact(2)) {
-                    *o = p[0];
-                }
+                fast32::even_of_pairs(&mut dst[..pairs], &src[..pairs * 2]);
                 for (k, o) in dst.iter_mut().enumerate().skip(pairs) {
                     *o = src[k * 2];
                 }
@@ -687,23 +686,24 @@ mod fast {
             self.hq * self.wq + self.wq
         }
 
-        /// Fills the phases from input plane `x` (positions outside it keep `fill`).
-        fn load(&mut self, g: &G2, x: &[f32], fill: f32) {
+        /// Copies input plane `x` into the phases. Positions outside the plane are never
+        /// written, so they keep the `fill` the phases were made with, plane after plane.
+        fn load(&mut self, g: &G2, x: &[f32]) {
             let (hq, wq, len) = (self.hq, self.wq, self.plane_len());
             for a in 0..g.sh {
                 for b in 0..g.sw {
                     let plane = &mut self.data[(a * g.sw + b) * len..][..len];
                     // Columns x with 0 <= x*sw + b - pw < w.
                     let (lo, hi) = valid_range(wq, g.sw, b as i64 - g.pw, g.w);
+                    if lo >= hi {
+                        continue;
+                    }
                     for (y, prow) in plane.chunks_exact_mut(wq).take(hq).enumerate() {
                         let iy = (y * g.sh + a) as i64 - g.ph;
-                        if iy < 0 || iy >= g.h as i64 || lo >= hi {
-                            prow.fill(fill);
+                        if iy < 0 || iy >= g.h as i64 {
                             continue;
                         }
                         let src = &x[iy as usize * g.w..(iy as usize + 1) * g.w];
-                        prow[..lo].fill(fill);
-                        prow[hi..].fill(fill);
                         let start = ((lo * g.sw + b) as i64 - g.pw) as usize;
                         strided_copy(&mut prow[lo..hi], &src[start..], g.sw);
                     }
@@ -747,33 +747,42 @@ mod fast {
         if xv.iter().any(|v| v.is_nan()) {
             return Ok(None);
         }
-        let hp = (oh - 1) * s[0] + k[0];
-        let wp = (ow - 1) * s[1] + k[1];
-        let (lo, hi) = valid_range(wp, 1, -pb[1], w);
-        let mut y = vec![f32::NEG_INFINITY; planes * oh * ow];
-        let mut pad = vec![f32::NEG_INFINITY; hp * wp];
+        // The window's taps read the plane's stride phases (padded with -inf) as contiguous
+        // runs, output rows kept `wq` wide.
+        let g = G2 {
+            h,
+            w,
+            kh: k[0],
+            kw: k[1],
+            ow,
+            sh: s[0],
+            sw: s[1],
+            dh: 1,
+            dw: 1,
+            ph: pb[0],
+            pw: pb[1],
+        };
+        let mut phases = Phases::new(&g, oh, f32::NEG_INFINITY);
+        let offs: Vec<usize> = (0..k[0] * k[1])
+            .map(|t| phases.tap_offset(&g, t / k[1], t % k[1]))
+            .collect();
+        let mut acc = vec![0f32; oh * phases.wq];
+        let mut y = vec![0f32; planes * oh * ow];
         for (xs, out) in xv.chunks_exact(h * w).zip(y.chunks_exact_mut(oh * ow)) {
-            for (py, prow) in pad.chunks_exact_mut(wp).enumerate() {
-                let iy = py as i64 - pb[0];
-                if iy >= 0 && iy < h as i64 && lo < hi {
-                    let src = &xs[iy as usize * w..(iy as usize + 1) * w];
-                    let start = (lo as i64 - pb[1]) as usize;
-                    prow[lo..hi].copy_from_slice(&src[start..start + (hi - lo)]);
-                }
-            }
-            for (oy, orow) in out.chunks_exact_mut(ow).enumerate() {
-                for i in 0..k[0] {
-                    let prow = &pad[(oy * s[0] + i) * wp..][..wp];
-                    for j in 0..k[1] {
-                        for (o, &v) in orow.iter_mut().zip(prow[j..].iter().step_by(s[1])) {
-                            *o = if v > *o { v } else { *o };
-                        }
-                    }
-                }
+            phases.load(&g, xs);
+            fast32::max_taps(&mut acc, &phases.data, &offs);
+            for (orow, arow) in out.chunks_exact_mut(ow).zip(acc.chunks_exact(phases.wq)) {
+                orow.copy_from_slice(&arow[..ow]);
             }
         }
         Ok(Some(y))
     }
+
+    /// Winograd pays off from this many input and output channels on (below, the transforms
+    /// cost more than the multiplications they save).
+    const WINOGRAD_MIN_CHANNELS: usize = 16;
+    /// ... and this many 2×2 output tiles (fewer make its 16 products too narrow to run fast).
+    const WINOGRAD_MIN_TILES: usize = 100;
 
     /// im2col values built at a time (256 KiB: well inside an L2 cache)...
     const COL_BLOCK: usize = 1 << 16;
@@ -805,15 +814,10 @@ mod fast {
                 Some(elems(b)?)
             }
         };
-        let mut y = vec![0f32; total];
         if total == 0 {
-            return Ok(Tensor::from_vec(shape, y)?);
+            return Ok(Tensor::from_vec(shape, Vec::<f32>::new())?);
         }
-        if let Some(b) = &bias {
-            for (i, plane) in y.chunks_exact_mut(osz).enumerate() {
-                plane.fill(b[i % p.m]);
-            }
-        }
+        let mut y = vec![0f32; total];
         let threads = gemm::threads();
         let g2 = G2::of(&p);
         // Depthwise: one input channel per group and one output channel per group. Each plane
@@ -830,13 +834,12 @@ mod fast {
             let plane = |ph: &mut (Phases, Vec<f32>), (idx, out): (usize, &mut [f32])| {
                 let (phases, acc) = ph;
                 let ch = idx % p.m;
-                phases.load(g, &xv[idx * insz..(idx + 1) * insz], 0.0);
+                phases.load(g, &xv[idx * insz..(idx + 1) * insz]);
                 acc.resize(l, 0.0);
                 fast32::taps32(acc, &phases.data, &offs, &wv[ch * ksz..(ch + 1) * ksz]);
+                let b = bias.as_ref().map_or(0.0, |b| b[ch]);
                 for (orow, arow) in out.chunks_exact_mut(g.ow).zip(acc.chunks_exact(phases.wq)) {
-                    for (o, &a) in orow.iter_mut().zip(arow) {
-                        *o += a;
-                    }
+                    fast32::add_scalar(orow, &arow[..g.ow], b);
                 }
             };
             let init = || (Phases::new(g, oh, 0.0), Vec::new());
@@ -852,6 +855,58 @@ mod fast {
             }
             cx.finish_f32(&mut y, &shape);
             return Ok(Tensor::from_vec(shape, y)?);
+        }
+        // The products accumulate onto each output plane's bias.
+        if let Some(b) = &bias {
+            for (i, plane) in y.chunks_exact_mut(osz).enumerate() {
+                fast32::fill(plane, b[i % p.m]);
+            }
+        }
+        // 3×3 unit-stride convolutions with enough channels: Winograd F(2×2, 3×3), with the
+        // transformed filters kept across runs when the weights are an initializer.
+        if let Some(g) = &g2 {
+            let winograd = g.kh == 3
+                && g.kw == 3
+                && (g.sh, g.sw, g.dh, g.dw) == (1, 1, 1, 1)
+                && p.group == 1
+                && p.c >= WINOGRAD_MIN_CHANNELS
+                && p.m >= WINOGRAD_MIN_CHANNELS
+                && g.ph >= 0
+                && g.pw >= 0
+                && (osz / g.ow).div_ceil(2) * g.ow.div_ceil(2) >= WINOGRAD_MIN_TILES;
+            if winograd {
+                let geo = winograd::Geometry {
+                    c: p.c,
+                    m: p.m,
+                    h: g.h,
+                    w: g.w,
+                    oh: osz / g.ow,
+                    ow: g.ow,
+                    ph: g.ph as usize,
+                    pw: g.pw as usize,
+                };
+                let kept = if cx.is_constant(1) {
+                    cx.prepared(|| Ok(winograd::filters(&wv, p.m, p.c)))?
+                } else {
+                    None
+                };
+                let local;
+                let filters = match kept {
+                    Some(f) => f,
+                    None => {
+                        local = winograd::filters(&wv, p.m, p.c);
+                        &local
+                    }
+                };
+                for (xn, yn) in xv
+                    .chunks_exact(p.c * insz)
+                    .zip(y.chunks_exact_mut(p.m * osz))
+                {
+                    winograd::conv(&geo, filters, xn, yn);
+                }
+                cx.finish_f32(&mut y, &shape);
+                return Ok(Tensor::from_vec(shape, y)?);
+            }
         }
         let pointwise = ksz == 1
             && p.strides.iter().all(|&s| s == 1)
@@ -1395,6 +1450,25 @@ fn global_pool(cx: &RunCx, kind: PoolKind) -> KResult<Vec<Value>> {
     let (n, c) = (x.shape()[0], x.shape()[1]);
     let mut shape = vec![n, c];
     shape.extend(std::iter::repeat_n(1, in_sp.len()));
+    if kind == PoolKind::Avg && x.dtype() == DataType::Float {
+        // Summed in double precision over eight independent lanes (so the loop vectorises).
+        let xv = crate::kernels::fast32::elems(x)?;
+        let y: Vec<f32> = (0..n * c)
+            .map(|i| {
+                let s = &xv[i * insz..(i + 1) * insz];
+                let mut lanes = [0f64; 8];
+                let mut chunks = s.chunks_exact(8);
+                for ch in &mut chunks {
+                    for (l, &v) in lanes.iter_mut().zip(ch) {
+                        *l += v as f64;
+                    }
+                }
+                let tail: f64 = chunks.remainder().iter().map(|&v| v as f64).sum();
+                ((lanes.iter().sum::<f64>() + tail) / insz as f64) as f32
+            })
+            .collect();
+        return Ok(vec![Tensor::from_vec(shape, y)?.into()]);
+    }
     crate::with_real!(cx, x.dtype(), F => {
         let xv = load::<F>(x)?;
         let y: Vec<F> = (0..n * c)

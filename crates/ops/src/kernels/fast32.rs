@@ -106,17 +106,21 @@ pub(crate) fn binary(
 /// and for the baseline target. The arithmetic is the same in every version: no instruction
 /// fuses operations that the source keeps apart, so results do not depend on the CPU.
 macro_rules! multiversion {
-    ($(#[$doc:meta])* fn $name:ident $(<$($g:ident: $b:path),*>)? ($($arg:ident: $ty:ty),*) $body:block) => {
+    ($(#[$doc:meta])* fn $name:ident $(<$($g:ident: $b:path),*>)? ($($arg:ident: $ty:ty),*) $(-> $ret:ty)? $body:block) => {
         $(#[$doc])*
-        pub(crate) fn $name $(<$($g: $b),*>)? ($($arg: $ty),*) {
+        #[allow(clippy::too_many_arguments)]
+        pub(crate) fn $name $(<$($g: $b),*>)? ($($arg: $ty),*) $(-> $ret)? {
             #[inline(always)]
-            fn plain $(<$($g: $b),*>)? ($($arg: $ty),*) $body
+            #[allow(clippy::too_many_arguments)]
+            fn plain $(<$($g: $b),*>)? ($($arg: $ty),*) $(-> $ret)? $body
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx512f")]
-            unsafe fn avx512 $(<$($g: $b),*>)? ($($arg: $ty),*) { plain($($arg),*) }
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn avx512 $(<$($g: $b),*>)? ($($arg: $ty),*) $(-> $ret)? { plain($($arg),*) }
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx2")]
-            unsafe fn avx2 $(<$($g: $b),*>)? ($($arg: $ty),*) { plain($($arg),*) }
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn avx2 $(<$($g: $b),*>)? ($($arg: $ty),*) $(-> $ret)? { plain($($arg),*) }
             #[cfg(target_arch = "x86_64")]
             {
                 if std::is_x86_feature_detected!("avx512f") {
@@ -198,6 +202,147 @@ unsafe fn taps32_avx512(dst: &mut [f32], src: &[f32], offs: &[usize], w: &[f32])
         let d = chunk.as_mut_ptr();
         _mm512_storeu_ps(d, _mm512_add_ps(e0, o0));
         _mm512_storeu_ps(d.add(16), _mm512_add_ps(e1, o1));
+    }
+}
+
+multiversion! {
+    /// `dst[i] += a * x[i]`.
+    fn axpy(dst: &mut [f32], a: f32, x: &[f32]) {
+        for (d, &v) in dst.iter_mut().zip(x) {
+            *d += a * v;
+        }
+    }
+}
+
+multiversion! {
+    /// `Σ a[i] * b[i]` over the shorter length, in 32 partial sums (then added in order).
+    fn dot(a: &[f32], b: &[f32]) -> f32 {
+        let n = a.len().min(b.len());
+        let (a, b) = (&a[..n], &b[..n]);
+        let mut acc = [0f32; 32];
+        let (ca, cb) = (a.chunks_exact(32), b.chunks_exact(32));
+        let mut tail = 0f32;
+        for (&x, &y) in ca.remainder().iter().zip(cb.remainder()) {
+            tail += x * y;
+        }
+        for (x, y) in ca.zip(cb) {
+            for l in 0..32 {
+                acc[l] += x[l] * y[l];
+            }
+        }
+        acc.iter().sum::<f32>() + tail
+    }
+}
+
+multiversion! {
+    /// `dst[f] = max_t src[offs[t] + f]` for every `f` (the first tap's value where later ones
+    /// are not greater; `src` must hold `offs[t] + dst.len()` values for every tap).
+    fn max_taps(dst: &mut [f32], src: &[f32], offs: &[usize]) {
+        let n = dst.len();
+        if let Some((&first, rest)) = offs.split_first() {
+            dst.copy_from_slice(&src[first..first + n]);
+            for &o in rest {
+                for (d, &v) in dst.iter_mut().zip(&src[o..o + n]) {
+                    *d = if v > *d { v } else { *d };
+                }
+            }
+        }
+    }
+}
+
+multiversion! {
+    /// `dst[k] = src[2k]`.
+    fn even_of_pairs(dst: &mut [f32], src: &[f32]) {
+        for (d, p) in dst.iter_mut().zip(src.chunks_exact(2)) {
+            *d = p[0];
+        }
+    }
+}
+
+multiversion! {
+    /// Winograd F(2×2, 3×3) input transform of one row of tiles (see `winograd.rs`): tile
+    /// `tx` reads rows `2ty..2ty+4`, columns `2tx..2tx+4` of `plane` (rows `wp >= 2tw + 3`
+    /// wide, `wp >= 2tw + 2`); position `xi` (of 16) goes to `v[base + xi * stride + tx]`.
+    /// `t`: scratch of `4·wp + 2·(tw + 1)` values.
+    fn winograd_input_row(plane: &[f32], wp: usize, ty: usize, tw: usize, t: &mut [f32], v: &mut [f32], base: usize, stride: usize) {
+        let r = |i: usize| &plane[(2 * ty + i) * wp..(2 * ty + i + 1) * wp];
+        let (r0, r1, r2, r3) = (r(0), r(1), r(2), r(3));
+        // Rows combined by Bᵀ: t0 = r0 - r2, t1 = r1 + r2, t2 = r2 - r1, t3 = r1 - r3.
+        for x in 0..wp {
+            t[x] = r0[x] - r2[x];
+            t[wp + x] = r1[x] + r2[x];
+            t[2 * wp + x] = r2[x] - r1[x];
+            t[3 * wp + x] = r1[x] - r3[x];
+        }
+        let (rows, eo) = t.split_at_mut(4 * wp);
+        let (ev, od) = eo.split_at_mut(tw + 1);
+        for i in 0..4 {
+            let ti = &rows[i * wp..(i + 1) * wp];
+            // ev[k] = ti[2k], od[k] = ti[2k+1], k = 0..=tw.
+            for ((e, o), p) in ev.iter_mut().zip(od.iter_mut()).zip(ti.chunks_exact(2)) {
+                *e = p[0];
+                *o = p[1];
+            }
+            let (o0, rest) = v[base + i * 4 * stride..].split_at_mut(stride);
+            let (o1, rest) = rest.split_at_mut(stride);
+            let (o2, o3) = rest.split_at_mut(stride);
+            // Columns combined: e - e', o + e', e' - o, o - o' (' = the next tile's pair).
+            for tx in 0..tw {
+                let (e, o, e1, o1v) = (ev[tx], od[tx], ev[tx + 1], od[tx + 1]);
+                o0[tx] = e - e1;
+                o1[tx] = o + e1;
+                o2[tx] = e1 - o;
+                o3[tx] = o - o1v;
+            }
+        }
+    }
+}
+
+multiversion! {
+    /// Winograd F(2×2, 3×3) output transform of one row of tiles, added to `y` (one or two
+    /// output rows `ow` wide): position `xi`'s values over the tiles at
+    /// `mx[base + xi * stride..]`. `u`: 8·tw scratch.
+    fn winograd_output_row(mx: &[f32], base: usize, stride: usize, tw: usize, u: &mut [f32], y: &mut [f32], ow: usize) {
+        let m = |xi: usize| &mx[base + xi * stride..base + xi * stride + tw];
+        // Rows combined by Aᵀ: u0j = m0j + m1j + m2j, u1j = m1j - m2j - m3j.
+        for j in 0..4 {
+            let (m0, m1, m2, m3) = (m(j), m(4 + j), m(8 + j), m(12 + j));
+            for tx in 0..tw {
+                u[j * tw + tx] = m0[tx] + m1[tx] + m2[tx];
+                u[(4 + j) * tw + tx] = m1[tx] - m2[tx] - m3[tx];
+            }
+        }
+        let pairs = ow / 2;
+        for (i, row) in y.chunks_exact_mut(ow).enumerate().take(2) {
+            let q = |j: usize| &u[(i * 4 + j) * tw..(i * 4 + j + 1) * tw];
+            let (q0, q1, q2, q3) = (q(0), q(1), q(2), q(3));
+            // y_i0 = u_i0 + u_i1 + u_i2 at column 2tx, y_i1 = u_i1 - u_i2 - u_i3 at 2tx + 1.
+            for (tx, pair) in row[..2 * pairs].chunks_exact_mut(2).enumerate() {
+                pair[0] += q0[tx] + q1[tx] + q2[tx];
+                pair[1] += q1[tx] - q2[tx] - q3[tx];
+            }
+            if ow % 2 == 1 {
+                row[2 * pairs] += q0[pairs] + q1[pairs] + q2[pairs];
+            }
+        }
+    }
+}
+
+multiversion! {
+    /// `dst[i] = x[i] + b`.
+    fn add_scalar(dst: &mut [f32], x: &[f32], b: f32) {
+        for (d, &v) in dst.iter_mut().zip(x) {
+            *d = v + b;
+        }
+    }
+}
+
+multiversion! {
+    /// `dst[i] = v`.
+    fn fill(dst: &mut [f32], v: f32) {
+        for d in dst.iter_mut() {
+            *d = v;
+        }
     }
 }
 

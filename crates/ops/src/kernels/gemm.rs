@@ -25,12 +25,43 @@ const PAR_MIN_WORK: usize = 1 << 22;
 /// The element types the fast path handles.
 pub(crate) trait Dense: num_traits::Float + Send + Sync + Default + 'static {
     const ONE: Self;
+    /// `y[i] += a * x[i]`.
+    fn axpy(y: &mut [Self], a: Self, x: &[Self]);
+    /// `Σ a[i] * b[i]` (over the shorter length).
+    fn dot(a: &[Self], b: &[Self]) -> Self;
 }
 impl Dense for f32 {
     const ONE: f32 = 1.0;
+    fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
+        crate::kernels::fast32::axpy(y, a, x)
+    }
+    fn dot(a: &[f32], b: &[f32]) -> f32 {
+        crate::kernels::fast32::dot(a, b)
+    }
 }
 impl Dense for f64 {
     const ONE: f64 = 1.0;
+    fn axpy(y: &mut [f64], a: f64, x: &[f64]) {
+        for (v, &w) in y.iter_mut().zip(x) {
+            *v += a * w;
+        }
+    }
+    fn dot(a: &[f64], b: &[f64]) -> f64 {
+        let mut acc = [0f64; 8];
+        let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+        let tail: f64 = ca
+            .remainder()
+            .iter()
+            .zip(cb.remainder())
+            .map(|(x, y)| x * y)
+            .sum();
+        for (x, y) in ca.zip(cb) {
+            for l in 0..8 {
+                acc[l] += x[l] * y[l];
+            }
+        }
+        acc.iter().sum::<f64>() + tail
+    }
 }
 
 /// A read-only matrix operand: `data[i * rs + j * cs]` is element (i, j).
@@ -167,29 +198,14 @@ fn vector_matrix<T: Dense>(
     if b.cs == 1 {
         for p in 0..k {
             let av = a.data[p * a.cs] * scale;
-            let row = &b.data[p * b.rs..p * b.rs + n];
-            for (cv, &bv) in c.iter_mut().zip(row) {
-                *cv = *cv + av * bv;
-            }
+            T::axpy(c, av, &b.data[p * b.rs..p * b.rs + n]);
         }
         return;
     }
     let av: Vec<T> = (0..k).map(|p| a.data[p * a.cs]).collect();
     for (j, cv) in c.iter_mut().enumerate() {
         let col = &b.data[j * b.cs..j * b.cs + k];
-        let mut acc = [T::zero(); 8];
-        let mut ca = av.chunks_exact(8);
-        let mut cb = col.chunks_exact(8);
-        for (x, y) in (&mut ca).zip(&mut cb) {
-            for l in 0..8 {
-                acc[l] = acc[l] + x[l] * y[l];
-            }
-        }
-        let mut sum = acc.iter().fold(T::zero(), |s, &v| s + v);
-        for (&x, &y) in ca.remainder().iter().zip(cb.remainder()) {
-            sum = sum + x * y;
-        }
-        *cv = *cv + sum * scale;
+        *cv = *cv + T::dot(&av, col) * scale;
     }
 }
 

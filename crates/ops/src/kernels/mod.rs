@@ -24,6 +24,8 @@ pub mod shape;
 pub mod signal;
 pub mod text;
 pub mod training;
+/// Winograd F(2×2, 3×3) for float32 Conv (not a registry family).
+pub(crate) mod winograd;
 
 use crate::exec::KernelDef;
 
