@@ -24,6 +24,7 @@ Usage:
     python3 scripts/bench_engine.py [--bin target/release/onnx-doctor] [--runs 10] [--warmup 2]
         [--threads 1,2] [--models resnet18,gru] [--cache DIR] [--timeout 1800] [--json FILE]
         [--peers ort,tract]   # also `bench --backend X` (a binary built with --features X)
+        [--tract-wheel]       # also tract's Python wheel (pip install tract), 1 thread
 """
 
 from __future__ import annotations
@@ -235,6 +236,32 @@ def onnxruntime_side(model_dir: Path, threads: int, runs: int, warmup: int) -> d
     }
 
 
+def tract_side(model_dir: Path, runs: int, warmup: int) -> dict:
+    """tract's Python wheel (`pip install tract`, single-threaded), on the same arrays."""
+    try:
+        import tract
+    except ImportError:
+        return {"error": "the tract wheel is not installed (pip install tract)"}
+    feed = list(inputs_of(model_dir).values())
+    try:
+        t0 = time.perf_counter()
+        model = (
+            tract.onnx().model_for_path(str(model_dir / "model.onnx")).into_optimized().into_runnable()
+        )
+        load_ms = (time.perf_counter() - t0) * 1e3
+        for _ in range(warmup):
+            model.run(feed)
+        samples = []
+        for _ in range(runs):
+            t = time.perf_counter()
+            model.run(feed)
+            samples.append((time.perf_counter() - t) * 1e3)
+    except Exception as e:  # noqa: BLE001
+        return {"error": f"{type(e).__name__}: {str(e).strip()[:300]}"}
+    return {"load_ms": load_ms, "median_ms": statistics.median(samples), "min_ms": min(samples),
+            "runs": runs, "threads": 1}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bin", default="target/release/onnx-doctor")
@@ -250,6 +277,11 @@ def main() -> int:
         default="",
         help="also time `bench --backend X` for these (ort,tract; needs a binary built with "
         "--features X): one more column each, a check of the harness against the wheel",
+    )
+    ap.add_argument(
+        "--tract-wheel",
+        action="store_true",
+        help="also time tract's Python wheel (pip install tract) at 1 thread: ours / tract",
     )
     args = ap.parse_args()
 
@@ -283,12 +315,16 @@ def main() -> int:
             o = ours(args.bin, model_dir, th, args.runs, args.warmup, args.timeout)
             r = onnxruntime_side(model_dir, th, args.runs, args.warmup)
             pr = {p: ours(args.bin, model_dir, th, args.runs, args.warmup, args.timeout, p) for p in peers}
-            rows.append({"model": name, "threads": th, "ours": o, "ort": r, "peers": pr})
+            tw = tract_side(model_dir, args.runs, args.warmup) if args.tract_wheel and th == 1 else None
+            rows.append({"model": name, "threads": th, "ours": o, "ort": r, "peers": pr, "tract_wheel": tw})
 
     print(f"\n{args.runs} timed runs after {args.warmup} warm-up, medians; ratio = ours / ORT\n")
     extra = "".join(f" bench --backend {p} median ms |" for p in peers)
+    if args.tract_wheel:
+        extra += " tract wheel median ms | ours / tract |"
+    ncols = len(peers) + (2 if args.tract_wheel else 0)
     print(f"| model | threads | ours median ms | ORT median ms | ratio |{extra} note |")
-    print("|---|---|---|---|---|" + "---|" * len(peers) + "---|")
+    print("|---|---|---|---|---|" + "---|" * ncols + "---|")
     for row in rows:
         o, r = row["ours"], row["ort"]
         ours_ms = f"{o['median_ms']:.2f}" if "median_ms" in o else "—"
@@ -307,6 +343,16 @@ def main() -> int:
             cells += f" {q['median_ms']:.2f} |" if "median_ms" in q else " — |"
             if "error" in q:
                 notes.append(f"{p}: {q['error']}")
+        if args.tract_wheel:
+            tw = row.get("tract_wheel")
+            if tw is None:
+                cells += " | |"
+            elif "median_ms" in tw:
+                rt = f"{o['median_ms'] / tw['median_ms']:.2f}" if "median_ms" in o else "—"
+                cells += f" {tw['median_ms']:.2f} | {rt} |"
+            else:
+                cells += " — | — |"
+                notes.append(f"tract: {tw['error']}")
         print(f"| {row['model']} | {row['threads']} | {ours_ms} | {ort_ms} | {ratio} |{cells} {'; '.join(notes)} |")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
