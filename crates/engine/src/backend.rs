@@ -66,6 +66,26 @@ pub trait Backend {
     /// Runs the model on `inputs` (by graph-input name) and returns every graph output by
     /// name, in graph order.
     fn run(&mut self, inputs: &[(String, Value)]) -> Result<Vec<(String, Value)>, BackendError>;
+
+    /// Starts timing each step of the following runs; false when the backend cannot.
+    fn enable_profile(&mut self) -> bool {
+        false
+    }
+
+    /// The steps timed since [`Backend::enable_profile`] (or the last call), run after run.
+    fn take_profile(&mut self) -> Vec<ProfiledStep> {
+        Vec::new()
+    }
+}
+
+/// One timed step of a run: a node, with the nodes folded into it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProfiledStep {
+    /// The node's name (or `op -> first output` when it has none).
+    pub node: String,
+    /// Its op type, then `+` and the op type of each node folded into it (`Conv+Add+Relu`).
+    pub ops: String,
+    pub seconds: f64,
 }
 
 /// Which backend to open.
@@ -174,6 +194,32 @@ impl Backend for NativeBackend {
         // Cloning a value clones a reference-counted buffer, not its data.
         let out = self.session.run(inputs.to_vec(), &crate::Capture::None)?;
         Ok(out.outputs)
+    }
+
+    fn enable_profile(&mut self) -> bool {
+        self.session.enable_profile();
+        true
+    }
+
+    fn take_profile(&mut self) -> Vec<ProfiledStep> {
+        let g = self.session.model().graph();
+        self.session
+            .take_profile()
+            .into_iter()
+            .map(|s| {
+                let node = &g.node[s.node];
+                let mut ops = node.op_type().to_string();
+                for &f in &s.fused {
+                    ops.push('+');
+                    ops.push_str(g.node[f].op_type());
+                }
+                ProfiledStep {
+                    node: crate::graph::node_name(node),
+                    ops,
+                    seconds: s.seconds,
+                }
+            })
+            .collect()
     }
 }
 

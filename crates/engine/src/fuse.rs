@@ -22,14 +22,27 @@ pub(crate) enum Step {
     Unary(Activation),
 }
 
-/// The nodes folded into one head.
+/// One step of a chain: the nodes it stands for and the value it produces.
+#[derive(Debug, Clone)]
+pub(crate) struct ChainStep {
+    pub op: Step,
+    /// The folded nodes (indices into the graph's nodes): one, or five for GELU.
+    pub nodes: Vec<usize>,
+    /// The value the step's last node produces.
+    pub output: String,
+}
+
+/// The nodes folded into one head, step by step (a kernel may apply only a prefix).
 #[derive(Debug, Clone)]
 pub(crate) struct Chain {
-    /// The folded nodes (indices into the graph's nodes).
-    pub tail: Vec<usize>,
-    pub steps: Vec<Step>,
-    /// The value the chain's last node produces.
-    pub output: String,
+    pub steps: Vec<ChainStep>,
+}
+
+impl Chain {
+    /// Every folded node.
+    pub fn nodes(&self) -> impl Iterator<Item = usize> + '_ {
+        self.steps.iter().flat_map(|s| s.nodes.iter().copied())
+    }
 }
 
 /// Chains by head node index.
@@ -148,15 +161,17 @@ impl<'g> Graph<'g> {
         }
         let head_step = self.step_of[head];
         let mut v = h.output[0].clone();
-        let mut tail = Vec::new();
         let mut steps = Vec::new();
         loop {
             if let Some((nodes, act, out)) = self.gelu(&v) {
                 if nodes.iter().any(|n| claimed.contains(n)) {
                     break;
                 }
-                tail.extend(nodes);
-                steps.push(Step::Unary(act));
+                steps.push(ChainStep {
+                    op: Step::Unary(act),
+                    nodes,
+                    output: out.clone(),
+                });
                 v = out;
                 continue;
             }
@@ -167,7 +182,7 @@ impl<'g> Graph<'g> {
             if claimed.contains(&n) || !default_domain(node) || node.output.len() != 1 {
                 break;
             }
-            let step = if let Some(act) = Activation::of_node(node) {
+            let op = if let Some(act) = Activation::of_node(node) {
                 Step::Unary(act)
             } else if matches!(node.op_type(), "Add" | "Mul") {
                 let Some(t) = self.other_operand(node, &v) else {
@@ -184,15 +199,14 @@ impl<'g> Graph<'g> {
             } else {
                 break;
             };
-            tail.push(n);
-            steps.push(step);
             v = node.output[0].clone();
+            steps.push(ChainStep {
+                op,
+                nodes: vec![n],
+                output: v.clone(),
+            });
         }
-        (!tail.is_empty()).then_some(Chain {
-            tail,
-            steps,
-            output: v,
-        })
+        (!steps.is_empty()).then_some(Chain { steps })
     }
 }
 
@@ -247,7 +261,7 @@ pub(crate) fn plan(
             continue;
         }
         if let Some(chain) = graph.chain(i, &claimed) {
-            claimed.extend(chain.tail.iter().copied());
+            claimed.extend(chain.nodes());
             fusions.insert(i, chain);
         }
     }

@@ -382,8 +382,8 @@ pub(crate) fn run_node(
     run_node_with(session, node, opsets, env, &[], None).map(|(outs, _)| outs)
 }
 
-/// [`run_node`], asking a kernel to apply `epilogue` to its output; also says whether it did
-/// (the output is then the epilogue's last value).
+/// [`run_node`], asking a kernel to apply `epilogue` to its output; also says how many of its
+/// leading steps it applied (the output is then the value after the last of them).
 pub(crate) fn run_node_with(
     session: &Session,
     node: &NodeProto,
@@ -391,8 +391,8 @@ pub(crate) fn run_node_with(
     env: &Env,
     epilogue: &[ops::exec::EpilogueOp],
     state: Option<(&[bool], &ops::exec::NodeState)>,
-) -> Result<(Vec<Option<Value>>, bool), EngineError> {
-    let mut applied = false;
+) -> Result<(Vec<Option<Value>>, usize), EngineError> {
+    let mut applied = 0;
     let fail = |reason: String| EngineError::Node {
         node: node_name(node),
         op: node.op_type().to_string(),
@@ -552,7 +552,7 @@ fn epilogue_of<'e>(
         .steps
         .iter()
         .map(|s| {
-            Some(match s {
+            Some(match &s.op {
                 Step::Add(t) => EpilogueOp::Add(env.get(t)?.as_tensor()?),
                 Step::Mul(t) => EpilogueOp::Mul(env.get(t)?.as_tensor()?),
                 Step::Unary(a) => EpilogueOp::Unary(*a),
@@ -598,29 +598,34 @@ pub(crate) fn run_main(
         let ops = chain.and_then(|c| epilogue_of(c, &env)).unwrap_or_default();
         let started = session.profile.as_ref().map(|_| std::time::Instant::now());
         let (outs, applied) = run_node_with(session, node, &session.opsets, &env, &ops, state)?;
+        let folded_steps = match chain {
+            Some(c) if applied > 0 => &c.steps[..applied.min(c.steps.len())],
+            _ => &[][..],
+        };
         if let (Some(t), Some(p)) = (started, &session.profile) {
-            let fused = match chain {
-                Some(c) if applied => c.tail.clone(),
-                _ => Vec::new(),
-            };
             p.lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push(crate::StepTime {
                     node: i,
-                    fused,
+                    fused: folded_steps
+                        .iter()
+                        .flat_map(|s| s.nodes.iter().copied())
+                        .collect(),
                     seconds: t.elapsed().as_secs_f64(),
                 });
         }
-        match chain {
-            Some(c) if applied => {
+        match folded_steps.last() {
+            Some(last) => {
                 if let Some(Some(v)) = outs.into_iter().next() {
-                    env.values.insert(c.output.clone(), v);
+                    env.values.insert(last.output.clone(), v);
                 }
-                for &t in &c.tail {
-                    folded[t] = true;
+                for s in folded_steps {
+                    for &t in &s.nodes {
+                        folded[t] = true;
+                    }
                 }
             }
-            _ => {
+            None => {
                 for (name, v) in node.output.iter().zip(outs) {
                     if let Some(v) = v {
                         if capture.wants(name) {

@@ -262,7 +262,7 @@ impl Session {
     pub fn fused_nodes(&self) -> usize {
         self.plan
             .as_ref()
-            .map_or(0, |p| p.fusions.values().map(|c| c.tail.len()).sum())
+            .map_or(0, |p| p.fusions.values().map(|c| c.nodes().count()).sum())
     }
 
     /// The main graph's node indices in the order [`Session::run`] runs them.

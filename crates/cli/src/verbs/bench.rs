@@ -1,10 +1,12 @@
 //! `onnx-doctor bench MODEL [--input NAME=FILE]... [--input-dir DIR] [--random-inputs --dim NAME=N]
-//! [--runs N] [--warmup N] [--threads T] [--backend native|ort|tract] [--format json]`
+//! [--runs N] [--warmup N] [--threads T] [--backend native|ort|tract] [--profile] [--format json]`
 //!
 //! Times a model on one backend: the load (decode + session creation + shape specialisation),
 //! then `--warmup` untimed runs, then `--runs` timed runs on the same inputs. Reports min /
 //! median / p90 / p99 / max / mean latency, throughput, peak RSS (VmHWM) and load time. The
 //! peers (`ort`, `tract`) exist only in builds with the cargo feature of the same name.
+//! `--profile` (native backend) also times every step of the timed runs and reports the time
+//! per op type (a step with folded nodes counts as e.g. `Conv+Add+Relu`) and the slowest nodes.
 
 use crate::feed::{self, InputArgs};
 use crate::format::Format;
@@ -58,6 +60,9 @@ pub struct Args {
     /// Which engine runs the model.
     #[arg(long = "backend", value_enum, default_value_t)]
     pub backend: BackendArg,
+    /// Also report where the time goes: per op type and the slowest nodes (native backend).
+    #[arg(long = "profile")]
+    pub profile: bool,
     #[arg(long = "format", value_enum, default_value_t)]
     pub format: Format,
 }
@@ -229,7 +234,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
 
     let mut progress = Progress::new();
     let total = args.warmup + args.runs;
-    let mut run_once = |i: u64| -> Result<Duration> {
+    let run_once = |backend: &mut Box<dyn engine::backend::Backend>, i: u64| -> Result<Duration> {
         let t = Instant::now();
         let out = backend.run(&inputs);
         let elapsed = t.elapsed();
@@ -238,14 +243,23 @@ pub fn run(args: Args) -> Result<ExitCode> {
     };
     for i in 0..args.warmup {
         progress.update("warmup", i + 1, total);
-        run_once(i)?;
+        run_once(&mut backend, i)?;
+    }
+    if args.profile && !backend.enable_profile() {
+        bail!(
+            "--profile: the {} backend cannot time its steps (use --backend native)",
+            backend.name()
+        );
     }
     let mut samples = Vec::with_capacity(args.runs as usize);
     for i in 0..args.runs {
         progress.update("bench", args.warmup + i + 1, total);
-        samples.push(run_once(args.warmup + i)?.as_secs_f64() * 1e3);
+        samples.push(run_once(&mut backend, args.warmup + i)?.as_secs_f64() * 1e3);
     }
     progress.finish();
+    let profile = args
+        .profile
+        .then(|| Profile::of(&backend.take_profile(), args.runs));
     let stats = Stats::of(&samples);
     let rss = peak_rss_mib();
     let load_ms = load.as_secs_f64() * 1e3;
@@ -269,6 +283,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 "throughput_per_s": stats.throughput,
                 "peak_rss_mib": rss,
                 "inputs": inputs.iter().map(|(n, v)| input_json(n, v)).collect::<Vec<_>>(),
+                "profile": profile.as_ref().map(Profile::json),
             });
             println!("{}", serde_json::to_string_pretty(&doc)?);
         }
@@ -290,9 +305,83 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 Some(r) => println!("  peak RSS    {r:10.1} MiB"),
                 None => println!("  peak RSS    unknown (no /proc/self/status)"),
             }
+            if let Some(p) = &profile {
+                p.print();
+            }
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Step times of the timed runs, per run, grouped by op type and by node.
+struct Profile {
+    /// (ops, ms per run, steps per run), slowest first.
+    ops: Vec<(String, f64, f64)>,
+    /// (node, ops, ms per run), slowest first.
+    nodes: Vec<(String, String, f64)>,
+    total_ms: f64,
+}
+
+impl Profile {
+    fn of(steps: &[engine::backend::ProfiledStep], runs: u64) -> Profile {
+        let runs = runs.max(1) as f64;
+        let mut ops: Vec<(String, f64, f64)> = Vec::new();
+        let mut nodes: Vec<(String, String, f64)> = Vec::new();
+        for s in steps {
+            let ms = s.seconds * 1e3 / runs;
+            match ops.iter_mut().find(|o| o.0 == s.ops) {
+                Some(o) => {
+                    o.1 += ms;
+                    o.2 += 1.0 / runs;
+                }
+                None => ops.push((s.ops.clone(), ms, 1.0 / runs)),
+            }
+            match nodes.iter_mut().find(|n| n.0 == s.node) {
+                Some(n) => n.2 += ms,
+                None => nodes.push((s.node.clone(), s.ops.clone(), ms)),
+            }
+        }
+        ops.sort_by(|a, b| b.1.total_cmp(&a.1));
+        nodes.sort_by(|a, b| b.2.total_cmp(&a.2));
+        let total_ms = ops.iter().map(|o| o.1).sum();
+        Profile {
+            ops,
+            nodes,
+            total_ms,
+        }
+    }
+
+    fn print(&self) {
+        let share = |ms: f64| 100.0 * ms / self.total_ms.max(f64::MIN_POSITIVE);
+        println!(
+            "  time per op type (ms per run, share of the steps' {:.3} ms):",
+            self.total_ms
+        );
+        for (op, ms, n) in self.ops.iter().take(20) {
+            println!(
+                "    {op:<32} {ms:9.3} ms  {:5.1} %  {n:>4.0} steps",
+                share(*ms)
+            );
+        }
+        if self.ops.len() > 20 {
+            println!(
+                "    ... {} more op types (--format json lists all)",
+                self.ops.len() - 20
+            );
+        }
+        println!("  slowest nodes:");
+        for (node, op, ms) in self.nodes.iter().take(10) {
+            println!("    {ms:9.3} ms  {:5.1} %  {node} ({op})", share(*ms));
+        }
+    }
+
+    fn json(&self) -> serde_json::Value {
+        json!({
+            "total_ms": self.total_ms,
+            "ops": self.ops.iter().map(|(op, ms, n)| json!({"ops": op, "ms": ms, "steps": n})).collect::<Vec<_>>(),
+            "nodes": self.nodes.iter().map(|(node, op, ms)| json!({"node": node, "ops": op, "ms": ms})).collect::<Vec<_>>(),
+        })
+    }
 }
 
 fn input_json(name: &str, v: &Value) -> serde_json::Value {

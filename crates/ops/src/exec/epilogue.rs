@@ -10,7 +10,8 @@
 //! nodes give when run one by one: every step is the same float32 operation the node's own
 //! kernel performs ([`Activation`] calls the elementwise kernels' scalar functions; Add and
 //! Mul are commutative in IEEE arithmetic). A kernel that cannot apply an epilogue (another
-//! type, a broadcast it does not handle) leaves it alone and the engine runs the nodes.
+//! type, a broadcast it does not handle) applies only the steps before it and the engine runs
+//! the remaining nodes.
 //!
 //! [`RunCx::epilogue`]: super::RunCx::epilogue
 
@@ -155,51 +156,82 @@ fn bcast<'t>(t: &'t Tensor, y_shape: &[usize]) -> Option<Bcast<'t>> {
     })
 }
 
-fn combine(y: &mut [f32], b: &Bcast, f: impl Fn(f32, f32) -> f32 + Copy) {
+/// `y[j] = f(y[j], t at element start + j)` for the chunk `y` of the output starting at
+/// element `start`.
+fn combine(y: &mut [f32], start: usize, b: &Bcast, f: impl Fn(f32, f32) -> f32 + Copy) {
+    use crate::kernels::fast32::{map_inplace, zip_inplace};
     match b {
-        Bcast::Same(t) => y.iter_mut().zip(t.iter()).for_each(|(v, &w)| *v = f(*v, w)),
-        Bcast::Scalar(s) => y.iter_mut().for_each(|v| *v = f(*v, *s)),
+        Bcast::Same(t) => {
+            let len = y.len();
+            zip_inplace(y, &t[start..start + len], f)
+        }
+        Bcast::Scalar(s) => map_inplace(y, |v| f(v, *s)),
         Bcast::Axis { t, inner } => {
-            let (n, inner) = (t.len(), *inner);
+            let (n, inner) = (t.len(), (*inner).max(1));
+            let mut pos = start;
+            let end = start + y.len();
             if inner == 1 {
-                for row in y.chunks_exact_mut(n) {
-                    row.iter_mut()
-                        .zip(t.iter())
-                        .for_each(|(v, &w)| *v = f(*v, w));
+                // Rows of n, the first and last possibly partial.
+                while pos < end {
+                    let c0 = pos % n;
+                    let len = (n - c0).min(end - pos);
+                    zip_inplace(&mut y[pos - start..pos - start + len], &t[c0..c0 + len], f);
+                    pos += len;
                 }
             } else {
-                for (i, block) in y.chunks_exact_mut(inner).enumerate() {
-                    let w = t[i % n];
-                    block.iter_mut().for_each(|v| *v = f(*v, w));
+                // Runs of `inner` elements sharing one value.
+                while pos < end {
+                    let block = pos / inner;
+                    let run_end = ((block + 1) * inner).min(end);
+                    let w = t[block % n];
+                    map_inplace(&mut y[pos - start..run_end - start], |v| f(v, w));
+                    pos = run_end;
                 }
             }
         }
     }
 }
 
-/// Applies `ops` in order to `y` (of shape `y_shape`) and returns true, or returns false with
-/// `y` untouched when some step is not float32 or broadcasts in a way handled here only by the
-/// node itself.
-pub fn apply_f32(ops: &[EpilogueOp], y: &mut [f32], y_shape: &[usize]) -> bool {
+/// Elements processed together: every step runs over one chunk while it is in cache.
+const CHUNK: usize = 1 << 14;
+
+/// Applies the longest prefix of `ops` it can to `y` (of shape `y_shape`), in order, and
+/// returns its length: it stops before the first step that is not float32 or broadcasts in a
+/// way only the node itself handles (e.g. an operand larger than `y`). Chunks of `y` are
+/// spread over the engine's threads.
+pub fn apply_f32(ops: &[EpilogueOp], y: &mut [f32], y_shape: &[usize]) -> usize {
     let mut plans = Vec::with_capacity(ops.len());
     for op in ops {
         match op {
             EpilogueOp::Add(t) | EpilogueOp::Mul(t) => match bcast(t, y_shape) {
                 Some(b) => plans.push(Some(b)),
-                None => return false,
+                None => break,
             },
             EpilogueOp::Unary(_) => plans.push(None),
         }
     }
-    for (op, plan) in ops.iter().zip(&plans) {
-        match (op, plan) {
-            (EpilogueOp::Add(_), Some(b)) => combine(y, b, |v, w| v + w),
-            (EpilogueOp::Mul(_), Some(b)) => combine(y, b, |v, w| v * w),
-            (EpilogueOp::Unary(a), _) => a.apply(y),
-            _ => unreachable!("every Add/Mul has a broadcast plan"),
-        }
+    let ops = &ops[..plans.len()];
+    if ops.is_empty() {
+        return 0;
     }
-    true
+    let chunk = |(k, c): (usize, &mut [f32])| {
+        let start = k * CHUNK;
+        for (op, plan) in ops.iter().zip(&plans) {
+            match (op, plan) {
+                (EpilogueOp::Add(_), Some(b)) => combine(c, start, b, |v, w| v + w),
+                (EpilogueOp::Mul(_), Some(b)) => combine(c, start, b, |v, w| v * w),
+                (EpilogueOp::Unary(a), _) => a.apply(c),
+                _ => unreachable!("every Add/Mul has a broadcast plan"),
+            }
+        }
+    };
+    if crate::kernels::gemm::threads() > 1 && y.len() > 2 * CHUNK {
+        use rayon::prelude::*;
+        y.par_chunks_mut(CHUNK).enumerate().for_each(chunk);
+    } else {
+        y.chunks_mut(CHUNK).enumerate().for_each(chunk);
+    }
+    ops.len()
 }
 
 #[cfg(test)]
@@ -234,7 +266,51 @@ mod tests {
         // Not float32: the node runs instead.
         let i = Tensor::from_vec(vec![4], vec![1i64; 4]).unwrap();
         let mut v = vec![0f32; 24];
-        assert!(!apply_f32(&[EpilogueOp::Add(&i)], &mut v, &y));
+        assert_eq!(apply_f32(&[EpilogueOp::Add(&i)], &mut v, &y), 0);
+        // A prefix is applied: the step after the last one that can be is left to its node.
+        let big = Tensor::from_vec(vec![4, 2, 3, 4], vec![1f32; 96]).unwrap();
+        let one = Tensor::from_vec(vec![1], vec![1f32]).unwrap();
+        assert_eq!(
+            apply_f32(
+                &[
+                    EpilogueOp::Add(&one),
+                    EpilogueOp::Mul(&big),
+                    EpilogueOp::Add(&one)
+                ],
+                &mut v,
+                &y
+            ),
+            1
+        );
+        assert!(v.iter().all(|&x| x == 1.0));
+    }
+
+    #[test]
+    fn chunks_see_the_right_broadcast_values() {
+        // Longer than a chunk, with periods that do not divide it.
+        let (a, b) = (7usize, 2 * CHUNK / 7 + 5);
+        let shape = [a, b];
+        let n = a * b;
+        let per_row = Tensor::from_vec(vec![b], (0..b).map(|i| i as f32).collect()).unwrap();
+        let per_col =
+            Tensor::from_vec(vec![a, 1], (0..a).map(|i| 1000.0 * i as f32).collect()).unwrap();
+        let same = Tensor::from_vec(vec![a, b], vec![0.5f32; n]).unwrap();
+        let mut y = vec![0f32; n];
+        let ops = [
+            EpilogueOp::Add(&per_row),
+            EpilogueOp::Add(&per_col),
+            EpilogueOp::Add(&same),
+        ];
+        assert_eq!(apply_f32(&ops, &mut y, &shape), 3);
+        for i in 0..a {
+            for j in 0..b {
+                assert_eq!(
+                    y[i * b + j],
+                    j as f32 + 1000.0 * i as f32 + 0.5,
+                    "({i}, {j})"
+                );
+            }
+        }
     }
 
     #[test]
@@ -253,7 +329,7 @@ mod tests {
             EpilogueOp::Unary(relu),
             EpilogueOp::Mul(&scale),
         ];
-        assert!(apply_f32(&ops, &mut y, &[2, 2]));
+        assert_eq!(apply_f32(&ops, &mut y, &[2, 2]), 3);
         assert_eq!(y, vec![6.0, 0.0, 12.0, 0.0]);
     }
 }

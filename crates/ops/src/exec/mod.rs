@@ -167,7 +167,7 @@ pub struct RunCx<'a> {
     subgraphs: &'a dyn Subgraphs,
     /// Elementwise steps the engine asks the kernel to apply to its (only) output.
     epilogue: Option<&'a [EpilogueOp<'a>]>,
-    epilogue_applied: std::cell::Cell<bool>,
+    epilogue_applied: std::cell::Cell<usize>,
     /// Which inputs hold the same value on every run, and where the kernel may keep what it
     /// derives from them (see [`RunCx::prepared`]).
     constant: &'a [bool],
@@ -203,7 +203,7 @@ impl<'a> RunCx<'a> {
             inputs,
             subgraphs,
             epilogue: None,
-            epilogue_applied: std::cell::Cell::new(false),
+            epilogue_applied: std::cell::Cell::new(0),
             constant: &[],
             state: None,
         }
@@ -247,18 +247,19 @@ impl<'a> RunCx<'a> {
         self
     }
 
-    /// Whether the kernel applied the epilogue it was given: its output is then the last
-    /// step's value, not its own.
-    pub fn epilogue_applied(&self) -> bool {
+    /// How many leading steps of the epilogue the kernel applied: its output is then the
+    /// value after the last of them, not its own.
+    pub fn epilogue_applied(&self) -> usize {
         self.epilogue_applied.get()
     }
 
-    /// Applies the epilogue, if there is one and it can be, to a float32 output about to be
-    /// returned (`y` of shape `shape`); kernels with a float32 fast path call this last.
+    /// Applies as much of the epilogue as it can, if there is one, to a float32 output about
+    /// to be returned (`y` of shape `shape`); kernels with a float32 fast path call this last.
     pub fn finish_f32(&self, y: &mut [f32], shape: &[usize]) {
         if let Some(ops) = self.epilogue {
-            if !self.epilogue_applied.get() && epilogue::apply_f32(ops, y, shape) {
-                self.epilogue_applied.set(true);
+            if self.epilogue_applied.get() == 0 {
+                self.epilogue_applied
+                    .set(epilogue::apply_f32(ops, y, shape));
             }
         }
     }

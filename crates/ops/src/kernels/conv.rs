@@ -838,9 +838,7 @@ mod fast {
                 acc.resize(l, 0.0);
                 fast32::taps32(acc, &phases.data, &offs, &wv[ch * ksz..(ch + 1) * ksz]);
                 let b = bias.as_ref().map_or(0.0, |b| b[ch]);
-                for (orow, arow) in out.chunks_exact_mut(g.ow).zip(acc.chunks_exact(phases.wq)) {
-                    fast32::add_scalar(orow, &arow[..g.ow], b);
-                }
+                fast32::add_rows(out, acc, g.ow, phases.wq, b);
             };
             let init = || (Phases::new(g, oh, 0.0), Vec::new());
             if threads > 1 && total >= 1 << 14 {

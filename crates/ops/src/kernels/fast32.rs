@@ -329,10 +329,13 @@ multiversion! {
 }
 
 multiversion! {
-    /// `dst[i] = x[i] + b`.
-    fn add_scalar(dst: &mut [f32], x: &[f32], b: f32) {
-        for (d, &v) in dst.iter_mut().zip(x) {
-            *d = v + b;
+    /// `out[r][..ow] = acc[r][..ow] + b` for every row `r` of `out` (rows `ow` wide) and of
+    /// `acc` (rows `wq` wide).
+    fn add_rows(out: &mut [f32], acc: &[f32], ow: usize, wq: usize, b: f32) {
+        for (orow, arow) in out.chunks_exact_mut(ow).zip(acc.chunks_exact(wq)) {
+            for (o, &a) in orow.iter_mut().zip(&arow[..ow]) {
+                *o = a + b;
+            }
         }
     }
 }
@@ -342,6 +345,15 @@ multiversion! {
     fn fill(dst: &mut [f32], v: f32) {
         for d in dst.iter_mut() {
             *d = v;
+        }
+    }
+}
+
+multiversion! {
+    /// `y[i] = f(y[i], t[i])`.
+    fn zip_inplace<F: Fn(f32, f32) -> f32>(y: &mut [f32], t: &[f32], f: F) {
+        for (v, &w) in y.iter_mut().zip(t) {
+            *v = f(*v, w);
         }
     }
 }

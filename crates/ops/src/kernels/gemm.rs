@@ -149,19 +149,143 @@ pub(crate) fn gemm_ldc<T: Dense>(
         return;
     }
     let t = threads();
+    if t > 1 && m.saturating_mul(n).saturating_mul(k) >= PAR_MIN_WORK {
+        // Split the output into one block of rows (or columns) per thread, each a product of
+        // its own on one thread: the gemm crate's own splitting scales poorly on the tall and
+        // wide shapes of networks.
+        use rayon::prelude::*;
+        if m >= 16 * t {
+            let rows = m.div_ceil(t).next_multiple_of(8);
+            c.par_chunks_mut(rows * ldc)
+                .enumerate()
+                .for_each(|(part, cp)| {
+                    let i0 = part * rows;
+                    let mr = rows.min(m - i0);
+                    let ap = Operand {
+                        data: &a.data[i0 * a.rs..],
+                        ..a
+                    };
+                    gemm_one_thread(mr, k, n, ap, b, cp, ldc, accumulate, scale);
+                });
+            return;
+        }
+        if n >= 64 * t {
+            let cols = n.div_ceil(t).next_multiple_of(16);
+            let parts: Vec<usize> = (0..n).step_by(cols).collect();
+            // Column blocks of C interleave in memory: hand each thread a raw view.
+            let cptr = SyncPtr(c.as_mut_ptr());
+            let clen = c.len();
+            parts.into_par_iter().for_each(|j0| {
+                let nc = cols.min(n - j0);
+                let bp = Operand {
+                    data: &b.data[j0 * b.cs..],
+                    ..b
+                };
+                assert!(bp.fits(k, nc) && (m - 1) * ldc + j0 + nc <= clen);
+                // SAFETY: each thread writes only columns j0..j0+nc of the m rows, disjoint
+                // from every other thread's, all inside `c` (asserted); no reference to the
+                // shared output is made, only this raw view.
+                unsafe {
+                    gemm_ptr(
+                        m,
+                        k,
+                        nc,
+                        a,
+                        bp,
+                        cptr.get().add(j0),
+                        ldc,
+                        accumulate,
+                        scale,
+                        Parallelism::None,
+                    )
+                };
+            });
+            return;
+        }
+    }
     let par = if t > 1 && m.saturating_mul(n).saturating_mul(k) >= PAR_MIN_WORK {
         Parallelism::Rayon(t)
     } else {
         Parallelism::None
     };
+    gemm_raw(m, k, n, a, b, c, ldc, accumulate, scale, par);
+}
+
+/// A raw pointer shared by threads that write disjoint parts of its buffer.
+#[derive(Clone, Copy)]
+struct SyncPtr<T>(*mut T);
+// SAFETY: only used to hand threads disjoint column blocks of one output (see `gemm_ldc`).
+unsafe impl<T> Send for SyncPtr<T> {}
+unsafe impl<T> Sync for SyncPtr<T> {}
+impl<T> SyncPtr<T> {
+    fn get(self) -> *mut T {
+        self.0
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn gemm_one_thread<T: Dense>(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: Operand<T>,
+    b: Operand<T>,
+    c: &mut [T],
+    ldc: usize,
+    accumulate: bool,
+    scale: T,
+) {
+    gemm_raw(m, k, n, a, b, c, ldc, accumulate, scale, Parallelism::None)
+}
+
+/// The gemm crate's product; the caller has checked the views (as [`gemm_ldc`] does).
+#[allow(clippy::too_many_arguments)]
+fn gemm_raw<T: Dense>(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: Operand<T>,
+    b: Operand<T>,
+    c: &mut [T],
+    ldc: usize,
+    accumulate: bool,
+    scale: T,
+    par: Parallelism,
+) {
+    assert!(
+        a.fits(m, k) && b.fits(k, n) && (m == 0 || n == 0 || c.len() >= (m - 1) * ldc + n),
+        "gemm operands too short for {m}x{k}x{n} (ldc {ldc})"
+    );
     // SAFETY: the views were checked to lie inside their slices above, `c` is exclusively
-    // borrowed and does not alias `a` or `b`, and the strides are non-negative.
+    // borrowed and does not alias `a` or `b`.
+    unsafe { gemm_ptr(m, k, n, a, b, c.as_mut_ptr(), ldc, accumulate, scale, par) }
+}
+
+/// The gemm crate's product into the row-major view at `c` (rows `ldc` apart).
+///
+/// # Safety
+/// `a` and `b` must fit their `m×k` and `k×n` views, every element of the `m×n` view at `c`
+/// must be valid for writes (and reads when `accumulate`), and no other thread may touch it.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_ptr<T: Dense>(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: Operand<T>,
+    b: Operand<T>,
+    c: *mut T,
+    ldc: usize,
+    accumulate: bool,
+    scale: T,
+    par: Parallelism,
+) {
+    // SAFETY: as the caller promises; the strides are non-negative.
     unsafe {
         gemm::gemm(
             m,
             n,
             k,
-            c.as_mut_ptr(),
+            c,
             1,
             ldc as isize,
             accumulate,
