@@ -245,9 +245,8 @@ def tract_side(model_dir: Path, runs: int, warmup: int) -> dict:
     feed = list(inputs_of(model_dir).values())
     try:
         t0 = time.perf_counter()
-        model = (
-            tract.onnx().model_for_path(str(model_dir / "model.onnx")).into_optimized().into_runnable()
-        )
+        # tract 0.23's wheel: load → typed model → runnable (optimised on the way).
+        model = tract.onnx().load(str(model_dir / "model.onnx")).into_model().into_runnable()
         load_ms = (time.perf_counter() - t0) * 1e3
         for _ in range(warmup):
             model.run(feed)
