@@ -148,6 +148,15 @@ pub(crate) fn gemm_ldc<T: Dense>(
         vector_matrix(k, n, a, b, &mut c[..n], accumulate, scale);
         return;
     }
+    if n == 1 && a.cs == 1 && b.rs == 1 && m * k < 1 << 22 {
+        // Matrix-vector (a 1×1 convolution of a pooled vector): one dot product per row.
+        let x = &b.data[..k];
+        for (i, cv) in c.iter_mut().step_by(ldc).take(m).enumerate() {
+            let d = T::dot(&a.data[i * a.rs..i * a.rs + k], x) * scale;
+            *cv = if accumulate { *cv + d } else { d };
+        }
+        return;
+    }
     let t = threads();
     if t > 1 && m.saturating_mul(n).saturating_mul(k) >= PAR_MIN_WORK {
         // Split the output into one block of rows (or columns) per thread, each a product of
@@ -415,6 +424,18 @@ mod tests {
                 1.0,
             );
             assert_eq!(c, naive(m, k, n, &a, &b), "{m}x{k}x{n}");
+        }
+    }
+
+    #[test]
+    fn matrix_vector_products() {
+        for &(m, k) in &[(1usize, 1usize), (7, 33), (144, 576)] {
+            let a: Vec<f32> = (0..m * k).map(|i| (i % 13) as f32 - 6.0).collect();
+            let b: Vec<f32> = (0..k).map(|i| (i % 7) as f32 * 0.5).collect();
+            let mut c = vec![1f32; m];
+            gemm(m, k, 1, Operand::rows(&a, k), Operand::rows(&b, 1), &mut c, true, 1.0);
+            let want: Vec<f32> = naive(m, k, 1, &a, &b).iter().map(|v| v + 1.0).collect();
+            assert_eq!(c, want, "{m}x{k}");
         }
     }
 
