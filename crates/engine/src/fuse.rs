@@ -4,7 +4,7 @@
 //! A chain grows from a head's output while the current value feeds exactly one node (and is
 //! not a graph output) and that node is a supported activation, or an Add/Mul whose other
 //! operand already exists when the head runs; or while it feeds exactly the five nodes of
-//! PyTorch's erf GELU. The plan is made once per session; whether a chain is applied is
+//! PyTorch's erf GELU or the two of its SiLU (Sigmoid, Mul). The plan is made once per session; whether a chain is applied is
 //! decided per run (never when intermediates are captured or node runs traced, and only when
 //! the head's kernel can apply it; otherwise the chain's nodes run one by one as usual).
 
@@ -154,6 +154,34 @@ impl<'g> Graph<'g> {
         ))
     }
 
+    /// PyTorch's SiLU on `v`: Sigmoid(v) → Mul(v, ·).
+    fn silu(&self, v: &str) -> Option<(Vec<usize>, Activation, String)> {
+        if self.outputs.contains(v) {
+            return None;
+        }
+        let [c0, c1] = self.consumers.get(v)?.as_slice() else {
+            return None;
+        };
+        let (sig_i, mul_i) = if self.nodes[*c0].op_type() == "Sigmoid" {
+            (*c0, *c1)
+        } else {
+            (*c1, *c0)
+        };
+        let sig = self.node(sig_i, "Sigmoid")?;
+        if sig.input.as_slice() != [v] || self.single_consumer(&sig.output[0])? != mul_i {
+            return None;
+        }
+        let mul = self.node(mul_i, "Mul")?;
+        if self.other_operand(mul, v)? != sig.output[0] {
+            return None;
+        }
+        Some((
+            vec![sig_i, mul_i],
+            Activation::silu(),
+            mul.output[0].clone(),
+        ))
+    }
+
     fn chain(&self, head: usize, claimed: &HashSet<usize>) -> Option<Chain> {
         let h = &self.nodes[head];
         if !default_domain(h) || !HEADS.contains(&h.op_type()) || h.output.len() != 1 {
@@ -163,7 +191,7 @@ impl<'g> Graph<'g> {
         let mut v = h.output[0].clone();
         let mut steps = Vec::new();
         loop {
-            if let Some((nodes, act, out)) = self.gelu(&v) {
+            if let Some((nodes, act, out)) = self.gelu(&v).or_else(|| self.silu(&v)) {
                 if nodes.iter().any(|n| claimed.contains(n)) {
                     break;
                 }

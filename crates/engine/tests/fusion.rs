@@ -96,3 +96,106 @@ fn fused_runs_match_unfused_runs_bit_for_bit() {
     assert!(count("mobilenet_v3_small_ts") >= 20, "{folded:?}");
     assert!(count("tiny_vit_ts") >= 6, "{folded:?}");
 }
+
+/// `y = op(x)`-style nodes over float values of `shape`, as a model with the given
+/// initializers (opset 17).
+fn model(
+    nodes: Vec<onnx_proto::NodeProto>,
+    inputs: &[(&str, &[i64])],
+    output: &str,
+    inits: Vec<onnx_proto::TensorProto>,
+) -> Model {
+    use onnx_proto::{
+        tensor_shape_proto::{dimension, Dimension},
+        type_proto, GraphProto, ModelProto, OperatorSetIdProto, TensorShapeProto, TypeProto,
+        ValueInfoProto,
+    };
+    let vi = |name: &str, dims: &[i64]| ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(DataType::Float.onnx_code()),
+                shape: Some(TensorShapeProto {
+                    dim: dims
+                        .iter()
+                        .map(|&d| Dimension {
+                            value: Some(dimension::Value::DimValue(d)),
+                            ..Default::default()
+                        })
+                        .collect(),
+                }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    Model::from_proto(ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(17),
+        }],
+        graph: Some(GraphProto {
+            name: Some("g".into()),
+            node: nodes,
+            input: inputs.iter().map(|(n, d)| vi(n, d)).collect(),
+            output: vec![onnx_proto::ValueInfoProto {
+                name: Some(output.into()),
+                ..Default::default()
+            }],
+            initializer: inits,
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+}
+
+fn node(op: &str, inputs: &[&str], output: &str) -> onnx_proto::NodeProto {
+    onnx_proto::NodeProto {
+        op_type: Some(op.into()),
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: vec![output.into()],
+        ..Default::default()
+    }
+}
+
+#[test]
+fn silu_and_a_partial_chain_fold_bit_for_bit() {
+    let w = Tensor::from_vec(
+        vec![8, 6],
+        (0..48)
+            .map(|i| (i as f32 - 20.0) * 0.05)
+            .collect::<Vec<f32>>(),
+    )
+    .unwrap()
+    .to_proto("w");
+    // MatMul → SiLU (Sigmoid + Mul reading the MatMul) → Add of an input of a larger rank,
+    // which only the Add node can broadcast: the kernel folds the prefix, the Add runs.
+    let m = model(
+        vec![
+            node("MatMul", &["x", "w"], "mm"),
+            node("Sigmoid", &["mm"], "s"),
+            node("Mul", &["mm", "s"], "silu"),
+            node("Add", &["silu", "big"], "y"),
+        ],
+        &[("x", &[4, 8]), ("big", &[3, 4, 6])],
+        "y",
+        vec![w],
+    );
+    let mut session = Session::new(m).unwrap();
+    assert_eq!(session.fused_nodes(), 3, "Sigmoid, Mul and Add are planned");
+    session.enable_profile();
+    let mut seed = 7u64;
+    let x = seeded_input(&session.inputs()[0].ty.0, &mut seed);
+    let big = seeded_input(&session.inputs()[1].ty.0, &mut seed);
+    let inputs = vec![("x".to_string(), x), ("big".to_string(), big)];
+    let fused = session.run(inputs.clone(), &Capture::None).unwrap();
+    let steps = session.take_profile();
+    let plain = session.run(inputs, &Capture::All).unwrap();
+    assert_eq!(fused.outputs[0].1.as_tensor().unwrap().shape(), [3, 4, 6]);
+    assert!(bits(&fused.outputs[0].1) == bits(&plain.outputs[0].1));
+    // The fused run's MatMul step took in the Sigmoid and Mul (nodes 1, 2); the Add ran.
+    assert_eq!(steps.len(), 2, "{steps:?}");
+    assert_eq!((steps[0].node, steps[0].fused.clone()), (0, vec![1, 2]));
+    assert_eq!((steps[1].node, steps[1].fused.len()), (3, 0));
+}

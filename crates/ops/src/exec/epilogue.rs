@@ -1,7 +1,7 @@
 //! Epilogues: elementwise nodes the engine folds into the node that produces their input.
 //!
 //! When a Conv, MatMul or Gemm output feeds only a chain of elementwise nodes (a bias or
-//! residual Add, a per-channel Mul, an activation, the erf form of GELU), the engine hands
+//! residual Add, a per-channel Mul, an activation, the erf form of GELU, SiLU), the engine hands
 //! that chain to the producing kernel as an [`EpilogueOp`] list ([`RunCx::epilogue`]); a
 //! float32 kernel applies it to its output while the output is still in cache, instead of one
 //! more node (and one more full-size tensor) per step.
@@ -42,10 +42,21 @@ enum Kind {
     Relu,
     Sigmoid,
     Tanh,
-    HardSigmoid { alpha: f32, beta: f32 },
+    HardSigmoid {
+        alpha: f32,
+        beta: f32,
+    },
     HardSwish,
-    LeakyRelu { alpha: f32 },
-    GeluErf { d: f32, one: f32, half: f32 },
+    LeakyRelu {
+        alpha: f32,
+    },
+    GeluErf {
+        d: f32,
+        one: f32,
+        half: f32,
+    },
+    /// `x * Sigmoid(x)` (PyTorch's SiLU: a Sigmoid and a Mul reading the same value).
+    Silu,
 }
 
 impl Activation {
@@ -78,6 +89,11 @@ impl Activation {
         Some(Activation { kind })
     }
 
+    /// SiLU as PyTorch's exporters spell it: `Mul(x, Sigmoid(x))`.
+    pub fn silu() -> Activation {
+        Activation { kind: Kind::Silu }
+    }
+
     /// GELU as PyTorch's exporters spell it: `x * (erf(x / d) + one) * half`, each step
     /// rounded to float32 as the Div, Erf, Add and two Mul nodes would.
     pub fn gelu_erf(d: f32, one: f32, half: f32) -> Activation {
@@ -91,7 +107,8 @@ impl Activation {
         use crate::kernels::fast32::map_inplace;
         match self.kind {
             Kind::Relu => map_inplace(y, |v| u(U::Relu, v, 0.0, 0.0)),
-            Kind::Sigmoid => map_inplace(y, |v| u(U::Sigmoid, v, 0.0, 0.0)),
+            Kind::Sigmoid => map_inplace(y, crate::kernels::fast32::sigmoid),
+            Kind::Silu => map_inplace(y, |v| v * crate::kernels::fast32::sigmoid(v)),
             Kind::Tanh => map_inplace(y, |v| u(U::Tanh, v, 0.0, 0.0)),
             Kind::HardSigmoid { alpha, beta } => {
                 map_inplace(y, |v| u(U::HardSigmoid, v, alpha, beta))

@@ -982,10 +982,11 @@ fn unary_op(cx: &RunCx, op: U) -> KResult<Vec<Value>> {
 
 /// float32 unary ops with the op fixed per loop (so each loop is specialised and can
 /// vectorise); the same arithmetic as [`ufloat`], except erf (and exact Gelu), computed in
-/// float32 by [`fast32::erf`].
+/// float32 by [`fast32::erf`], and Sigmoid, by [`fast32::sigmoid`].
 fn unary_f32(x: &Tensor, op: U, a: f32, b: f32) -> KResult<Tensor> {
     match op {
         U::Erf => return fast32::unary(x, fast32::erf),
+        U::Sigmoid => return fast32::unary(x, fast32::sigmoid),
         U::GeluErf => {
             return fast32::unary(x, |v| {
                 0.5 * v * (1.0 + fast32::erf(v * std::f32::consts::FRAC_1_SQRT_2))

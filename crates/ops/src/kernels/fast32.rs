@@ -350,6 +350,27 @@ multiversion! {
 }
 
 multiversion! {
+    /// `Σ a[i] * b[i]` in double precision over the shorter length, in 16 partial sums (then
+    /// added in order).
+    fn dot64(a: &[f64], b: &[f64]) -> f64 {
+        let n = a.len().min(b.len());
+        let (a, b) = (&a[..n], &b[..n]);
+        let mut acc = [0f64; 16];
+        let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
+        let mut tail = 0f64;
+        for (&x, &y) in ca.remainder().iter().zip(cb.remainder()) {
+            tail += x * y;
+        }
+        for (x, y) in ca.zip(cb) {
+            for l in 0..16 {
+                acc[l] += x[l] * y[l];
+            }
+        }
+        acc.iter().sum::<f64>() + tail
+    }
+}
+
+multiversion! {
     /// `y[i] = f(y[i], t[i])`.
     fn zip_inplace<F: Fn(f32, f32) -> f32>(y: &mut [f32], t: &[f32], f: F) {
         for (v, &w) in y.iter_mut().zip(t) {
@@ -408,6 +429,20 @@ pub(crate) fn unary(x: &Tensor, f: impl Fn(f32) -> f32 + Sync) -> KResult<Tensor
         map_into(dst, &xv[start..start + dst.len()], f)
     });
     Ok(Tensor::from_vec(x.shape().to_vec(), out)?)
+}
+
+/// The logistic function in float32 (the Sigmoid kernel's float32 path): `1 / (1 + e^-x)`
+/// for x ≥ 0 and `e^x / (1 + e^x)` below, both from `e = e^-|x|` by [`exp`], branch-free so
+/// loops over it vectorise.
+#[inline(always)]
+pub(crate) fn sigmoid(x: f32) -> f32 {
+    let e = exp(-x.abs());
+    let r = 1.0 / (1.0 + e);
+    if x >= 0.0 {
+        r
+    } else {
+        e * r
+    }
 }
 
 /// e^x in float32 arithmetic (Cephes `expf`: range reduction by ln 2, degree-6 polynomial),

@@ -47,20 +47,7 @@ impl Dense for f64 {
         }
     }
     fn dot(a: &[f64], b: &[f64]) -> f64 {
-        let mut acc = [0f64; 8];
-        let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-        let tail: f64 = ca
-            .remainder()
-            .iter()
-            .zip(cb.remainder())
-            .map(|(x, y)| x * y)
-            .sum();
-        for (x, y) in ca.zip(cb) {
-            for l in 0..8 {
-                acc[l] += x[l] * y[l];
-            }
-        }
-        acc.iter().sum::<f64>() + tail
+        crate::kernels::fast32::dot64(a, b)
     }
 }
 
@@ -433,7 +420,16 @@ mod tests {
             let a: Vec<f32> = (0..m * k).map(|i| (i % 13) as f32 - 6.0).collect();
             let b: Vec<f32> = (0..k).map(|i| (i % 7) as f32 * 0.5).collect();
             let mut c = vec![1f32; m];
-            gemm(m, k, 1, Operand::rows(&a, k), Operand::rows(&b, 1), &mut c, true, 1.0);
+            gemm(
+                m,
+                k,
+                1,
+                Operand::rows(&a, k),
+                Operand::rows(&b, 1),
+                &mut c,
+                true,
+                1.0,
+            );
             let want: Vec<f32> = naive(m, k, 1, &a, &b).iter().map(|v| v + 1.0).collect();
             assert_eq!(c, want, "{m}x{k}");
         }

@@ -148,10 +148,10 @@ fn activations(cx: &RunCx, cell: Cell, dirs: usize) -> KResult<Vec<Act>> {
 
 /// y[r] = sum_k m[r*cols + k] * v[k] (+= into y).
 fn matvec_add(y: &mut [f64], m: &[f64], v: &[f64]) {
+    use crate::kernels::gemm::Dense;
     let cols = v.len();
     for (r, yr) in y.iter_mut().enumerate() {
-        let row = &m[r * cols..(r + 1) * cols];
-        *yr += row.iter().zip(v).map(|(a, b)| a * b).sum::<f64>();
+        *yr += f64::dot(&m[r * cols..(r + 1) * cols], v);
     }
 }
 
@@ -291,9 +291,25 @@ fn recurrent(cx: &RunCx, cell: Cell) -> KResult<Vec<Value>> {
     };
     let mut gx = vec![0f64; g * h];
     let mut gh = vec![0f64; g * h];
+    // The input projections of every step at once: XW[t*B + b] = W_d · x[t, b].
+    let mut xw = vec![0f64; t_len * batch * g * h];
     for d in 0..dirs {
         let reverse = direction == "reverse" || d == 1;
         let wd = &wv[d * g * h * isz..(d + 1) * g * h * isz];
+        crate::kernels::gemm::gemm(
+            t_len * batch,
+            isz,
+            g * h,
+            crate::kernels::gemm::Operand::rows(&xv[..t_len * batch * isz], isz),
+            crate::kernels::gemm::Operand {
+                data: wd,
+                rs: 1,
+                cs: isz,
+            },
+            &mut xw,
+            false,
+            1.0,
+        );
         let rd = &rv[d * g * h * h..(d + 1) * g * h * h];
         let zero_b = vec![0f64; 2 * g * h];
         let bd = bv
@@ -312,9 +328,10 @@ fn recurrent(cx: &RunCx, cell: Cell) -> KResult<Vec<Value>> {
             let len = seq_lens[b];
             for step in 0..len {
                 let t = if reverse { len - 1 - step } else { step };
-                let xt = &xv[(t * batch + b) * isz..(t * batch + b + 1) * isz];
-                gx.copy_from_slice(wb);
-                matvec_add(&mut gx, wd, xt);
+                let xt = &xw[(t * batch + b) * g * h..(t * batch + b + 1) * g * h];
+                for ((o, &p), &bias) in gx.iter_mut().zip(xt).zip(wb) {
+                    *o = bias + p;
+                }
                 gh.copy_from_slice(rb);
                 matvec_add(&mut gh, rd, &hs);
                 match cell {
