@@ -217,6 +217,21 @@ const CHUNK: usize = 1 << 14;
 /// way only the node itself handles (e.g. an operand larger than `y`). Chunks of `y` are
 /// spread over the engine's threads.
 pub fn apply_f32(ops: &[EpilogueOp], y: &mut [f32], y_shape: &[usize]) -> usize {
+    apply_f32_biased(None, ops, y, y_shape)
+}
+
+/// [`apply_f32`] after adding `bias` along axis 1 of `y` (one value per channel of an
+/// N×C×… output), in the same pass; the bias is added even when no step can be.
+pub fn apply_f32_biased(
+    bias: Option<&[f32]>,
+    ops: &[EpilogueOp],
+    y: &mut [f32],
+    y_shape: &[usize],
+) -> usize {
+    let bias = bias.map(|b| Bcast::Axis {
+        t: Cow::Borrowed(b),
+        inner: y_shape.get(2..).map_or(1, |s| s.iter().product()),
+    });
     let mut plans = Vec::with_capacity(ops.len());
     for op in ops {
         match op {
@@ -228,11 +243,14 @@ pub fn apply_f32(ops: &[EpilogueOp], y: &mut [f32], y_shape: &[usize]) -> usize 
         }
     }
     let ops = &ops[..plans.len()];
-    if ops.is_empty() {
+    if ops.is_empty() && bias.is_none() {
         return 0;
     }
     let chunk = |(k, c): (usize, &mut [f32])| {
         let start = k * CHUNK;
+        if let Some(b) = &bias {
+            combine(c, start, b, |v, w| v + w);
+        }
         for (op, plan) in ops.iter().zip(&plans) {
             match (op, plan) {
                 (EpilogueOp::Add(_), Some(b)) => combine(c, start, b, |v, w| v + w),

@@ -253,6 +253,20 @@ impl<'a> RunCx<'a> {
         self.epilogue_applied.get()
     }
 
+    /// [`RunCx::finish_f32`] for an output (N×C×…) that still lacks its per-channel `bias`
+    /// (axis 1), which is added first, in the same pass: the same values as adding it on
+    /// its own and then applying the epilogue.
+    pub fn finish_f32_biased(&self, y: &mut [f32], shape: &[usize], bias: Option<&[f32]>) {
+        let ops = match self.epilogue {
+            Some(ops) if self.epilogue_applied.get() == 0 => ops,
+            _ => &[],
+        };
+        let done = epilogue::apply_f32_biased(bias, ops, y, shape);
+        if done > 0 {
+            self.epilogue_applied.set(done);
+        }
+    }
+
     /// Applies as much of the epilogue as it can, if there is one, to a float32 output about
     /// to be returned (`y` of shape `shape`); kernels with a float32 fast path call this last.
     pub fn finish_f32(&self, y: &mut [f32], shape: &[usize]) {

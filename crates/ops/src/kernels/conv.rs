@@ -698,15 +698,28 @@ mod fast {
                     if lo >= hi {
                         continue;
                     }
-                    for (y, prow) in plane.chunks_exact_mut(wq).take(hq).enumerate() {
-                        let iy = (y * g.sh + a) as i64 - g.ph;
-                        if iy < 0 || iy >= g.h as i64 {
-                            continue;
-                        }
-                        let src = &x[iy as usize * g.w..(iy as usize + 1) * g.w];
-                        let start = ((lo * g.sw + b) as i64 - g.pw) as usize;
-                        strided_copy(&mut prow[lo..hi], &src[start..], g.sw);
+                    // Phase rows y whose input row iy = y*sh + a - ph lies in 0..h.
+                    let (y0, y1) = valid_range(hq, g.sh, a as i64 - g.ph, g.h);
+                    if y0 >= y1 {
+                        continue;
                     }
+                    let iy0 = ((y0 * g.sh + a) as i64 - g.ph) as usize;
+                    let start = ((lo * g.sw + b) as i64 - g.pw) as usize;
+                    let rows = y1 - y0;
+                    let n = hi - lo;
+                    // Bounds of every row read and written (the copy itself is unchecked
+                    // indexing in a vectorised loop, checked here once).
+                    assert!((y1 - 1) * wq + hi <= plane.len());
+                    assert!((iy0 + (rows - 1) * g.sh) * g.w + start + (n - 1) * g.sw < x.len());
+                    fast32::copy_rows(
+                        &mut plane[y0 * wq + lo..],
+                        wq,
+                        &x[iy0 * g.w + start..],
+                        g.sh * g.w,
+                        rows,
+                        n,
+                        g.sw,
+                    );
                 }
             }
         }
@@ -854,12 +867,6 @@ mod fast {
             cx.finish_f32(&mut y, &shape);
             return Ok(Tensor::from_vec(shape, y)?);
         }
-        // The products accumulate onto each output plane's bias.
-        if let Some(b) = &bias {
-            for (i, plane) in y.chunks_exact_mut(osz).enumerate() {
-                fast32::fill(plane, b[i % p.m]);
-            }
-        }
         // 3×3 unit-stride convolutions with enough channels: Winograd F(2×2, 3×3), with the
         // transformed filters kept across runs when the weights are an initializer.
         if let Some(g) = &g2 {
@@ -873,6 +880,12 @@ mod fast {
                 && g.pw >= 0
                 && (osz / g.ow).div_ceil(2) * g.ow.div_ceil(2) >= WINOGRAD_MIN_TILES;
             if winograd {
+                // The tiles' sums are added onto each output plane's bias.
+                if let Some(b) = &bias {
+                    for (i, plane) in y.chunks_exact_mut(osz).enumerate() {
+                        fast32::fill(plane, b[i % p.m]);
+                    }
+                }
                 let geo = winograd::Geometry {
                     c: p.c,
                     m: p.m,
@@ -949,7 +962,7 @@ mod fast {
                         Operand::rows(wg, rows),
                         Operand::rows(xg, osz),
                         &mut y[ob..ob + mg * osz],
-                        bias.is_some(),
+                        false,
                         1.0,
                     );
                     continue;
@@ -983,13 +996,14 @@ mod fast {
                         Operand::rows(col, nb),
                         &mut y[ob + o0..ob + (mg - 1) * osz + o0 + nb],
                         osz,
-                        bias.is_some(),
+                        false,
                         1.0,
                     );
                 }
             }
         }
-        cx.finish_f32(&mut y, &shape);
+        // The bias, then the epilogue, in one pass over the output.
+        cx.finish_f32_biased(&mut y, &shape, bias.as_deref());
         Ok(Tensor::from_vec(shape, y)?)
     }
 }

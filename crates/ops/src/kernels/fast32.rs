@@ -371,6 +371,34 @@ multiversion! {
 }
 
 multiversion! {
+    /// `dst[r*dst_stride + k] = src[r*src_stride + k*step]` for r < rows, k < n (unit and
+    /// stride-2 steps unrolled, so the copies vectorise); rows in bounds for both slices.
+    fn copy_rows(dst: &mut [f32], dst_stride: usize, src: &[f32], src_stride: usize, rows: usize, n: usize, step: usize) {
+        for r in 0..rows {
+            let d = &mut dst[r * dst_stride..r * dst_stride + n];
+            let s = &src[r * src_stride..];
+            match step {
+                1 => d.copy_from_slice(&s[..n]),
+                2 => {
+                    let pairs = (s.len() / 2).min(n);
+                    for (o, p) in d[..pairs].iter_mut().zip(s.chunks_exact(2)) {
+                        *o = p[0];
+                    }
+                    for (k, o) in d.iter_mut().enumerate().skip(pairs) {
+                        *o = s[2 * k];
+                    }
+                }
+                _ => {
+                    for (k, o) in d.iter_mut().enumerate() {
+                        *o = s[k * step];
+                    }
+                }
+            }
+        }
+    }
+}
+
+multiversion! {
     /// `y[i] = f(y[i], t[i])`.
     fn zip_inplace<F: Fn(f32, f32) -> f32>(y: &mut [f32], t: &[f32], f: F) {
         for (v, &w) in y.iter_mut().zip(t) {
