@@ -8,8 +8,6 @@
 use engine::{Capture, Session, Value};
 use onnx_ir::{Dim, Model};
 use std::collections::HashMap;
-#[allow(unused_imports)]
-use std::collections::HashSet;
 use std::time::Instant;
 use tensor::Tensor;
 

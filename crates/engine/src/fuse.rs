@@ -113,20 +113,24 @@ impl<'g> Graph<'g> {
         (default_domain(n) && n.op_type() == op && n.output.len() == 1).then_some(n)
     }
 
-    /// PyTorch's erf GELU on `v`: Div(v, d) → Erf → Add(·, one) → Mul(v, ·) → Mul(·, half).
-    fn gelu(&self, v: &str) -> Option<(Vec<usize>, Activation, String)> {
+    /// The two consumer nodes of `v` (not a graph output), the one of type `first` first.
+    fn two_consumers(&self, v: &str, first: &str) -> Option<(usize, usize)> {
         if self.outputs.contains(v) {
             return None;
         }
-        let cons = self.consumers.get(v)?;
-        let [c0, c1] = cons.as_slice() else {
+        let [c0, c1] = self.consumers.get(v)?.as_slice() else {
             return None;
         };
-        let (div_i, mul_i) = if self.nodes[*c0].op_type() == "Div" {
+        Some(if self.nodes[*c0].op_type() == first {
             (*c0, *c1)
         } else {
             (*c1, *c0)
-        };
+        })
+    }
+
+    /// PyTorch's erf GELU on `v`: Div(v, d) → Erf → Add(·, one) → Mul(v, ·) → Mul(·, half).
+    fn gelu(&self, v: &str) -> Option<(Vec<usize>, Activation, String)> {
+        let (div_i, mul_i) = self.two_consumers(v, "Div")?;
         let div = self.node(div_i, "Div")?;
         if div.input.first().map(String::as_str) != Some(v) {
             return None;
@@ -156,17 +160,7 @@ impl<'g> Graph<'g> {
 
     /// PyTorch's SiLU on `v`: Sigmoid(v) → Mul(v, ·).
     fn silu(&self, v: &str) -> Option<(Vec<usize>, Activation, String)> {
-        if self.outputs.contains(v) {
-            return None;
-        }
-        let [c0, c1] = self.consumers.get(v)?.as_slice() else {
-            return None;
-        };
-        let (sig_i, mul_i) = if self.nodes[*c0].op_type() == "Sigmoid" {
-            (*c0, *c1)
-        } else {
-            (*c1, *c0)
-        };
+        let (sig_i, mul_i) = self.two_consumers(v, "Sigmoid")?;
         let sig = self.node(sig_i, "Sigmoid")?;
         if sig.input.as_slice() != [v] || self.single_consumer(&sig.output[0])? != mul_i {
             return None;

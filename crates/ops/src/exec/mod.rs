@@ -270,12 +270,7 @@ impl<'a> RunCx<'a> {
     /// Applies as much of the epilogue as it can, if there is one, to a float32 output about
     /// to be returned (`y` of shape `shape`); kernels with a float32 fast path call this last.
     pub fn finish_f32(&self, y: &mut [f32], shape: &[usize]) {
-        if let Some(ops) = self.epilogue {
-            if self.epilogue_applied.get() == 0 {
-                self.epilogue_applied
-                    .set(epilogue::apply_f32(ops, y, shape));
-            }
-        }
+        self.finish_f32_biased(y, shape, None)
     }
 
     pub fn op(&self) -> &str {

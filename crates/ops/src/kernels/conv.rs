@@ -623,41 +623,33 @@ mod fast {
         fn im2col_row(&self, x: &[f32], dst: &mut [f32], i: usize, j: usize, oy0: usize) {
             let off = (j * self.dw) as i64 - self.pw;
             let (lo, hi) = valid_range(self.ow, self.sw, off, self.w);
-            for (r, d) in dst.chunks_exact_mut(self.ow).enumerate() {
-                let iy = ((oy0 + r) * self.sh + i * self.dh) as i64 - self.ph;
-                if iy < 0 || iy >= self.h as i64 || lo >= hi {
-                    d.fill(0.0);
-                    continue;
-                }
-                let row = &x[iy as usize * self.w..(iy as usize + 1) * self.w];
-                d[..lo].fill(0.0);
-                d[hi..].fill(0.0);
-                let start = (lo as i64 * self.sw as i64 + off) as usize;
-                strided_copy(&mut d[lo..hi], &row[start..], self.sw);
+            // Output rows whose input row lies inside the plane: one block of rows.
+            let rows = dst.len() / self.ow;
+            let row_off = (oy0 * self.sh + i * self.dh) as i64 - self.ph;
+            let (r0, r1) = valid_range(rows, self.sh, row_off, self.h);
+            if lo >= hi || r0 >= r1 {
+                dst.fill(0.0);
+                return;
             }
-        }
-    }
-
-    /// `dst[k] = src[k * s]` for every k (src holds at least `(dst.len() - 1) * s + 1` values).
-    fn strided_copy(dst: &mut [f32], src: &[f32], s: usize) {
-        if dst.is_empty() {
-            return;
-        }
-        match s {
-            1 => dst.copy_from_slice(&src[..dst.len()]),
-            2 => {
-                // Pairs while whole pairs remain (a vectorised deinterleave), then the last one.
-                let pairs = (src.len() / 2).min(dst.len());
-                fast32::even_of_pairs(&mut dst[..pairs], &src[..pairs * 2]);
-                for (k, o) in dst.iter_mut().enumerate().skip(pairs) {
-                    *o = src[k * 2];
+            dst[..r0 * self.ow].fill(0.0);
+            dst[r1 * self.ow..].fill(0.0);
+            if lo > 0 || hi < self.ow {
+                for d in dst[r0 * self.ow..r1 * self.ow].chunks_exact_mut(self.ow) {
+                    d[..lo].fill(0.0);
+                    d[hi..].fill(0.0);
                 }
             }
-            _ => {
-                for (o, v) in dst.iter_mut().zip(src.iter().step_by(s)) {
-                    *o = *v;
-                }
-            }
+            let iy0 = (r0 as i64 * self.sh as i64 + row_off) as usize;
+            let start = (lo as i64 * self.sw as i64 + off) as usize;
+            fast32::copy_rows(
+                &mut dst[r0 * self.ow + lo..],
+                self.ow,
+                &x[iy0 * self.w + start..],
+                self.sh * self.w,
+                r1 - r0,
+                hi - lo,
+                self.sw,
+            );
         }
     }
 
@@ -939,7 +931,9 @@ mod fast {
         // im2col one block of output positions at a time, sized so the column block stays in
         // the L2 cache while the product reads it (2-D blocks are whole output rows).
         let cols = (COL_BLOCK / rows.max(1)).max(MIN_COLS);
+        // A pointwise product reads its input in place: one block, no columns.
         let step = match &g2 {
+            _ if pointwise => osz,
             Some(g) => cols.div_ceil(g.ow) * g.ow,
             None => cols,
         }
@@ -954,46 +948,38 @@ mod fast {
                 let xg = &xv[(n * p.c + gi * cg) * insz..(n * p.c + (gi + 1) * cg) * insz];
                 let wg = &wv[gi * mg * rows..(gi + 1) * mg * rows];
                 let ob = (n * p.m + gi * mg) * osz;
-                if pointwise {
-                    gemm::gemm(
-                        mg,
-                        rows,
-                        osz,
-                        Operand::rows(wg, rows),
-                        Operand::rows(xg, osz),
-                        &mut y[ob..ob + mg * osz],
-                        false,
-                        1.0,
-                    );
-                    continue;
-                }
                 for o0 in (0..osz).step_by(step) {
                     let nb = step.min(osz - o0);
-                    let col = &mut col[..rows * nb];
-                    let fill = |(r, dst): (usize, &mut [f32])| {
-                        let (c, k) = (r / ksz, r % ksz);
-                        let xs = &xg[c * insz..(c + 1) * insz];
-                        match &g2 {
-                            Some(g) => g.im2col_row(xs, dst, k / g.kw, k % g.kw, o0 / g.ow),
-                            None => {
-                                let t = &tab[k * osz + o0..k * osz + o0 + nb];
-                                for (d, &o) in dst.iter_mut().zip(t) {
-                                    *d = if o < PAD { xs[o] } else { 0.0 };
+                    let b = if pointwise {
+                        Operand::rows(xg, osz)
+                    } else {
+                        let col = &mut col[..rows * nb];
+                        let fill = |(r, dst): (usize, &mut [f32])| {
+                            let (c, k) = (r / ksz, r % ksz);
+                            let xs = &xg[c * insz..(c + 1) * insz];
+                            match &g2 {
+                                Some(g) => g.im2col_row(xs, dst, k / g.kw, k % g.kw, o0 / g.ow),
+                                None => {
+                                    let t = &tab[k * osz + o0..k * osz + o0 + nb];
+                                    for (d, &o) in dst.iter_mut().zip(t) {
+                                        *d = if o < PAD { xs[o] } else { 0.0 };
+                                    }
                                 }
                             }
+                        };
+                        if threads > 1 && rows * nb >= 1 << 15 {
+                            col.par_chunks_exact_mut(nb).enumerate().for_each(fill);
+                        } else {
+                            col.chunks_exact_mut(nb).enumerate().for_each(fill);
                         }
+                        Operand::rows(col, nb)
                     };
-                    if threads > 1 && rows * nb >= 1 << 15 {
-                        col.par_chunks_exact_mut(nb).enumerate().for_each(fill);
-                    } else {
-                        col.chunks_exact_mut(nb).enumerate().for_each(fill);
-                    }
                     gemm::gemm_ldc(
                         mg,
                         rows,
                         nb,
                         Operand::rows(wg, rows),
-                        Operand::rows(col, nb),
+                        b,
                         &mut y[ob + o0..ob + (mg - 1) * osz + o0 + nb],
                         osz,
                         false,

@@ -251,15 +251,6 @@ multiversion! {
 }
 
 multiversion! {
-    /// `dst[k] = src[2k]`.
-    fn even_of_pairs(dst: &mut [f32], src: &[f32]) {
-        for (d, p) in dst.iter_mut().zip(src.chunks_exact(2)) {
-            *d = p[0];
-        }
-    }
-}
-
-multiversion! {
     /// Winograd F(2×2, 3×3) input transform of one row of tiles (see `winograd.rs`): tile
     /// `tx` reads rows `2ty..2ty+4`, columns `2tx..2tx+4` of `plane` (rows `wp >= 2tw + 3`
     /// wide, `wp >= 2tw + 2`); position `xi` (of 16) goes to `v[base + xi * stride + tx]`.

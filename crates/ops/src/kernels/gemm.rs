@@ -161,7 +161,18 @@ pub(crate) fn gemm_ldc<T: Dense>(
                         data: &a.data[i0 * a.rs..],
                         ..a
                     };
-                    gemm_one_thread(mr, k, n, ap, b, cp, ldc, accumulate, scale);
+                    gemm_raw(
+                        mr,
+                        k,
+                        n,
+                        ap,
+                        b,
+                        cp,
+                        ldc,
+                        accumulate,
+                        scale,
+                        Parallelism::None,
+                    );
                 });
             return;
         }
@@ -217,21 +228,6 @@ impl<T> SyncPtr<T> {
     fn get(self) -> *mut T {
         self.0
     }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn gemm_one_thread<T: Dense>(
-    m: usize,
-    k: usize,
-    n: usize,
-    a: Operand<T>,
-    b: Operand<T>,
-    c: &mut [T],
-    ldc: usize,
-    accumulate: bool,
-    scale: T,
-) {
-    gemm_raw(m, k, n, a, b, c, ldc, accumulate, scale, Parallelism::None)
 }
 
 /// The gemm crate's product; the caller has checked the views (as [`gemm_ldc`] does).

@@ -103,16 +103,8 @@ pub(crate) fn conv(g: &Geometry, f: &Filters, x: &[f32], y: &mut [f32]) {
         for c in 0..g.c {
             let plane = &xp[c * hp * wp..(c + 1) * hp * wp];
             for r in 0..rows {
-                input_tile_row(
-                    plane,
-                    wp,
-                    ty0 + r,
-                    tw,
-                    scratch,
-                    v,
-                    c * tb + r * tw,
-                    g.c * tb,
-                );
+                let (base, stride) = (c * tb + r * tw, g.c * tb);
+                fast32::winograd_input_row(plane, wp, ty0 + r, tw, scratch, v, base, stride);
             }
         }
         let product = |(xi, out): (usize, &mut [f32])| {
@@ -143,53 +135,15 @@ pub(crate) fn conv(g: &Geometry, f: &Filters, x: &[f32], y: &mut [f32]) {
         let osz = g.oh * g.ow;
         for (m, ym) in y.chunks_exact_mut(osz).enumerate().take(g.m) {
             for r in 0..rows {
-                output_tile_row(mx, m * tb + r * tw, g.m * tb, tw, scratch, ym, g, ty0 + r);
+                // Output rows 2ty and 2ty+1 (one at the bottom edge of an odd height).
+                let ty = ty0 + r;
+                let out = &mut ym[2 * ty * g.ow..(2 * ty + (g.oh - 2 * ty).min(2)) * g.ow];
+                let (base, stride) = (m * tb + r * tw, g.m * tb);
+                fast32::winograd_output_row(mx, base, stride, tw, scratch, out, g.ow);
             }
         }
     }
     SCRATCH.with(|s| *s.borrow_mut() = buf);
-}
-
-/// The 16 transformed values of every tile in tile row `ty` of a padded plane (rows `wp`
-/// wide), position `xi`'s values over the row's `tw` tiles written to
-/// `v[base + xi * stride..][..tw]`. `t` is scratch of `4 * wp` values.
-#[allow(clippy::too_many_arguments)]
-fn input_tile_row(
-    plane: &[f32],
-    wp: usize,
-    ty: usize,
-    tw: usize,
-    t: &mut [f32],
-    v: &mut [f32],
-    base: usize,
-    stride: usize,
-) {
-    fast32::winograd_input_row(plane, wp, ty, tw, t, v, base, stride)
-}
-
-/// Adds output rows 2ty and 2ty+1 of one output channel (`ym`, OH×OW) from the 16 products
-/// of tile row `ty`: position `xi`'s values over the row's tiles at `mx[base + xi * stride..]`.
-#[allow(clippy::too_many_arguments)]
-fn output_tile_row(
-    mx: &[f32],
-    base: usize,
-    stride: usize,
-    tw: usize,
-    u: &mut [f32],
-    ym: &mut [f32],
-    g: &Geometry,
-    ty: usize,
-) {
-    let rows = (g.oh - 2 * ty).min(2);
-    fast32::winograd_output_row(
-        mx,
-        base,
-        stride,
-        tw,
-        u,
-        &mut ym[2 * ty * g.ow..(2 * ty + rows) * g.ow],
-        g.ow,
-    )
 }
 
 #[cfg(test)]
