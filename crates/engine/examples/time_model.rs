@@ -3,7 +3,8 @@
 //! `cargo run --release -p engine --example time_model -- MODEL [RUNS] [THREADS] [--profile]`
 //!
 //! Every float input gets seeded pseudo-random values (symbolic dims = 1). `--profile` then
-//! times each node alone on the captured values and prints the total per op type.
+//! times each node alone on the captured values and prints the total per op type;
+//! `--profile-all` lists every step, not only the 15 slowest.
 
 use engine::{Capture, Session, Value};
 use onnx_ir::{Dim, Model};
@@ -15,10 +16,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let path = args
         .first()
-        .ok_or("usage: time_model MODEL [RUNS] [THREADS] [--profile]")?;
+        .ok_or("usage: time_model MODEL [RUNS] [THREADS] [--profile|--profile-all]")?;
     let runs: usize = args.get(1).map_or(Ok(10), |s| s.parse())?;
     let threads: usize = args.get(2).map_or(Ok(1), |s| s.parse())?;
-    let profile = args.iter().any(|a| a == "--profile");
+    let profile = args
+        .iter()
+        .any(|a| a == "--profile" || a == "--profile-all");
+    let shown = if args.iter().any(|a| a == "--profile-all") {
+        usize::MAX
+    } else {
+        15
+    };
     let model = Model::load(path)?;
     let mut session = Session::new(model)?;
     session.set_threads(threads)?;
@@ -59,7 +67,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     times.sort_by(f64::total_cmp);
     println!(
-        "{path}: threads {threads} median {:.2} ms (min {:.2}, max {:.2}, {runs} runs; {} nodes fused)",
+        "{path}: threads {threads} median {:.3} ms (min {:.3}, max {:.3}, {runs} runs; {} nodes fused)",
         times[runs / 2],
         times[0],
         times[runs - 1],
@@ -134,7 +142,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut nodes: Vec<_> = per_node.into_iter().collect();
         nodes.sort_by(|a, b| b.1 .0.total_cmp(&a.1 .0));
         println!("slowest steps:");
-        for (i, (ms, fused)) in nodes.iter().take(15) {
+        for (i, (ms, fused)) in nodes.iter().take(shown) {
             println!(
                 "  {ms:>8.3} ms  {}{}",
                 describe(*i),

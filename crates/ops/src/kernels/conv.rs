@@ -834,16 +834,13 @@ mod fast {
             let offs: Vec<usize> = (0..g.kh * g.kw)
                 .map(|t| probe.tap_offset(g, t / g.kw, t % g.kw))
                 .collect();
-            // Output rows are computed `wq` wide, rounded up to whole 32-lane runs.
-            let l = (oh * probe.wq).div_ceil(32) * 32;
             let plane = |ph: &mut (Phases, Vec<f32>), (idx, out): (usize, &mut [f32])| {
                 let (phases, acc) = ph;
                 let ch = idx % p.m;
                 phases.load(g, &xv[idx * insz..(idx + 1) * insz]);
-                acc.resize(l, 0.0);
-                fast32::taps32(acc, &phases.data, &offs, &wv[ch * ksz..(ch + 1) * ksz]);
                 let b = bias.as_ref().map_or(0.0, |b| b[ch]);
-                fast32::add_rows(out, acc, g.ow, phases.wq, b);
+                let w = &wv[ch * ksz..(ch + 1) * ksz];
+                fast32::depthwise_plane(out, g.ow, phases.wq, &phases.data, &offs, w, b, acc);
             };
             let init = || (Phases::new(g, oh, 0.0), Vec::new());
             if threads > 1 && total >= 1 << 14 {

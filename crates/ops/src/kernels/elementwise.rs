@@ -856,7 +856,8 @@ pub(crate) fn ufloat<C: Float>(op: U, x: C, a: C, b: C) -> C {
             cf(0.5) * x * (one + (k * (x + cf(0.044715) * x * x * x)).tanh())
         }
         U::HardSigmoid => nmax(nmin(a * x + b, one), zero),
-        U::HardSwish => x * nmax(nmin(x / cf(6.0) + cf(0.5), one), zero),
+        // The spec: x * max(0, min(1, alpha * x + beta)) with alpha = 1/6, beta = 0.5.
+        U::HardSwish => x * nmax(nmin(cf(1.0 / 6.0) * x + cf(0.5), one), zero),
         U::LeakyRelu => {
             if x >= zero {
                 x

@@ -137,71 +137,102 @@ macro_rules! multiversion {
     };
 }
 
-/// `dst[f] = Σ_t w[t] · src[offs[t] + f]` for every `f`, 32 outputs at a time with the sums
-/// kept in registers: even taps and odd taps are summed apart (each in tap order, from zero)
-/// and then added, so that four independent chains hide the adds' latency; the same order on
-/// every CPU. `dst.len()` must be a multiple of 32 and `src` hold `offs[t] + dst.len()` values
-/// for every tap (checked: a shorter `src` panics).
-pub(crate) fn taps32(dst: &mut [f32], src: &[f32], offs: &[usize], w: &[f32]) {
-    let taps = offs.len().min(w.len());
-    assert!(
-        dst.len().is_multiple_of(32),
-        "taps32: dst length not a multiple of 32"
-    );
-    assert!(
-        offs[..taps].iter().all(|&o| o + dst.len() <= src.len()),
-        "taps32: a tap reads past the source"
-    );
-    #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx512f") {
-        // SAFETY: the CPU has AVX-512F; every read was bounds-checked above.
-        unsafe { taps32_avx512(dst, src, &offs[..taps], &w[..taps]) };
+/// One plane of a depthwise convolution over a flat source: with the outputs of row `r` kept
+/// `wq` wide, `out[r][x] = fma(w[T-1], src[offs[T-1] + r*wq + x], … fma(w[0], src[offs[0] + r*wq
+/// + x], bias))` for `r < out.len() / ow` and `x < ow` — a chain of fused multiply-adds in tap
+/// order from the bias, the same on every CPU. The sums are computed for whole rows of `wq`
+/// (rounded up to 16 lanes) into `acc`, then the `ow` valid columns of each row copied out.
+/// Every tap must read inside `src` (checked: a shorter `src` panics).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn depthwise_plane(
+    out: &mut [f32],
+    ow: usize,
+    wq: usize,
+    src: &[f32],
+    offs: &[usize],
+    w: &[f32],
+    bias: f32,
+    acc: &mut Vec<f32>,
+) {
+    if ow == 0 {
         return;
     }
-    for (c, chunk) in dst.chunks_exact_mut(32).enumerate() {
-        let base = c * 32;
-        let mut even = [0f32; 32];
-        let mut odd = [0f32; 32];
-        for (t, (&o, &wt)) in offs[..taps].iter().zip(w).enumerate() {
-            let acc = if t % 2 == 0 { &mut even } else { &mut odd };
-            for (a, &x) in acc.iter_mut().zip(&src[o + base..o + base + 32]) {
-                *a += wt * x;
-            }
+    let oh = out.len() / ow;
+    assert!(ow <= wq, "depthwise_plane: rows wider than their stride");
+    let l = (oh * wq).div_ceil(16) * 16;
+    let taps = offs.len().min(w.len());
+    assert!(
+        offs[..taps].iter().all(|&o| o + l <= src.len()),
+        "depthwise_plane: a tap reads past the source"
+    );
+    acc.resize(l, 0.0);
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU has AVX-512F; every read was bounds-checked above, `acc` holds `l`
+        // values and `out` holds `oh` rows of `ow`, each copied from a row of `acc`.
+        unsafe {
+            taps_avx512(acc, src, &offs[..taps], &w[..taps], bias);
+            rows_avx512_strided(out, ow, acc, wq, oh, ow);
         }
-        for ((d, e), o) in chunk.iter_mut().zip(even).zip(odd) {
-            *d = e + o;
+        return;
+    }
+    for (f, a) in acc.iter_mut().enumerate() {
+        let mut v = bias;
+        for (&o, &wt) in offs[..taps].iter().zip(w) {
+            v = wt.mul_add(src[o + f], v);
         }
+        *a = v;
+    }
+    for (orow, arow) in out.chunks_exact_mut(ow).zip(acc.chunks_exact(wq)) {
+        orow.copy_from_slice(&arow[..ow]);
+    }
+}
+
+/// `acc[f] = fma chain of the taps from `bias``, 16-lane vectors in blocks of up to eight (their
+/// independent chains hide the multiply-adds' latency).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn taps_avx512(acc: &mut [f32], src: &[f32], offs: &[usize], w: &[f32], bias: f32) {
+    let n = acc.len() / 16;
+    let (d, s) = (acc.as_mut_ptr(), src.as_ptr());
+    let mut v = 0;
+    while v + 8 <= n {
+        taps_block::<8>(d.add(16 * v), s.add(16 * v), offs, w, bias);
+        v += 8;
+    }
+    let (d, s) = (d.add(16 * v), s.add(16 * v));
+    match n - v {
+        1 => taps_block::<1>(d, s, offs, w, bias),
+        2 => taps_block::<2>(d, s, offs, w, bias),
+        3 => taps_block::<3>(d, s, offs, w, bias),
+        4 => taps_block::<4>(d, s, offs, w, bias),
+        5 => taps_block::<5>(d, s, offs, w, bias),
+        6 => taps_block::<6>(d, s, offs, w, bias),
+        7 => taps_block::<7>(d, s, offs, w, bias),
+        _ => {}
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn taps32_avx512(dst: &mut [f32], src: &[f32], offs: &[usize], w: &[f32]) {
+#[inline]
+unsafe fn taps_block<const NV: usize>(
+    d: *mut f32,
+    s: *const f32,
+    offs: &[usize],
+    w: &[f32],
+    bias: f32,
+) {
     use std::arch::x86_64::*;
-    let s = src.as_ptr();
-    for (c, chunk) in dst.chunks_exact_mut(32).enumerate() {
-        let base = c * 32;
-        let (mut e0, mut e1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
-        let (mut o0, mut o1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
-        let mut t = 0;
-        while t + 1 < offs.len() {
-            let (p, q) = (s.add(offs[t] + base), s.add(offs[t + 1] + base));
-            let (wp, wq) = (_mm512_set1_ps(w[t]), _mm512_set1_ps(w[t + 1]));
-            e0 = _mm512_add_ps(e0, _mm512_mul_ps(wp, _mm512_loadu_ps(p)));
-            e1 = _mm512_add_ps(e1, _mm512_mul_ps(wp, _mm512_loadu_ps(p.add(16))));
-            o0 = _mm512_add_ps(o0, _mm512_mul_ps(wq, _mm512_loadu_ps(q)));
-            o1 = _mm512_add_ps(o1, _mm512_mul_ps(wq, _mm512_loadu_ps(q.add(16))));
-            t += 2;
+    let mut a = [_mm512_set1_ps(bias); NV];
+    for (&o, &wt) in offs.iter().zip(w) {
+        let (p, wv) = (s.add(o), _mm512_set1_ps(wt));
+        for (k, a) in a.iter_mut().enumerate() {
+            *a = _mm512_fmadd_ps(wv, _mm512_loadu_ps(p.add(16 * k)), *a);
         }
-        if t < offs.len() {
-            let p = s.add(offs[t] + base);
-            let wp = _mm512_set1_ps(w[t]);
-            e0 = _mm512_add_ps(e0, _mm512_mul_ps(wp, _mm512_loadu_ps(p)));
-            e1 = _mm512_add_ps(e1, _mm512_mul_ps(wp, _mm512_loadu_ps(p.add(16))));
-        }
-        let d = chunk.as_mut_ptr();
-        _mm512_storeu_ps(d, _mm512_add_ps(e0, o0));
-        _mm512_storeu_ps(d.add(16), _mm512_add_ps(e1, o1));
+    }
+    for (k, a) in a.iter().enumerate() {
+        _mm512_storeu_ps(d.add(16 * k), *a);
     }
 }
 
@@ -320,18 +351,6 @@ multiversion! {
 }
 
 multiversion! {
-    /// `out[r][..ow] = acc[r][..ow] + b` for every row `r` of `out` (rows `ow` wide) and of
-    /// `acc` (rows `wq` wide).
-    fn add_rows(out: &mut [f32], acc: &[f32], ow: usize, wq: usize, b: f32) {
-        for (orow, arow) in out.chunks_exact_mut(ow).zip(acc.chunks_exact(wq)) {
-            for (o, &a) in orow.iter_mut().zip(&arow[..ow]) {
-                *o = a + b;
-            }
-        }
-    }
-}
-
-multiversion! {
     /// `dst[i] = v`.
     fn fill(dst: &mut [f32], v: f32) {
         for d in dst.iter_mut() {
@@ -361,10 +380,118 @@ multiversion! {
     }
 }
 
+/// `dst[r*dst_stride + k] = src[r*src_stride + k*step]` for r < rows, k < n; rows in bounds
+/// for both slices (checked: out-of-bounds rows panic).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn copy_rows(
+    dst: &mut [f32],
+    dst_stride: usize,
+    src: &[f32],
+    src_stride: usize,
+    rows: usize,
+    n: usize,
+    step: usize,
+) {
+    // Short unit-step rows (depthwise planes of 7 to 28 values) as masked vector copies rather
+    // than a memcpy call per row.
+    #[cfg(target_arch = "x86_64")]
+    if (step == 1 || step == 2)
+        && rows > 0
+        && n > 0
+        && n <= 64
+        && std::is_x86_feature_detected!("avx512f")
+    {
+        assert!(
+            (rows - 1) * dst_stride + n <= dst.len(),
+            "copy_rows: dst too short"
+        );
+        let last = (rows - 1) * src_stride + (n - 1) * step;
+        assert!(last < src.len(), "copy_rows: src too short");
+        // SAFETY: AVX-512F is present and every row was bounds-checked above.
+        unsafe {
+            if step == 1 {
+                rows_avx512_strided(dst, dst_stride, src, src_stride, rows, n)
+            } else {
+                even_rows_avx512(dst, dst_stride, src, src_stride, rows, n)
+            }
+        };
+        return;
+    }
+    copy_rows_any(dst, dst_stride, src, src_stride, rows, n, step)
+}
+
+/// `dst[r*ds + k] = src[r*ss + k]` for r < rows, k < n, in masked 16-lane copies.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn rows_avx512_strided(
+    dst: &mut [f32],
+    ds: usize,
+    src: &[f32],
+    ss: usize,
+    rows: usize,
+    n: usize,
+) {
+    use std::arch::x86_64::*;
+    let (o, a) = (dst.as_mut_ptr(), src.as_ptr());
+    for r in 0..rows {
+        let (o, a) = (o.add(r * ds), a.add(r * ss));
+        let mut x = 0;
+        while x + 16 <= n {
+            _mm512_storeu_ps(o.add(x), _mm512_loadu_ps(a.add(x)));
+            x += 16;
+        }
+        if x < n {
+            let m: __mmask16 = (1u16 << (n - x)) - 1;
+            _mm512_mask_storeu_ps(o.add(x), m, _mm512_maskz_loadu_ps(m, a.add(x)));
+        }
+    }
+}
+
+/// `dst[r*ds + k] = src[r*ss + 2k]` for r < rows, k < n: each 16 outputs from (masked) loads
+/// of the 31 source values they span, their even lanes picked by one two-source permute.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn even_rows_avx512(
+    dst: &mut [f32],
+    ds: usize,
+    src: &[f32],
+    ss: usize,
+    rows: usize,
+    n: usize,
+) {
+    use std::arch::x86_64::*;
+    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    let (o, a) = (dst.as_mut_ptr(), src.as_ptr());
+    for r in 0..rows {
+        let (o, a) = (o.add(r * ds), a.add(r * ss));
+        let mut x = 0;
+        while x < n {
+            let k = (n - x).min(16);
+            // Source values 2x .. 2x + 2k - 1 (the last one read is 2(x + k - 1)).
+            let span = 2 * k - 1;
+            let m = |len: usize| -> __mmask16 {
+                if len >= 16 {
+                    0xFFFF
+                } else {
+                    (1u16 << len) - 1
+                }
+            };
+            let lo = _mm512_maskz_loadu_ps(m(span), a.add(2 * x));
+            let hi = if span > 16 {
+                _mm512_maskz_loadu_ps(m(span - 16), a.add(2 * x + 16))
+            } else {
+                _mm512_setzero_ps()
+            };
+            let v = _mm512_permutex2var_ps(lo, even, hi);
+            _mm512_mask_storeu_ps(o.add(x), m(k), v);
+            x += k;
+        }
+    }
+}
+
 multiversion! {
-    /// `dst[r*dst_stride + k] = src[r*src_stride + k*step]` for r < rows, k < n (unit and
-    /// stride-2 steps unrolled, so the copies vectorise); rows in bounds for both slices.
-    fn copy_rows(dst: &mut [f32], dst_stride: usize, src: &[f32], src_stride: usize, rows: usize, n: usize, step: usize) {
+    /// [`copy_rows`] for any step (unit and stride-2 steps unrolled, so the copies vectorise).
+    fn copy_rows_any(dst: &mut [f32], dst_stride: usize, src: &[f32], src_stride: usize, rows: usize, n: usize, step: usize) {
         for r in 0..rows {
             let d = &mut dst[r * dst_stride..r * dst_stride + n];
             let s = &src[r * src_stride..];
@@ -612,26 +739,49 @@ pub(crate) fn layer_norm_rows(
 #[cfg(test)]
 mod taps_tests {
     #[test]
-    fn taps32_matches_the_plain_sum_in_its_order() {
-        let src: Vec<f32> = (0..200)
+    fn depthwise_plane_is_the_fma_chain_in_tap_order() {
+        let src: Vec<f32> = (0..400)
             .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.013)
             .collect();
-        for taps in [0usize, 1, 2, 5, 9, 25] {
-            let offs: Vec<usize> = (0..taps).map(|t| (t * 7) % 90).collect();
-            let w: Vec<f32> = (0..taps).map(|t| 0.3 - t as f32 * 0.05).collect();
-            let mut dst = vec![1f32; 64];
-            super::taps32(&mut dst, &src, &offs, &w);
-            for (f, &d) in dst.iter().enumerate() {
-                let (mut e, mut o) = (0f32, 0f32);
-                for t in 0..taps {
-                    let v = w[t] * src[offs[t] + f];
-                    if t % 2 == 0 {
-                        e += v;
-                    } else {
-                        o += v;
+        // (ow, wq, rows): row widths below, at and above one 16-lane vector, many blocks.
+        for (ow, wq, rows) in [(7, 11, 7), (16, 18, 3), (5, 5, 1), (21, 25, 9)] {
+            for taps in [0usize, 1, 2, 5, 9, 25] {
+                let offs: Vec<usize> = (0..taps).map(|t| (t * 7) % 90).collect();
+                let w: Vec<f32> = (0..taps).map(|t| 0.3 - t as f32 * 0.05).collect();
+                let mut out = vec![f32::NAN; ow * rows];
+                let mut acc = Vec::new();
+                super::depthwise_plane(&mut out, ow, wq, &src, &offs, &w, 0.25, &mut acc);
+                for r in 0..rows {
+                    for x in 0..ow {
+                        let mut v = 0.25f32;
+                        for t in 0..taps {
+                            v = w[t].mul_add(src[offs[t] + r * wq + x], v);
+                        }
+                        assert_eq!(out[r * ow + x], v, "ow {ow}, taps {taps}, ({r}, {x})");
                     }
                 }
-                assert_eq!(d, e + o, "taps {taps}, output {f}");
+            }
+        }
+    }
+
+    #[test]
+    fn copy_rows_matches_indexing_for_every_width_and_step() {
+        let src: Vec<f32> = (0..2000).map(|i| i as f32).collect();
+        for step in 1..=3 {
+            for n in [1usize, 7, 15, 16, 17, 31, 32, 33, 64, 65, 100] {
+                let (rows, ss, ds) = (3, n * step + 5, n + 2);
+                let mut dst = vec![-1f32; rows * ds];
+                super::copy_rows(&mut dst, ds, &src[3..], ss, rows, n, step);
+                for r in 0..rows {
+                    for k in 0..ds {
+                        let want = if k < n {
+                            src[3 + r * ss + k * step]
+                        } else {
+                            -1.0
+                        };
+                        assert_eq!(dst[r * ds + k], want, "step {step}, n {n}, ({r}, {k})");
+                    }
+                }
             }
         }
     }
