@@ -36,11 +36,36 @@ pub(crate) struct Plan {
     pub frees: Vec<Vec<String>>,
     /// Elementwise chains folded into the node that produces their input (`fuse.rs`).
     pub fusions: crate::fuse::Fusions,
-    /// Per node: which inputs are initializers (the same on every run)...
+    /// Per node: which inputs are the same on every run (initializers, or values of nodes
+    /// that read only such values)...
     pub constant: Vec<Vec<bool>>,
     /// ... and what its kernel derived from them on the first run.
     pub states: Vec<ops::exec::NodeState>,
+    /// Per node: whether it reads only initializers and the values of such nodes, and
+    /// computes the same values on every run (no random ops, no subgraphs, standard domains).
+    pub foldable: Vec<bool>,
+    /// The values of the foldable nodes, computed on the first run that folds.
+    pub folded: std::sync::OnceLock<Folded>,
 }
+
+/// The main graph's constant part, computed once: the values of the foldable nodes that ran
+/// without error, and which nodes those were (a node that fails is left to run, and to report
+/// its error, on every run).
+pub(crate) struct Folded {
+    pub values: Env<'static>,
+    pub nodes: Vec<bool>,
+}
+
+/// Ops whose values differ from run to run, so never folded.
+const NONDETERMINISTIC: &[&str] = &[
+    "RandomNormal",
+    "RandomNormalLike",
+    "RandomUniform",
+    "RandomUniformLike",
+    "Multinomial",
+    "Bernoulli",
+    "Dropout",
+];
 
 impl Plan {
     pub fn new(g: &GraphProto, initializers: &HashMap<String, Value>) -> Result<Plan, EngineError> {
@@ -63,15 +88,37 @@ impl Plan {
         let fusions = crate::fuse::plan(g, &order, initializers);
         // An initializer that is also a graph input can be fed a different value per run.
         let inputs: HashSet<&str> = g.input.iter().map(|i| i.name()).collect();
+        let mut fixed: HashSet<&str> = initializers
+            .keys()
+            .map(String::as_str)
+            .filter(|n| !inputs.contains(n))
+            .collect();
+        let mut foldable = vec![false; g.node.len()];
+        for &i in &order {
+            let n = &g.node[i];
+            let standard = matches!(norm_domain(n.domain()), "" | "ai.onnx");
+            let fold = standard
+                && !NONDETERMINISTIC.contains(&n.op_type())
+                && n.attribute
+                    .iter()
+                    .all(|a| a.g.is_none() && a.graphs.is_empty())
+                && n.input
+                    .iter()
+                    .all(|v| v.is_empty() || fixed.contains(v.as_str()));
+            if fold {
+                foldable[i] = true;
+                fixed.extend(
+                    n.output
+                        .iter()
+                        .filter(|o| !o.is_empty())
+                        .map(String::as_str),
+                );
+            }
+        }
         let constant = g
             .node
             .iter()
-            .map(|n| {
-                n.input
-                    .iter()
-                    .map(|i| initializers.contains_key(i) && !inputs.contains(i.as_str()))
-                    .collect()
-            })
+            .map(|n| n.input.iter().map(|i| fixed.contains(i.as_str())).collect())
             .collect();
         Ok(Plan {
             order,
@@ -79,6 +126,8 @@ impl Plan {
             fusions,
             constant,
             states: g.node.iter().map(|_| Default::default()).collect(),
+            foldable,
+            folded: std::sync::OnceLock::new(),
         })
     }
 }
@@ -561,6 +610,54 @@ fn epilogue_of<'e>(
         .collect()
 }
 
+/// Runs the foldable nodes of the main graph once, in plan order, over the initializers.
+fn fold_constants(session: &Session, plan: &Plan) -> Folded {
+    let g = session.model.graph();
+    let mut values = Env {
+        values: HashMap::new(),
+        base: None,
+        parent: None,
+        absent: HashSet::new(),
+    };
+    let mut nodes = vec![false; g.node.len()];
+    for &i in plan.order.iter().filter(|&&i| plan.foldable[i]) {
+        let node = &g.node[i];
+        let ready = node.input.iter().all(|v| {
+            v.is_empty() || values.values.contains_key(v) || session.initializers.contains_key(v)
+        });
+        if !ready {
+            continue;
+        }
+        let env = Env {
+            values: HashMap::new(),
+            base: Some(&session.initializers),
+            parent: Some(&values),
+            absent: HashSet::new(),
+        };
+        let state = Some((plan.constant[i].as_slice(), &plan.states[i]));
+        let Ok((outs, _)) = run_node_with(session, node, &session.opsets, &env, &[], state) else {
+            continue;
+        };
+        drop(env);
+        let complete = outs.len() == node.output.len()
+            && node
+                .output
+                .iter()
+                .zip(&outs)
+                .all(|(n, v)| n.is_empty() || v.is_some());
+        if !complete {
+            continue;
+        }
+        for (name, v) in node.output.iter().zip(outs) {
+            if let Some(v) = v {
+                values.values.insert(name.clone(), v);
+            }
+        }
+        nodes[i] = true;
+    }
+    Folded { values, nodes }
+}
+
 /// Runs the main graph, freeing each value after its last use unless it is an output.
 pub(crate) fn run_main(
     session: &Session,
@@ -582,12 +679,16 @@ pub(crate) fn run_main(
         absent: HashSet::new(),
     };
     let mut captured = Vec::new();
-    // Chains are folded only when nobody looks at the values they skip.
+    // Chains and constants are folded only when nobody looks at the values they skip.
     let fuse = matches!(capture, Capture::None) && session.trace.is_none();
+    let constants = fuse.then(|| plan.folded.get_or_init(|| fold_constants(session, plan)));
+    if let Some(c) = constants {
+        env.parent = Some(&c.values);
+    }
     let mut folded = vec![false; if fuse { g.node.len() } else { 0 }];
     for (&i, frees) in plan.order.iter().zip(&plan.frees) {
         let node = &g.node[i];
-        if fuse && folded[i] {
+        if fuse && (folded[i] || constants.is_some_and(|c| c.nodes[i])) {
             for r in frees {
                 env.values.remove(r);
             }

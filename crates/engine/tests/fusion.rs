@@ -199,3 +199,63 @@ fn silu_and_a_partial_chain_fold_bit_for_bit() {
     assert_eq!((steps[0].node, steps[0].fused.clone()), (0, vec![1, 2]));
     assert_eq!((steps[1].node, steps[1].fused.len()), (3, 0));
 }
+
+#[test]
+fn constant_nodes_run_once_and_change_no_value() {
+    let w = Tensor::from_vec(
+        vec![8, 6],
+        (0..48)
+            .map(|i| (i as f32 - 20.0) * 0.05)
+            .collect::<Vec<f32>>(),
+    )
+    .unwrap()
+    .to_proto("w");
+    let zero = Tensor::from_vec(vec![], vec![0f32])
+        .unwrap()
+        .to_proto("zero");
+    let scale = Tensor::from_vec(vec![6], vec![0.5f32, 1.0, 1.5, 2.0, 2.5, 3.0])
+        .unwrap()
+        .to_proto("");
+    let mut constant = node("Constant", &[], "c");
+    constant.attribute.push(onnx_proto::AttributeProto {
+        name: Some("value".into()),
+        r#type: Some(onnx_proto::attribute_proto::AttributeType::Tensor as i32),
+        t: Some(scale),
+        ..Default::default()
+    });
+    // Identity of an initializer, a Constant and their product (nodes 0-2) read nothing that
+    // changes between runs; the random node (4) must run every time.
+    let m = model(
+        vec![
+            node("Identity", &["w"], "wi"),
+            constant,
+            node("Mul", &["wi", "c"], "wc"),
+            node("MatMul", &["x", "wc"], "mm"),
+            node("RandomUniformLike", &["mm"], "r"),
+            node("Mul", &["r", "zero"], "r0"),
+            node("Add", &["mm", "r0"], "y"),
+        ],
+        &[("x", &[4, 8])],
+        "y",
+        vec![w, zero],
+    );
+    let mut session = Session::new(m).unwrap();
+    session.enable_profile();
+    let mut seed = 11u64;
+    let x = seeded_input(&session.inputs()[0].ty.0, &mut seed);
+    let inputs = vec![("x".to_string(), x)];
+    let first = session.run(inputs.clone(), &Capture::None).unwrap();
+    let second = session.run(inputs.clone(), &Capture::None).unwrap();
+    let steps = session.take_profile();
+    let plain = session.run(inputs, &Capture::All).unwrap();
+    assert!(bits(&first.outputs[0].1) == bits(&plain.outputs[0].1));
+    assert!(bits(&second.outputs[0].1) == bits(&plain.outputs[0].1));
+    let ran: Vec<usize> = steps.iter().map(|s| s.node).collect();
+    assert!(ran.iter().all(|&n| n > 2), "constant nodes ran: {ran:?}");
+    assert_eq!(ran.iter().filter(|&&n| n == 4).count(), 2, "{ran:?}");
+    // A run capturing intermediates still sees (and runs) every node.
+    let names: Vec<&str> = plain.captured.iter().map(|(n, _)| n.as_str()).collect();
+    for v in ["wi", "c", "wc"] {
+        assert!(names.contains(&v), "{v} not captured: {names:?}");
+    }
+}

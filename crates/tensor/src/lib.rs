@@ -10,7 +10,8 @@
 //!   typed construction and access through the sealed [`Element`] trait;
 //! - conversion from and to `onnx_proto::TensorProto` ([`Tensor::from_proto`],
 //!   [`Tensor::from_proto_with_raw`], [`Tensor::to_proto`]);
-//! - file I/O: [`npy`], [`npz`] and [`pb`] (a serialized `TensorProto`).
+//! - file I/O: [`npy`], [`npz`] and [`pb`] (a serialized `TensorProto`);
+//! - [`reuse`]: float32 buffers of dropped tensors handed out again to kernels.
 //!
 //! **Architecture invariant:** this crate knows nothing about graphs, nodes, ops or kernels, nor
 //! about where external data lives: the model loader (`onnx-ir`) maps external data files and
@@ -30,6 +31,7 @@ pub mod npz;
 mod pack;
 pub mod pb;
 mod proto;
+pub mod reuse;
 mod tensor;
 
 pub use dtype::DataType;

@@ -94,7 +94,16 @@ complex!(f32 => Complex64, f64 => Complex128);
 
 /// A vector of elements seen as its little-endian bytes (the host is little-endian wherever
 /// this is used), so `Bytes` can own it without a copy.
-struct VecBytes<T>(Vec<T>);
+struct VecBytes<T: 'static>(Vec<T>);
+
+impl<T: 'static> Drop for VecBytes<T> {
+    fn drop(&mut self) {
+        // float32 buffers go back to the pool of reusable buffers.
+        if let Some(v) = (&mut self.0 as &mut dyn std::any::Any).downcast_mut::<Vec<f32>>() {
+            crate::reuse::give(std::mem::take(v));
+        }
+    }
+}
 
 impl<T: Copy + Send + 'static> AsRef<[u8]> for VecBytes<T> {
     fn as_ref(&self) -> &[u8] {

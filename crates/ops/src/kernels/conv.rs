@@ -772,7 +772,8 @@ mod fast {
             .map(|t| phases.tap_offset(&g, t / k[1], t % k[1]))
             .collect();
         let mut acc = vec![0f32; oh * phases.wq];
-        let mut y = vec![0f32; planes * oh * ow];
+        // Every output row is copied below.
+        let mut y = tensor::reuse::f32_buffer(planes * oh * ow);
         for (xs, out) in xv.chunks_exact(h * w).zip(y.chunks_exact_mut(oh * ow)) {
             phases.load(&g, xs);
             fast32::max_taps(&mut acc, &phases.data, &offs);
@@ -822,7 +823,8 @@ mod fast {
         if total == 0 {
             return Ok(Tensor::from_vec(shape, Vec::<f32>::new())?);
         }
-        let mut y = vec![0f32; total];
+        // Every path below writes every output value (Winograd adds onto zeros or the bias).
+        let mut y = tensor::reuse::f32_buffer(total);
         let threads = gemm::threads();
         let g2 = G2::of(&p);
         // Depthwise: one input channel per group and one output channel per group. Each plane
@@ -870,10 +872,8 @@ mod fast {
                 && (osz / g.ow).div_ceil(2) * g.ow.div_ceil(2) >= WINOGRAD_MIN_TILES;
             if winograd {
                 // The tiles' sums are added onto each output plane's bias.
-                if let Some(b) = &bias {
-                    for (i, plane) in y.chunks_exact_mut(osz).enumerate() {
-                        fast32::fill(plane, b[i % p.m]);
-                    }
+                for (i, plane) in y.chunks_exact_mut(osz).enumerate() {
+                    fast32::fill(plane, bias.as_ref().map_or(0.0, |b| b[i % p.m]));
                 }
                 let geo = winograd::Geometry {
                     c: p.c,

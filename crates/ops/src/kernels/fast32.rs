@@ -31,7 +31,8 @@ pub(crate) fn binary(
     let av = elems(a)?;
     let bv = elems(b)?;
     let total: usize = out_shape.iter().product();
-    let mut out = vec![0f32; total];
+    // Every element is written below.
+    let mut out = tensor::reuse::f32_buffer(total);
     if a.shape() == b.shape() {
         let f = &f;
         par_chunks(&mut out, |start, dst| {
@@ -265,6 +266,56 @@ multiversion! {
     }
 }
 
+/// [`dot`] of `a` with four vectors at once (four streams in flight, `a` loaded once), each
+/// result summed exactly as `dot` sums it.
+pub(crate) fn dot4(a: &[f32], b0: &[f32], b1: &[f32], b2: &[f32], b3: &[f32]) -> [f32; 4] {
+    let n = [b0.len(), b1.len(), b2.len(), b3.len()]
+        .into_iter()
+        .fold(a.len(), usize::min);
+    let (a, bs) = (&a[..n], [&b0[..n], &b1[..n], &b2[..n], &b3[..n]]);
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") {
+        // SAFETY: AVX-512F is present; every slice holds `n` values.
+        return unsafe { dot4_avx512(a, bs) };
+    }
+    bs.map(|b| dot(a, b))
+}
+
+/// `dot`'s order: 32 lane sums (`acc[l] += x[l] * y[l]`, multiply then add), added in lane
+/// order, plus the tail summed in order.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn dot4_avx512(a: &[f32], bs: [&[f32]; 4]) -> [f32; 4] {
+    use std::arch::x86_64::*;
+    let n = a.len();
+    let full = n - n % 32;
+    let mut lo = [_mm512_setzero_ps(); 4];
+    let mut hi = [_mm512_setzero_ps(); 4];
+    let ap = a.as_ptr();
+    let mut c = 0;
+    while c < full {
+        let (xl, xh) = (_mm512_loadu_ps(ap.add(c)), _mm512_loadu_ps(ap.add(c + 16)));
+        for r in 0..4 {
+            let bp = bs[r].as_ptr().add(c);
+            lo[r] = _mm512_add_ps(lo[r], _mm512_mul_ps(xl, _mm512_loadu_ps(bp)));
+            hi[r] = _mm512_add_ps(hi[r], _mm512_mul_ps(xh, _mm512_loadu_ps(bp.add(16))));
+        }
+        c += 32;
+    }
+    let mut out = [0f32; 4];
+    for r in 0..4 {
+        let mut lanes = [0f32; 32];
+        _mm512_storeu_ps(lanes.as_mut_ptr(), lo[r]);
+        _mm512_storeu_ps(lanes.as_mut_ptr().add(16), hi[r]);
+        let mut tail = 0f32;
+        for (&x, &y) in a[full..].iter().zip(&bs[r][full..]) {
+            tail += x * y;
+        }
+        out[r] = lanes.iter().sum::<f32>() + tail;
+    }
+    out
+}
+
 multiversion! {
     /// `dst[f] = max_t src[offs[t] + f]` for every `f` (the first tap's value where later ones
     /// are not greater; `src` must hold `offs[t] + dst.len()` values for every tap).
@@ -393,12 +444,12 @@ pub(crate) fn copy_rows(
     step: usize,
 ) {
     // Short unit-step rows (depthwise planes of 7 to 28 values) as masked vector copies rather
-    // than a memcpy call per row.
+    // than a memcpy call per row; stride-2 rows through a permute of whole vectors.
     #[cfg(target_arch = "x86_64")]
     if (step == 1 || step == 2)
+        && n <= 64
         && rows > 0
         && n > 0
-        && n <= 64
         && std::is_x86_feature_detected!("avx512f")
     {
         assert!(
@@ -569,7 +620,7 @@ fn par_chunks(out: &mut [f32], f: impl Fn(usize, &mut [f32]) + Sync) {
 /// `f` elementwise over a float32 tensor.
 pub(crate) fn unary(x: &Tensor, f: impl Fn(f32) -> f32 + Sync) -> KResult<Tensor> {
     let xv = elems(x)?;
-    let mut out = vec![0f32; xv.len()];
+    let mut out = tensor::reuse::f32_buffer(xv.len());
     let f = &f;
     par_chunks(&mut out, |start, dst| {
         map_into(dst, &xv[start..start + dst.len()], f)
@@ -652,7 +703,8 @@ pub(crate) fn erf(x: f32) -> f32 {
 /// [`exp`], sum in eight partial sums, scale).
 pub(crate) fn softmax_rows(x: &Tensor, n: usize, log: bool) -> KResult<Tensor> {
     let xv = elems(x)?;
-    let mut out = vec![0f32; xv.len()];
+    // Every row is written below (and there are none when `n` is 0).
+    let mut out = tensor::reuse::f32_buffer(xv.len());
     if n > 0 {
         for (row, o) in xv.chunks_exact(n).zip(out.chunks_exact_mut(n)) {
             let mx = max8(row);
@@ -707,7 +759,12 @@ pub(crate) fn layer_norm_rows(
     eps: f64,
 ) -> KResult<(Vec<f32>, Vec<f32>, Vec<f32>)> {
     let xv = elems(x)?;
-    let mut y = vec![0f32; xv.len()];
+    let mut y = if cols > 0 && xv.len().is_multiple_of(cols) {
+        // Every row is written below.
+        tensor::reuse::f32_buffer(xv.len())
+    } else {
+        vec![0f32; xv.len()]
+    };
     let rows = xv.len().checked_div(cols).unwrap_or(0);
     let mut means = Vec::with_capacity(rows);
     let mut invs = Vec::with_capacity(rows);
@@ -790,6 +847,30 @@ mod taps_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dot4_sums_each_vector_exactly_as_dot() {
+        for n in [0usize, 5, 32, 77, 1024] {
+            let a: Vec<f32> = (0..n)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.013)
+                .collect();
+            let bs: Vec<Vec<f32>> = (0..4)
+                .map(|r| {
+                    (0..n)
+                        .map(|i| ((i * 53 + r * 7) % 97) as f32 * 0.021 - 1.0)
+                        .collect()
+                })
+                .collect();
+            let got = dot4(&a, &bs[0], &bs[1], &bs[2], &bs[3]);
+            for r in 0..4 {
+                assert_eq!(
+                    got[r].to_bits(),
+                    dot(&a, &bs[r]).to_bits(),
+                    "n {n}, row {r}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn erf_and_exp_match_double_precision() {

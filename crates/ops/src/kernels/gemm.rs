@@ -29,6 +29,10 @@ pub(crate) trait Dense: num_traits::Float + Send + Sync + Default + 'static {
     fn axpy(y: &mut [Self], a: Self, x: &[Self]);
     /// `Σ a[i] * b[i]` (over the shorter length).
     fn dot(a: &[Self], b: &[Self]) -> Self;
+    /// [`dot`](Self::dot) of `a` with four vectors (each result exactly as `dot` gives it).
+    fn dot4(a: &[Self], b: [&[Self]; 4]) -> [Self; 4] {
+        b.map(|b| Self::dot(a, b))
+    }
 }
 impl Dense for f32 {
     const ONE: f32 = 1.0;
@@ -37,6 +41,9 @@ impl Dense for f32 {
     }
     fn dot(a: &[f32], b: &[f32]) -> f32 {
         crate::kernels::fast32::dot(a, b)
+    }
+    fn dot4(a: &[f32], b: [&[f32]; 4]) -> [f32; 4] {
+        crate::kernels::fast32::dot4(a, b[0], b[1], b[2], b[3])
     }
 }
 impl Dense for f64 {
@@ -138,9 +145,25 @@ pub(crate) fn gemm_ldc<T: Dense>(
     if n == 1 && a.cs == 1 && b.rs == 1 && m * k < 1 << 22 {
         // Matrix-vector (a 1×1 convolution of a pooled vector): one dot product per row.
         let x = &b.data[..k];
-        for (i, cv) in c.iter_mut().step_by(ldc).take(m).enumerate() {
-            let d = T::dot(&a.data[i * a.rs..i * a.rs + k], x) * scale;
-            *cv = if accumulate { *cv + d } else { d };
+        let row = |i: usize| &a.data[i * a.rs..i * a.rs + k];
+        let mut put = |i: usize, d: T| {
+            let cv = &mut c[i * ldc];
+            *cv = if accumulate {
+                *cv + d * scale
+            } else {
+                d * scale
+            };
+        };
+        // Four rows at a time: four streams of A in flight, the vector loaded once.
+        let quads = m - m % 4;
+        for i in (0..quads).step_by(4) {
+            let d = T::dot4(x, [row(i), row(i + 1), row(i + 2), row(i + 3)]);
+            for (r, d) in d.into_iter().enumerate() {
+                put(i + r, d);
+            }
+        }
+        for i in quads..m {
+            put(i, T::dot(row(i), x));
         }
         return;
     }
@@ -319,9 +342,19 @@ fn vector_matrix<T: Dense>(
         return;
     }
     let av: Vec<T> = (0..k).map(|p| a.data[p * a.cs]).collect();
-    for (j, cv) in c.iter_mut().enumerate() {
-        let col = &b.data[j * b.cs..j * b.cs + k];
-        *cv = *cv + T::dot(&av, col) * scale;
+    let col = |j: usize| &b.data[j * b.cs..j * b.cs + k];
+    // Four columns at a time: four streams of B in flight, A's values loaded once.
+    let mut quads = c.chunks_exact_mut(4);
+    for (q, cq) in (&mut quads).enumerate() {
+        let j = 4 * q;
+        let d = T::dot4(&av, [col(j), col(j + 1), col(j + 2), col(j + 3)]);
+        for (cv, d) in cq.iter_mut().zip(d) {
+            *cv = *cv + d * scale;
+        }
+    }
+    let done = n - n % 4;
+    for (j, cv) in quads.into_remainder().iter_mut().enumerate() {
+        *cv = *cv + T::dot(&av, col(done + j)) * scale;
     }
 }
 

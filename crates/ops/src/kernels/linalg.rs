@@ -382,7 +382,8 @@ fn gemm_f32(
             }
             y
         }
-        _ => vec![0f32; m * n],
+        // Overwritten by the product.
+        _ => tensor::reuse::f32_buffer(m * n),
     };
     let seeded = c.is_some() && beta != 0.0;
     gemm::gemm(m, k, n, opa, opb, &mut y, seeded, alpha);
