@@ -2,7 +2,7 @@
 //! recognised with the right entry; traceback frames are attributed to the user's code.
 
 use serde::Deserialize;
-use source_lint::explain::{error_line, frames, user_frame, KnowledgeBase, DATA};
+use source_lint::explain::{error_line, frames, placeholders, user_frame, KnowledgeBase, DATA};
 
 #[derive(Deserialize)]
 struct Cases {
@@ -80,6 +80,89 @@ fn real_messages_are_recognised_with_the_right_cause() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// `{name}` left in rendered text (the renderer's last resort is `(see the message)`).
+fn unrendered(text: &str) -> Option<String> {
+    let re = regex::Regex::new(r"\{\??[A-Za-z_][A-Za-z0-9_]*\}|\{\?|\(see the message\)").unwrap();
+    re.find(text).map(|m| m.as_str().to_string())
+}
+
+#[test]
+fn no_fixture_renders_a_literal_placeholder() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/explain_cases.toml"
+    ))
+    .unwrap();
+    let cases: Cases = toml::from_str(&text).unwrap();
+    let mut bad = Vec::new();
+    for c in &cases.case {
+        let Some(m) = kb().recognise(&c.text) else {
+            continue;
+        };
+        for (field, t) in [("cause", &m.entry.cause), ("fix", &m.entry.fix)] {
+            if let Some(p) = unrendered(&m.fill(t)) {
+                bad.push(format!("{} [{}] {field}: {p}", c.source, m.entry.id));
+            }
+        }
+        let code = m.fill(&m.entry.code);
+        for g in &m.groups {
+            assert!(
+                !code.contains(&format!("{{{g}}}")),
+                "{} code: {{{g}}}",
+                c.source
+            );
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn every_placeholder_names_a_group_and_reads_well_whichever_pattern_matched() {
+    // A placeholder in the prose is a named group of the entry's patterns; for each pattern,
+    // with only that pattern's groups captured, the text reads without a literal {name}: a
+    // group the pattern lacks sits in an optional part `{?…}` or has a generic wording.
+    for e in &kb().entries {
+        let per_pattern: Vec<Vec<String>> = e
+            .patterns
+            .iter()
+            .map(|p| {
+                regex::Regex::new(p)
+                    .unwrap()
+                    .capture_names()
+                    .flatten()
+                    .map(str::to_string)
+                    .collect()
+            })
+            .collect();
+        let groups: Vec<String> = per_pattern.concat();
+        for (field, t) in [("cause", &e.cause), ("fix", &e.fix), ("code", &e.code)] {
+            if field != "code" {
+                for name in placeholders(t, &|_| true) {
+                    assert!(
+                        groups.contains(&name),
+                        "{}: {field} uses {{{name}}}, no pattern captures it",
+                        e.id
+                    );
+                }
+            }
+            for (p, own) in e.patterns.iter().zip(&per_pattern) {
+                let m = source_lint::explain::Match {
+                    entry: e,
+                    matched: String::new(),
+                    values: own.iter().map(|g| (g.clone(), "X".to_string())).collect(),
+                    groups: groups.clone(),
+                };
+                let out = m.fill(t);
+                assert!(
+                    unrendered(&out).is_none(),
+                    "{}: {field} when {p:?} matches reads: {out}",
+                    e.id
+                );
+            }
+        }
+    }
 }
 
 #[test]
