@@ -230,3 +230,22 @@ fn the_innermost_user_frame_is_found() {
     let windows = "  File \"C:\\Users\\me\\AppData\\Local\\Programs\\Python\\Python311\\Lib\\site-packages\\torch\\onnx\\utils.py\", line 1, in export\n";
     assert!(user_frame(windows).is_none());
 }
+
+#[test]
+fn message_texts_taken_from_the_libraries_are_recognised() {
+    // Formatted from the libraries' own strings (onnx-tensorrt ModelImporter.cpp) or produced by
+    // onnxruntime 1.32.0 itself; not field reports, so they are not counted as fixtures.
+    for (text, id) in [
+        ("In node 12 (parseGraph): INVALID_GRAPH: Assertion failed: (ctx->tensors().count(inputName)) && \"Node input was not registered.\"", "trt-missing-input-tensor"),
+        ("[6] Assertion failed: toposort(graph.node(), &topoOrder) && \"Failed to sort the model topologically.\"", "trt-missing-input-tensor"),
+        ("[E] [TRT] File size error (possibly the path points to a directory): /models/", "trt-onnx-file-unreadable"),
+        ("[W] [TRT] TensorRT supports ONNX graphs generated with at least opset 7. Models using older opsets are not guaranteed to work.\n[E] [TRT] ModelImporter.cpp:720: While parsing node number 3 [BatchNormalization -> \"bn1\"]:", "trt-opset-below-7"),
+        ("UserWarning: Specified provider 'C' is not in available provider names.Available providers: 'AzureExecutionProvider, CPUExecutionProvider'", "ort-providers-string"),
+        ("EP Error Unknown Provider Type: FooExecutionProvider when using ['FooExecutionProvider']", "ort-provider-not-available"),
+        ("[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Invalid model. Node input 'q' is not a graph input, initializer, or output of a previous node.", "ort-invalid-model"),
+        ("RuntimeError: Unable to handle object of type <class 'int'>", "ort-feed-not-array"),
+    ] {
+        let got = kb().recognise(text).map(|m| m.entry.id.as_str());
+        assert_eq!(got, Some(id), "{text}");
+    }
+}
