@@ -128,10 +128,17 @@ impl KnowledgeBase {
         let (_, _, _, i, caps) = best?;
         let entry = &self.entries[i];
         let mut values = Vec::new();
+        let mut groups: Vec<String> = Vec::new();
         for re in &self.compiled[i] {
             for name in re.capture_names().flatten() {
+                if !groups.iter().any(|g| g == name) {
+                    groups.push(name.to_string());
+                }
                 if let Some(v) = caps.name(name) {
-                    values.push((name.to_string(), v.as_str().trim().to_string()));
+                    let v = v.as_str().trim();
+                    if !v.is_empty() && !values.iter().any(|(k, _): &(String, String)| k == name) {
+                        values.push((name.to_string(), v.to_string()));
+                    }
                 }
             }
         }
@@ -140,6 +147,7 @@ impl KnowledgeBase {
             entry,
             matched,
             values,
+            groups,
         })
     }
 }
@@ -150,27 +158,140 @@ pub struct Match<'k> {
     pub entry: &'k Entry,
     /// The text the pattern matched.
     pub matched: String,
-    /// Named groups captured from the error (`op`, `opset`, ...).
+    /// Named groups captured from the error (`op`, `opset`, ...); a group that did not take part
+    /// in the match, or matched only blanks, is absent.
     pub values: Vec<(String, String)>,
+    /// Every named group of the entry's patterns: the names `{name}` may use in its text.
+    pub groups: Vec<String>,
 }
 
+/// Generic wording for a placeholder whose group is absent from the match.
+const GENERIC: &[(&str, &str)] = &[
+    ("op", "the operator"),
+    ("opset", "the requested opset"),
+    ("need", "the opset the message names"),
+    ("what", "see the message"),
+];
+
 impl Match<'_> {
-    /// Replaces `{name}` with the captured value; placeholders without a value stay readable.
-    pub fn fill(&self, template: &str) -> String {
-        let mut out = template.to_string();
-        for (k, v) in &self.values {
-            out = out.replace(&format!("{{{k}}}"), v);
-        }
-        for (k, generic) in [
-            ("op", "the operator"),
-            ("opset", "the requested opset"),
-            ("need", "the opset the message names"),
-            ("what", "see the message"),
-        ] {
-            out = out.replace(&format!("{{{k}}}"), generic);
-        }
-        out
+    /// The captured value of a named group, if it took part in the match.
+    pub fn value(&self, name: &str) -> Option<&str> {
+        self.values
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
+
+    /// Renders an entry text: `{name}` becomes the captured value of the named group `name`; an
+    /// optional part `{?with {name}|without}` renders its first half when every placeholder in it
+    /// has a value and its second half (empty when there is no `|`) otherwise. A placeholder with
+    /// no value outside an optional part falls back to a generic wording, never to the literal
+    /// `{name}`. Braces that do not name a group of the entry (code such as `{"x": {0: "batch"}}`)
+    /// are left as they are.
+    pub fn fill(&self, template: &str) -> String {
+        render(
+            template,
+            &|name| {
+                self.groups.iter().any(|g| g == name) || GENERIC.iter().any(|(k, _)| *k == name)
+            },
+            &|name| self.value(name).map(str::to_string),
+        )
+    }
+}
+
+/// Renders `template` (syntax at [`Match::fill`]); `is_name` says which `{name}`s are placeholders.
+pub fn render(
+    template: &str,
+    is_name: &dyn Fn(&str) -> bool,
+    value: &dyn Fn(&str) -> Option<String>,
+) -> String {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let tail = &rest[open..];
+        if let Some(body_len) = tail.strip_prefix("{?").and_then(closing_brace) {
+            let body = &tail[2..2 + body_len];
+            let (with, without) = split_alternatives(body);
+            let complete = placeholders(with, is_name)
+                .iter()
+                .all(|n| value(n).is_some());
+            out.push_str(&render(
+                if complete { with } else { without },
+                is_name,
+                value,
+            ));
+            rest = &tail[2 + body_len + 1..];
+            continue;
+        }
+        if let Some(name) = placeholder_at(tail).filter(|n| is_name(n)) {
+            let filled = value(name).unwrap_or_else(|| {
+                GENERIC
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map_or("(see the message)", |(_, g)| g)
+                    .to_string()
+            });
+            out.push_str(&filled);
+            rest = &tail[name.len() + 2..];
+            continue;
+        }
+        out.push('{');
+        rest = &tail[1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The identifier of a `{name}` at the start of `s`.
+fn placeholder_at(s: &str) -> Option<&str> {
+    let inner = s.strip_prefix('{')?;
+    let end = inner.find('}')?;
+    let name = &inner[..end];
+    let mut chars = name.chars();
+    let first = chars.next()?;
+    ((first.is_ascii_alphabetic() || first == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_'))
+    .then_some(name)
+}
+
+/// The length of `s` up to the `}` that closes an already opened brace.
+fn closing_brace(s: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, c) in s.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => return Some(i),
+            '}' => depth -= 1,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Splits an optional part at its top-level `|`.
+fn split_alternatives(body: &str) -> (&str, &str) {
+    let mut depth = 0usize;
+    for (i, c) in body.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth = depth.saturating_sub(1),
+            '|' if depth == 0 => return (&body[..i], &body[i + 1..]),
+            _ => {}
+        }
+    }
+    (body, "")
+}
+
+/// The placeholder names used in a text (including inside optional parts).
+pub fn placeholders(template: &str, is_name: &dyn Fn(&str) -> bool) -> Vec<String> {
+    let mut names = Vec::new();
+    for (i, _) in template.match_indices('{') {
+        if let Some(n) = placeholder_at(&template[i..]).filter(|n| is_name(n)) {
+            names.push(n.to_string());
+        }
+    }
+    names
 }
 
 /// A frame of a Python traceback.
@@ -265,4 +386,66 @@ pub fn error_line(text: &str) -> Option<String> {
         .find(|l| re.is_match(l))
         .or_else(|| lines.last())
         .map(|s| s.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fill(template: &str, values: &[(&str, &str)]) -> String {
+        let names = ["dtype", "op", "got", "want"];
+        render(template, &|n| names.contains(&n), &|n| {
+            values
+                .iter()
+                .find(|(k, _)| *k == n)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    #[test]
+    fn an_optional_part_is_dropped_when_its_group_did_not_take_part() {
+        let t = "A tensor{? of type {dtype}} reaches a layer.";
+        assert_eq!(
+            fill(t, &[("dtype", "UINT8")]),
+            "A tensor of type UINT8 reaches a layer."
+        );
+        assert_eq!(fill(t, &[]), "A tensor reaches a layer.");
+        let t = "weights {?have {got} values, expected {want}|have the wrong count}.";
+        assert_eq!(
+            fill(t, &[("got", "9"), ("want", "27")]),
+            "weights have 9 values, expected 27."
+        );
+        assert_eq!(fill(t, &[("got", "9")]), "weights have the wrong count.");
+    }
+
+    #[test]
+    fn a_missing_placeholder_never_renders_as_its_name() {
+        assert_eq!(
+            fill("no translation for {op}", &[]),
+            "no translation for the operator"
+        );
+        assert_eq!(fill("here: {dtype}", &[]), "here: (see the message)");
+        // Braces that are not placeholders of the entry are code and stay as written.
+        let code = r#"sess.run(None, {"x": {0: "batch"}}); Ort::Env{}; {names[0]: x} {other}"#;
+        assert_eq!(fill(code, &[]), code);
+        assert_eq!(
+            fill("{? unclosed {dtype}", &[]),
+            "{? unclosed (see the message)"
+        );
+    }
+
+    #[test]
+    fn the_trt_datatype_entry_reads_well_without_a_captured_type() {
+        let kb = KnowledgeBase::builtin().unwrap();
+        let m = kb.recognise("[TRT] [E] Unsupported data type").unwrap();
+        assert_eq!(m.entry.id, "trt-unsupported-datatype");
+        let cause = m.fill(&m.entry.cause);
+        assert!(cause.starts_with("A tensor reaches a layer"), "{cause}");
+        let m = kb
+            .recognise("Unsupported ONNX data type: UINT8 (2)")
+            .unwrap();
+        assert!(m
+            .fill(&m.entry.cause)
+            .starts_with("A tensor of type UINT8 reaches"));
+    }
 }

@@ -2,7 +2,7 @@
 //! recognised with the right entry; traceback frames are attributed to the user's code.
 
 use serde::Deserialize;
-use source_lint::explain::{error_line, frames, user_frame, KnowledgeBase, DATA};
+use source_lint::explain::{error_line, frames, placeholders, user_frame, KnowledgeBase, DATA};
 
 #[derive(Deserialize)]
 struct Cases {
@@ -82,6 +82,89 @@ fn real_messages_are_recognised_with_the_right_cause() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// `{name}` left in rendered text (the renderer's last resort is `(see the message)`).
+fn unrendered(text: &str) -> Option<String> {
+    let re = regex::Regex::new(r"\{\??[A-Za-z_][A-Za-z0-9_]*\}|\{\?|\(see the message\)").unwrap();
+    re.find(text).map(|m| m.as_str().to_string())
+}
+
+#[test]
+fn no_fixture_renders_a_literal_placeholder() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/explain_cases.toml"
+    ))
+    .unwrap();
+    let cases: Cases = toml::from_str(&text).unwrap();
+    let mut bad = Vec::new();
+    for c in &cases.case {
+        let Some(m) = kb().recognise(&c.text) else {
+            continue;
+        };
+        for (field, t) in [("cause", &m.entry.cause), ("fix", &m.entry.fix)] {
+            if let Some(p) = unrendered(&m.fill(t)) {
+                bad.push(format!("{} [{}] {field}: {p}", c.source, m.entry.id));
+            }
+        }
+        let code = m.fill(&m.entry.code);
+        for g in &m.groups {
+            assert!(
+                !code.contains(&format!("{{{g}}}")),
+                "{} code: {{{g}}}",
+                c.source
+            );
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn every_placeholder_names_a_group_and_reads_well_whichever_pattern_matched() {
+    // A placeholder in the prose is a named group of the entry's patterns; for each pattern,
+    // with only that pattern's groups captured, the text reads without a literal {name}: a
+    // group the pattern lacks sits in an optional part `{?…}` or has a generic wording.
+    for e in &kb().entries {
+        let per_pattern: Vec<Vec<String>> = e
+            .patterns
+            .iter()
+            .map(|p| {
+                regex::Regex::new(p)
+                    .unwrap()
+                    .capture_names()
+                    .flatten()
+                    .map(str::to_string)
+                    .collect()
+            })
+            .collect();
+        let groups: Vec<String> = per_pattern.concat();
+        for (field, t) in [("cause", &e.cause), ("fix", &e.fix), ("code", &e.code)] {
+            if field != "code" {
+                for name in placeholders(t, &|_| true) {
+                    assert!(
+                        groups.contains(&name),
+                        "{}: {field} uses {{{name}}}, no pattern captures it",
+                        e.id
+                    );
+                }
+            }
+            for (p, own) in e.patterns.iter().zip(&per_pattern) {
+                let m = source_lint::explain::Match {
+                    entry: e,
+                    matched: String::new(),
+                    values: own.iter().map(|g| (g.clone(), "X".to_string())).collect(),
+                    groups: groups.clone(),
+                };
+                let out = m.fill(t);
+                assert!(
+                    unrendered(&out).is_none(),
+                    "{}: {field} when {p:?} matches reads: {out}",
+                    e.id
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn captured_values_fill_the_explanation() {
     let m = kb()
@@ -146,4 +229,23 @@ fn the_innermost_user_frame_is_found() {
     );
     let windows = "  File \"C:\\Users\\me\\AppData\\Local\\Programs\\Python\\Python311\\Lib\\site-packages\\torch\\onnx\\utils.py\", line 1, in export\n";
     assert!(user_frame(windows).is_none());
+}
+
+#[test]
+fn message_texts_taken_from_the_libraries_are_recognised() {
+    // Formatted from the libraries' own strings (onnx-tensorrt ModelImporter.cpp) or produced by
+    // onnxruntime 1.32.0 itself; not field reports, so they are not counted as fixtures.
+    for (text, id) in [
+        ("In node 12 (parseGraph): INVALID_GRAPH: Assertion failed: (ctx->tensors().count(inputName)) && \"Node input was not registered.\"", "trt-missing-input-tensor"),
+        ("[6] Assertion failed: toposort(graph.node(), &topoOrder) && \"Failed to sort the model topologically.\"", "trt-missing-input-tensor"),
+        ("[E] [TRT] File size error (possibly the path points to a directory): /models/", "trt-onnx-file-unreadable"),
+        ("[W] [TRT] TensorRT supports ONNX graphs generated with at least opset 7. Models using older opsets are not guaranteed to work.\n[E] [TRT] ModelImporter.cpp:720: While parsing node number 3 [BatchNormalization -> \"bn1\"]:", "trt-opset-below-7"),
+        ("UserWarning: Specified provider 'C' is not in available provider names.Available providers: 'AzureExecutionProvider, CPUExecutionProvider'", "ort-providers-string"),
+        ("EP Error Unknown Provider Type: FooExecutionProvider when using ['FooExecutionProvider']", "ort-provider-not-available"),
+        ("[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Invalid model. Node input 'q' is not a graph input, initializer, or output of a previous node.", "ort-invalid-model"),
+        ("RuntimeError: Unable to handle object of type <class 'int'>", "ort-feed-not-array"),
+    ] {
+        let got = kb().recognise(text).map(|m| m.entry.id.as_str());
+        assert_eq!(got, Some(id), "{text}");
+    }
 }
