@@ -117,7 +117,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .iter()
                 .filter_map(|v| shapes.get(v).cloned())
                 .collect();
-            format!("{} {}", n.op_type(), shapes.join(" "))
+            format!("{} {} {}", n.op_type(), shapes.join(" "), n.name())
         };
         let mut per_op: HashMap<String, (f64, usize)> = HashMap::new();
         let mut per_node: HashMap<usize, (f64, Vec<usize>)> = HashMap::new();

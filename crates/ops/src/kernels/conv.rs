@@ -556,6 +556,7 @@ fn conv(cx: &RunCx) -> KResult<Vec<Value>> {
 mod fast {
     use super::{common, conv_geom, window_table, ConvPlan, PAD};
     use crate::exec::{KResult, RunCx};
+    use crate::kernels::depthwise;
     use crate::kernels::fast32;
     use crate::kernels::gemm::{self, Operand};
     use crate::kernels::winograd;
@@ -832,6 +833,42 @@ mod fast {
         // rows kept `wq` wide, and the valid `ow` columns of each row are added to the output.
         if let (Some(g), true) = (&g2, cg == 1 && mg == 1) {
             let oh = osz / g.ow;
+            // Small planes: 16 channels at a time, each tap one vector of the 16.
+            if g.ph >= 0 && g.pw >= 0 {
+                let geo = depthwise::Geometry {
+                    c: p.m,
+                    h: g.h,
+                    w: g.w,
+                    kh: g.kh,
+                    kw: g.kw,
+                    sh: g.sh,
+                    sw: g.sw,
+                    dh: g.dh,
+                    dw: g.dw,
+                    ph: g.ph as usize,
+                    pw: g.pw as usize,
+                    oh,
+                    ow: g.ow,
+                };
+                if depthwise::applies(&geo) {
+                    let kept = if cx.is_constant(1) {
+                        cx.prepared(|| Ok(depthwise::pack_weights(&wv, &geo)))?
+                    } else {
+                        None
+                    };
+                    let local;
+                    let packed = match kept {
+                        Some(k) => k,
+                        None => {
+                            local = depthwise::pack_weights(&wv, &geo);
+                            &local
+                        }
+                    };
+                    depthwise::conv(&geo, packed, bias.as_deref(), &xv, &mut y);
+                    cx.finish_f32(&mut y, &shape);
+                    return Ok(Tensor::from_vec(shape, y)?);
+                }
+            }
             let probe = Phases::new(g, oh, 0.0);
             let offs: Vec<usize> = (0..g.kh * g.kw)
                 .map(|t| probe.tap_offset(g, t / g.kw, t % g.kw))

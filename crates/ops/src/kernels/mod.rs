@@ -5,6 +5,8 @@ pub mod attention;
 pub mod cast;
 pub mod control;
 pub mod conv;
+/// float32 depthwise convolution over blocks of 16 channels (not a registry family).
+pub(crate) mod depthwise;
 pub mod elementwise;
 /// float32 fast paths of the elementwise and normalization kernels (not a registry family).
 pub(crate) mod fast32;
