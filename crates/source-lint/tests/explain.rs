@@ -233,8 +233,9 @@ fn the_innermost_user_frame_is_found() {
 
 #[test]
 fn message_texts_taken_from_the_libraries_are_recognised() {
-    // Formatted from the libraries' own strings (onnx-tensorrt ModelImporter.cpp) or produced by
-    // onnxruntime 1.32.0 itself; not field reports, so they are not counted as fixtures.
+    // Formatted from the libraries' own strings (onnx-tensorrt ModelImporter.cpp, builtin_op_importers.cpp)
+    // or produced by onnxruntime 1.32.0 / onnx 1.23.2 themselves; not field reports, so they are not counted
+    // as fixtures.
     for (text, id) in [
         ("In node 12 (parseGraph): INVALID_GRAPH: Assertion failed: (ctx->tensors().count(inputName)) && \"Node input was not registered.\"", "trt-missing-input-tensor"),
         ("[6] Assertion failed: toposort(graph.node(), &topoOrder) && \"Failed to sort the model topologically.\"", "trt-missing-input-tensor"),
@@ -244,6 +245,14 @@ fn message_texts_taken_from_the_libraries_are_recognised() {
         ("EP Error Unknown Provider Type: FooExecutionProvider when using ['FooExecutionProvider']", "ort-provider-not-available"),
         ("[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Invalid model. Node input 'q' is not a graph input, initializer, or output of a previous node.", "ort-invalid-model"),
         ("RuntimeError: Unable to handle object of type <class 'int'>", "ort-feed-not-array"),
+        // onnx-tensorrt's ModelImporter.cpp and builtin_op_importers.cpp (current and TensorRT 6 branches)
+        ("In node -1 (importInput): UNSUPPORTED_GRAPH: Assertion failed: convertOnnxDims(onnxDtype.shape().dim(), trt_dims, namedDims) && \"Failed to convert ONNX dimensions to TensorRT dimensions.\"", "trt-input-rank-too-high"),
+        ("In node 7 with name: r and operator: RoiAlign (importRoiAlign): UNSUPPORTED_NODE: Assertion failed: plugin != nullptr: ROIAlign plugin was not found in the plugin registry!", "trt-builtin-plugin-missing"),
+        ("ERROR: builtin_op_importers.cpp:2276 In function importResize:\n[8] Assertion failed: inputs.size() == 2", "trt-resize-legacy-importer"),
+        // onnxruntime's CUDA TArray (cuda_utils.h) and onnx 1.23.2 shape inference on a provoked Reshape
+        ("Status Message: TArray size must be within range [0, 8]. Actual: 12", "ort-cuda-rank-limit"),
+        ("The requested API version [23] is not available, only API versions [1, 22] are supported in this build. Current ORT Version is: 1.22.0", "ort-api-version-mismatch"),
+        ("[ShapeInferenceError] Inference error(s): (op_type:Reshape, node name: r): [ShapeInferenceError] Dimension could not be inferred: incompatible shapes", "reshape-inference-incompatible"),
     ] {
         let got = kb().recognise(text).map(|m| m.entry.id.as_str());
         assert_eq!(got, Some(id), "{text}");
