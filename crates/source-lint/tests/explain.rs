@@ -233,8 +233,9 @@ fn the_innermost_user_frame_is_found() {
 
 #[test]
 fn message_texts_taken_from_the_libraries_are_recognised() {
-    // Formatted from the libraries' own strings (onnx-tensorrt ModelImporter.cpp) or produced by
-    // onnxruntime 1.32.0 itself; not field reports, so they are not counted as fixtures.
+    // Formatted from the libraries' own strings (onnx-tensorrt ModelImporter.cpp, builtin_op_importers.cpp)
+    // or produced by onnxruntime 1.32.0 / onnx 1.23.2 themselves; not field reports, so they are not counted
+    // as fixtures.
     for (text, id) in [
         ("In node 12 (parseGraph): INVALID_GRAPH: Assertion failed: (ctx->tensors().count(inputName)) && \"Node input was not registered.\"", "trt-missing-input-tensor"),
         ("[6] Assertion failed: toposort(graph.node(), &topoOrder) && \"Failed to sort the model topologically.\"", "trt-missing-input-tensor"),
@@ -244,6 +245,20 @@ fn message_texts_taken_from_the_libraries_are_recognised() {
         ("EP Error Unknown Provider Type: FooExecutionProvider when using ['FooExecutionProvider']", "ort-provider-not-available"),
         ("[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Invalid model. Node input 'q' is not a graph input, initializer, or output of a previous node.", "ort-invalid-model"),
         ("RuntimeError: Unable to handle object of type <class 'int'>", "ort-feed-not-array"),
+        // onnx-tensorrt's ModelImporter.cpp and builtin_op_importers.cpp (current and TensorRT 6 branches)
+        ("In node -1 (importInput): UNSUPPORTED_GRAPH: Assertion failed: convertOnnxDims(onnxDtype.shape().dim(), trt_dims, namedDims) && \"Failed to convert ONNX dimensions to TensorRT dimensions.\"", "trt-input-rank-too-high"),
+        ("[8] Assertion failed: (output_tensor_ptr->getType() != nvinfer1::DataType::kINT32 || output_trt_dtype == nvinfer1::DataType::kINT32) && \"For INT32 tensors, the output type must also be INT32.\"", "trt-int32-output-type"),
+        ("[E] [TRT] ITensor::getDimensions: Error Code 3: API Usage Error (dq: only activation types allowed as input to this layer.)\n[E] [TRT] In node 12 with name: dq and operator: DequantizeLinear (parseNode): INVALID_NODE: Invalid Node - dq", "trt-invalid-node-wrapper"),
+        ("ERROR: ModelImporter.cpp:179 In function parseGraph:\n[6] Invalid Node - Pad_342\n[shuffleNode.cpp::symbolicExecute::387] Error Code 4: Internal Error (Reshape_331: IShuffleLayer applied to shape tensor must have 0 or 1 reshape dimensions: dimensions were [-1,2,1])", "trt-shape-tensor-reshape"),
+        ("In node 45 with name: /Dropout and operator: Dropout (parseNode): INVALID_GRAPH: Node has more output tensors than TRT expected, expected output size is 1, actual output size is 2.", "trt-extra-node-outputs"),
+        ("In node 7 with name: r and operator: RoiAlign (importRoiAlign): UNSUPPORTED_NODE: Assertion failed: plugin != nullptr: ROIAlign plugin was not found in the plugin registry!", "trt-builtin-plugin-missing"),
+        ("ERROR: builtin_op_importers.cpp:2276 In function importResize:\n[8] Assertion failed: inputs.size() == 2", "trt-resize-legacy-importer"),
+        ("In node -1 (parseGraph): INVALID_GRAPH: Failed to import initializer: onnx::Conv_123", "trt-convert-weights"),
+        ("[E] [TRT] Input file cannot be found, or is not a regular file: model.onnx", "trt-onnx-file-unreadable"),
+        // onnxruntime's CUDA TArray (cuda_utils.h) and onnx 1.23.2 shape inference on a provoked Reshape
+        ("Status Message: TArray size must be within range [0, 8]. Actual: 12", "ort-cuda-rank-limit"),
+        ("The requested API version [23] is not available, only API versions [1, 22] are supported in this build. Current ORT Version is: 1.22.0", "ort-api-version-mismatch"),
+        ("[ShapeInferenceError] Inference error(s): (op_type:Reshape, node name: r): [ShapeInferenceError] Dimension could not be inferred: incompatible shapes", "reshape-inference-incompatible"),
     ] {
         let got = kb().recognise(text).map(|m| m.entry.id.as_str());
         assert_eq!(got, Some(id), "{text}");
