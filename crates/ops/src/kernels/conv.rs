@@ -559,6 +559,7 @@ mod fast {
     use crate::kernels::depthwise;
     use crate::kernels::fast32;
     use crate::kernels::gemm::{self, Operand};
+    use crate::kernels::pointwise;
     use crate::kernels::winograd;
     use rayon::prelude::*;
     use std::borrow::Cow;
@@ -948,6 +949,30 @@ mod fast {
         let pointwise = ksz == 1
             && p.strides.iter().all(|&s| s == 1)
             && p.pads_begin.iter().chain(&p.pads_end).all(|&v| v == 0);
+        // Pointwise products vectorised over output channels, with the weights packed once.
+        if pointwise && p.group == 1 && pointwise::applies(p.m, p.c, osz) {
+            let kept = if cx.is_constant(1) {
+                cx.prepared(|| Ok(pointwise::pack(&wv, p.m, p.c)))?
+            } else {
+                None
+            };
+            let local;
+            let packed = match kept {
+                Some(k) => k,
+                None => {
+                    local = pointwise::pack(&wv, p.m, p.c);
+                    &local
+                }
+            };
+            for (xn, yn) in xv
+                .chunks_exact(p.c * insz)
+                .zip(y.chunks_exact_mut(p.m * osz))
+            {
+                pointwise::conv(packed, bias.as_deref(), xn, osz, yn);
+            }
+            cx.finish_f32(&mut y, &shape);
+            return Ok(Tensor::from_vec(shape, y)?);
+        }
         let tab = if pointwise || g2.is_some() {
             Vec::new()
         } else {

@@ -190,7 +190,7 @@ fn mask(n: usize) -> u16 {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[inline]
-unsafe fn transpose16(v: &mut [__m512; 16]) {
+pub(crate) unsafe fn transpose16(v: &mut [__m512; 16]) {
     // Within each 128-bit lane: rows 4i..4i+3 of column 4L+j end up in u[4i+j].
     let mut t = [_mm512_setzero_ps(); 16];
     for i in 0..8 {

@@ -16,6 +16,8 @@ pub mod indexing;
 pub mod linalg;
 pub mod ml;
 pub mod norm;
+/// float32 1×1 convolution vectorised over output channels (not a registry family).
+pub(crate) mod pointwise;
 pub mod quant;
 pub mod random;
 pub mod reduce;
