@@ -3,9 +3,11 @@
 //! One engine runs all three cells: directions (forward / reverse / bidirectional),
 //! `sequence_lens` (steps past a batch entry's length leave zeros in Y), initial states,
 //! the `activations` list with `activation_alpha` / `activation_beta`, `clip`, `layout`,
-//! LSTM peepholes and `input_forget`, GRU `linear_before_reset`. Computes in f64.
+//! LSTM peepholes and `input_forget`, GRU `linear_before_reset`. Computes float32 inputs in
+//! float32 (vectorised dot products and Sigmoid/Tanh), the other float types in f64.
 
-use super::conv::common::{self, store};
+use super::conv::common::{self, store, Real};
+use super::gemm::Dense;
 use crate::exec::util;
 use crate::exec::{kernel, KResult, KernelDef, RunCx, Value};
 use tensor::{DataType, Tensor};
@@ -52,38 +54,72 @@ enum Act {
 }
 
 impl Act {
-    fn apply(self, x: f64) -> f64 {
+    fn apply<F: Real>(self, x: F) -> F {
+        let (zero, one) = (F::zero(), F::one());
         match self {
-            Act::Relu => x.max(0.0),
+            Act::Relu => x.max(zero),
             Act::Tanh => x.tanh(),
-            Act::Sigmoid => 1.0 / (1.0 + (-x).exp()),
-            Act::Affine(a, b) => a * x + b,
+            Act::Sigmoid => one / (one + (-x).exp()),
+            Act::Affine(a, b) => F::of(a) * x + F::of(b),
             Act::LeakyRelu(a) => {
-                if x < 0.0 {
-                    a * x
+                if x < zero {
+                    F::of(a) * x
                 } else {
                     x
                 }
             }
             Act::ThresholdedRelu(a) => {
-                if x > a {
+                if x > F::of(a) {
                     x
                 } else {
-                    0.0
+                    zero
                 }
             }
-            Act::ScaledTanh(a, b) => a * (b * x).tanh(),
-            Act::HardSigmoid(a, b) => (a * x + b).clamp(0.0, 1.0),
+            Act::ScaledTanh(a, b) => F::of(a) * (F::of(b) * x).tanh(),
+            Act::HardSigmoid(a, b) => (F::of(a) * x + F::of(b)).max(zero).min(one),
             Act::Elu(a) => {
-                if x < 0.0 {
-                    a * (x.exp() - 1.0)
+                if x < zero {
+                    F::of(a) * (x.exp() - one)
                 } else {
                     x
                 }
             }
-            Act::Softsign => x / (1.0 + x.abs()),
-            Act::Softplus => (1.0 + x.exp()).ln(),
+            Act::Softsign => x / (one + x.abs()),
+            Act::Softplus => (one + x.exp()).ln(),
         }
+    }
+
+    /// `xs[j] = self(xs[j])`: Sigmoid and Tanh of float32 through the vectorised functions.
+    fn apply_all<F: Cellwise>(self, xs: &mut [F]) {
+        match self {
+            Act::Sigmoid => F::sigmoid_all(xs),
+            Act::Tanh => F::tanh_all(xs),
+            _ => xs.iter_mut().for_each(|v| *v = self.apply(*v)),
+        }
+    }
+}
+
+/// A compute type of the cells: `f32` (vectorised Sigmoid and Tanh) or `f64` (libm).
+trait Cellwise: Real + Dense {
+    fn sigmoid_all(xs: &mut [Self]);
+    fn tanh_all(xs: &mut [Self]);
+}
+
+impl Cellwise for f32 {
+    fn sigmoid_all(xs: &mut [f32]) {
+        crate::kernels::fast32::map_inplace(xs, crate::kernels::fast32::sigmoid);
+    }
+    fn tanh_all(xs: &mut [f32]) {
+        crate::kernels::fast32::map_inplace(xs, crate::kernels::fast32::tanh);
+    }
+}
+
+impl Cellwise for f64 {
+    fn sigmoid_all(xs: &mut [f64]) {
+        xs.iter_mut().for_each(|v| *v = Act::Sigmoid.apply(*v));
+    }
+    fn tanh_all(xs: &mut [f64]) {
+        xs.iter_mut().for_each(|v| *v = v.tanh());
     }
 }
 
@@ -146,17 +182,26 @@ fn activations(cx: &RunCx, cell: Cell, dirs: usize) -> KResult<Vec<Act>> {
         .collect()
 }
 
-/// y[r] = sum_k m[r*cols + k] * v[k] (+= into y).
-fn matvec_add(y: &mut [f64], m: &[f64], v: &[f64]) {
-    use crate::kernels::gemm::Dense;
+/// y[r] = sum_k m[r*cols + k] * v[k] (+= into y), four rows at a time.
+fn matvec_add<F: Dense>(y: &mut [F], m: &[F], v: &[F]) {
     let cols = v.len();
-    for (r, yr) in y.iter_mut().enumerate() {
-        *yr += f64::dot(&m[r * cols..(r + 1) * cols], v);
+    let row = |r: usize| &m[r * cols..(r + 1) * cols];
+    let done = y.len() - y.len() % 4;
+    let mut quads = y.chunks_exact_mut(4);
+    for (q, yq) in (&mut quads).enumerate() {
+        let r = 4 * q;
+        let d = F::dot4(v, [row(r), row(r + 1), row(r + 2), row(r + 3)]);
+        for (y, d) in yq.iter_mut().zip(d) {
+            *y = *y + d;
+        }
+    }
+    for (j, yr) in quads.into_remainder().iter_mut().enumerate() {
+        *yr = *yr + F::dot(v, row(done + j));
     }
 }
 
-/// Optional float input `i` as f64 checked to have `shape`.
-fn opt_f64(cx: &RunCx, i: usize, shape: &[usize], what: &str) -> KResult<Option<Vec<f64>>> {
+/// Optional float input `i` in the compute type, checked to have `shape`.
+fn opt_load<F: Real>(cx: &RunCx, i: usize, shape: &[usize], what: &str) -> KResult<Option<Vec<F>>> {
     match cx.opt_input(i)? {
         None => Ok(None),
         Some(t) => {
@@ -166,14 +211,14 @@ fn opt_f64(cx: &RunCx, i: usize, shape: &[usize], what: &str) -> KResult<Option<
                     t.shape()
                 )));
             }
-            Ok(Some(util::to_f64s(t)?))
+            Ok(Some(common::load::<F>(t)?))
         }
     }
 }
 
 /// Swaps the first two axes of a row-major [a, b, rest] buffer.
-fn swap01(v: &[f64], a: usize, b: usize, rest: usize) -> Vec<f64> {
-    let mut out = vec![0f64; v.len()];
+fn swap01<F: Copy + Default>(v: &[F], a: usize, b: usize, rest: usize) -> Vec<F> {
+    let mut out = vec![F::default(); v.len()];
     for i in 0..a {
         for j in 0..b {
             let src = (i * b + j) * rest;
@@ -186,6 +231,15 @@ fn swap01(v: &[f64], a: usize, b: usize, rest: usize) -> Vec<f64> {
 
 /// The shared RNN / GRU / LSTM kernel.
 fn recurrent(cx: &RunCx, cell: Cell) -> KResult<Vec<Value>> {
+    if cx.input(0)?.dtype() == DataType::Float {
+        recurrent_in::<f32>(cx, cell)
+    } else {
+        recurrent_in::<f64>(cx, cell)
+    }
+}
+
+/// [`recurrent`] computing in `F`.
+fn recurrent_in<F: Cellwise>(cx: &RunCx, cell: Cell) -> KResult<Vec<Value>> {
     let x = cx.input(0)?;
     let w = cx.input(1)?;
     let r = cx.input(2)?;
@@ -239,16 +293,16 @@ fn recurrent(cx: &RunCx, cell: Cell) -> KResult<Vec<Value>> {
     common::numel(cx, &[t_len, dirs, batch, h])?;
     let acts = activations(cx, cell, dirs)?;
     let per_act = cell.default_acts().len();
-    let clip = cx.attr_f("clip")?.map(|c| c as f64);
+    let clip = cx.attr_f("clip")?.map(|c| F::of(c as f64));
     let lbr = cx.int("linear_before_reset", 0)? != 0;
     let input_forget = cx.int("input_forget", 0)? != 0;
-    let mut xv = util::to_f64s(x)?;
+    let mut xv = common::load::<F>(x)?;
     if layout != 0 {
         xv = swap01(&xv, batch, t_len, isz);
     }
-    let wv = util::to_f64s(w)?;
-    let rv = util::to_f64s(r)?;
-    let bv = opt_f64(cx, 3, &[dirs, 2 * g * h], "B")?;
+    let wv = common::load::<F>(w)?;
+    let rv = common::load::<F>(r)?;
+    let bv = opt_load::<F>(cx, 3, &[dirs, 2 * g * h], "B")?;
     let seq_lens: Vec<usize> = match cx.opt_input(4)? {
         Some(s) => {
             let v = util::to_i64s(s)?;
@@ -266,9 +320,9 @@ fn recurrent(cx: &RunCx, cell: Cell) -> KResult<Vec<Value>> {
     } else {
         [batch, dirs, h]
     };
-    let mut h0 = opt_f64(cx, 5, &state_shape, "initial_h")?;
+    let mut h0 = opt_load::<F>(cx, 5, &state_shape, "initial_h")?;
     let mut c0 = if cell == Cell::Lstm {
-        opt_f64(cx, 6, &state_shape, "initial_c")?
+        opt_load::<F>(cx, 6, &state_shape, "initial_c")?
     } else {
         None
     };
@@ -277,22 +331,28 @@ fn recurrent(cx: &RunCx, cell: Cell) -> KResult<Vec<Value>> {
         c0 = c0.map(|v| swap01(&v, batch, dirs, h));
     }
     let pv = if cell == Cell::Lstm {
-        opt_f64(cx, 7, &[dirs, 3 * h], "P")?
+        opt_load::<F>(cx, 7, &[dirs, 3 * h], "P")?
     } else {
         None
     };
     // Y: [T, D, B, H]; Y_h, Y_c: [D, B, H].
-    let mut y = vec![0f64; t_len * dirs * batch * h];
-    let mut yh = vec![0f64; dirs * batch * h];
-    let mut yc = vec![0f64; dirs * batch * h];
-    let cl = |v: f64| match clip {
-        Some(c) => v.clamp(-c, c),
+    let zero = F::zero();
+    let mut y = vec![zero; t_len * dirs * batch * h];
+    let mut yh = vec![zero; dirs * batch * h];
+    let mut yc = vec![zero; dirs * batch * h];
+    let cl = |v: F| match clip {
+        Some(c) => v.max(-c).min(c),
         None => v,
     };
-    let mut gx = vec![0f64; g * h];
-    let mut gh = vec![0f64; g * h];
+    let mut gx = vec![zero; g * h];
+    let mut gh = vec![zero; g * h];
+    // Per-step scratch: gate values (up to four), and GRU's r ⊙ h and its product.
+    let mut ga = vec![zero; h];
+    let mut gb = vec![zero; h];
+    let mut gc = vec![zero; h];
+    let mut gd = vec![zero; h];
     // The input projections of every step at once: XW[t*B + b] = W_d · x[t, b].
-    let mut xw = vec![0f64; t_len * batch * g * h];
+    let mut xw = vec![zero; t_len * batch * g * h];
     for d in 0..dirs {
         let reverse = direction == "reverse" || d == 1;
         let wd = &wv[d * g * h * isz..(d + 1) * g * h * isz];
@@ -308,23 +368,27 @@ fn recurrent(cx: &RunCx, cell: Cell) -> KResult<Vec<Value>> {
             },
             &mut xw,
             false,
-            1.0,
+            F::one(),
         );
         let rd = &rv[d * g * h * h..(d + 1) * g * h * h];
-        let zero_b = vec![0f64; 2 * g * h];
+        let zero_b = vec![zero; 2 * g * h];
         let bd = bv
             .as_ref()
             .map_or(&zero_b[..], |b| &b[d * 2 * g * h..(d + 1) * 2 * g * h]);
         let (wb, rb) = bd.split_at(g * h);
-        let zero_p = vec![0f64; 3 * h];
+        let zero_p = vec![zero; 3 * h];
         let pd = pv
             .as_ref()
             .map_or(&zero_p[..], |p| &p[d * 3 * h..(d + 1) * 3 * h]);
         let a = &acts[d * per_act..(d + 1) * per_act];
         for b in 0..batch {
             let si = (d * batch + b) * h;
-            let mut hs: Vec<f64> = h0.as_ref().map_or(vec![0.0; h], |v| v[si..si + h].to_vec());
-            let mut cs: Vec<f64> = c0.as_ref().map_or(vec![0.0; h], |v| v[si..si + h].to_vec());
+            let mut hs: Vec<F> = h0
+                .as_ref()
+                .map_or(vec![zero; h], |v| v[si..si + h].to_vec());
+            let mut cs: Vec<F> = c0
+                .as_ref()
+                .map_or(vec![zero; h], |v| v[si..si + h].to_vec());
             let len = seq_lens[b];
             for step in 0..len {
                 let t = if reverse { len - 1 - step } else { step };
@@ -333,55 +397,75 @@ fn recurrent(cx: &RunCx, cell: Cell) -> KResult<Vec<Value>> {
                     *o = bias + p;
                 }
                 gh.copy_from_slice(rb);
-                matvec_add(&mut gh, rd, &hs);
+                // GRU without linear_before_reset multiplies its third block by r ⊙ h below.
+                let rows = if cell == Cell::Gru && !lbr {
+                    2 * h
+                } else {
+                    g * h
+                };
+                matvec_add(&mut gh[..rows], &rd[..rows * h], &hs);
                 match cell {
                     Cell::Rnn => {
                         for j in 0..h {
-                            hs[j] = a[0].apply(cl(gx[j] + gh[j]));
+                            hs[j] = cl(gx[j] + gh[j]);
                         }
+                        a[0].apply_all(&mut hs);
                     }
                     Cell::Gru => {
-                        // Gate order z, r, h.
-                        let mut hn = vec![0f64; h];
-                        let mut rs = vec![0f64; h];
-                        let mut zs = vec![0f64; h];
+                        // Gate order z, r, h: ga = z, gb = r, gc = the candidate.
                         for j in 0..h {
-                            zs[j] = a[0].apply(cl(gx[j] + gh[j]));
-                            rs[j] = a[0].apply(cl(gx[h + j] + gh[h + j]));
+                            ga[j] = cl(gx[j] + gh[j]);
+                            gb[j] = cl(gx[h + j] + gh[h + j]);
                         }
+                        a[0].apply_all(&mut ga);
+                        a[0].apply_all(&mut gb);
                         if lbr {
                             for j in 0..h {
-                                hn[j] = a[1].apply(cl(gx[2 * h + j] + rs[j] * gh[2 * h + j]));
+                                gc[j] = cl(gx[2 * h + j] + gb[j] * gh[2 * h + j]);
                             }
                         } else {
-                            let rh: Vec<f64> = (0..h).map(|j| rs[j] * hs[j]).collect();
-                            let mut acc = rb[2 * h..3 * h].to_vec();
-                            matvec_add(&mut acc, &rd[2 * h * h..3 * h * h], &rh);
                             for j in 0..h {
-                                hn[j] = a[1].apply(cl(gx[2 * h + j] + acc[j]));
+                                gd[j] = gb[j] * hs[j];
+                            }
+                            let acc = &mut gh[2 * h..3 * h];
+                            matvec_add(acc, &rd[2 * h * h..3 * h * h], &gd);
+                            for j in 0..h {
+                                gc[j] = cl(gx[2 * h + j] + gh[2 * h + j]);
                             }
                         }
+                        a[1].apply_all(&mut gc);
                         for j in 0..h {
-                            hs[j] = (1.0 - zs[j]) * hn[j] + zs[j] * hs[j];
+                            hs[j] = (F::one() - ga[j]) * gc[j] + ga[j] * hs[j];
                         }
                     }
                     Cell::Lstm => {
-                        // Gate order i, o, f, c; peepholes i, o, f.
+                        // Gate order i, o, f, c; peepholes i, o, f. ga = i, gb = f, gc = c̃,
+                        // gd = o.
                         for j in 0..h {
-                            let gi = cl(gx[j] + gh[j] + pd[j] * cs[j]);
-                            let i = a[0].apply(gi);
-                            let f = if input_forget {
-                                1.0 - i
-                            } else {
-                                a[0].apply(cl(gx[2 * h + j]
-                                    + gh[2 * h + j]
-                                    + pd[2 * h + j] * cs[j]))
-                            };
-                            let c = a[1].apply(cl(gx[3 * h + j] + gh[3 * h + j]));
-                            let cn = f * cs[j] + i * c;
-                            let o = a[0].apply(cl(gx[h + j] + gh[h + j] + pd[h + j] * cn));
-                            cs[j] = cn;
-                            hs[j] = o * a[2].apply(cn);
+                            ga[j] = cl(gx[j] + gh[j] + pd[j] * cs[j]);
+                            gc[j] = cl(gx[3 * h + j] + gh[3 * h + j]);
+                        }
+                        a[0].apply_all(&mut ga);
+                        if input_forget {
+                            for j in 0..h {
+                                gb[j] = F::one() - ga[j];
+                            }
+                        } else {
+                            for j in 0..h {
+                                gb[j] = cl(gx[2 * h + j] + gh[2 * h + j] + pd[2 * h + j] * cs[j]);
+                            }
+                            a[0].apply_all(&mut gb);
+                        }
+                        a[1].apply_all(&mut gc);
+                        for j in 0..h {
+                            cs[j] = gb[j] * cs[j] + ga[j] * gc[j];
+                            gd[j] = cl(gx[h + j] + gh[h + j] + pd[h + j] * cs[j]);
+                        }
+                        a[0].apply_all(&mut gd);
+                        hs.copy_from_slice(&cs);
+                        a[2].apply_all(&mut hs);
+                        for j in 0..h {
+                            hs[j] = gd[j] * hs[j];
                         }
                     }
                 }
@@ -396,7 +480,7 @@ fn recurrent(cx: &RunCx, cell: Cell) -> KResult<Vec<Value>> {
         (y, vec![t_len, dirs, batch, h], yh, yc, vec![dirs, batch, h])
     } else {
         // [T, D, B, H] -> [B, T, D, H]
-        let mut o = vec![0f64; y.len()];
+        let mut o = vec![zero; y.len()];
         for t in 0..t_len {
             for d in 0..dirs {
                 for b in 0..batch {
@@ -416,7 +500,7 @@ fn recurrent(cx: &RunCx, cell: Cell) -> KResult<Vec<Value>> {
     };
     let n_out = cx.num_outputs().max(1);
     let mut outs: Vec<Value> = Vec::with_capacity(n_out);
-    let mk = |shape: Vec<usize>, v: Vec<f64>| -> KResult<Tensor> { store::<f64>(dtype, shape, v) };
+    let mk = |shape: Vec<usize>, v: Vec<F>| -> KResult<Tensor> { store::<F>(dtype, shape, v) };
     outs.push(mk(y_shape, y)?.into());
     if n_out > 1 {
         outs.push(mk(s_shape.clone(), yh)?.into());
