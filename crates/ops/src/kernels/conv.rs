@@ -538,7 +538,20 @@ fn conv(cx: &RunCx) -> KResult<Vec<Value>> {
         )));
     }
     if x.dtype() == DataType::Float {
-        return Ok(vec![fast::conv_f32(cx, x, w)?.into()]);
+        return Ok(vec![
+            fast::conv_f32(cx, x, w, cx.opt_input(2)?, true)?.into()
+        ]);
+    }
+    // float16 and bfloat16 through the float32 kernels (exact conversions in; one rounding
+    // of each output to the type, as the general path rounds its f64 sums).
+    if matches!(x.dtype(), DataType::Float16 | DataType::Bfloat16) {
+        let f32s = |t: &Tensor| -> KResult<Tensor> {
+            Ok(Tensor::from_vec(t.shape().to_vec(), load::<f32>(t)?)?)
+        };
+        let b = cx.opt_input(2)?.map(f32s).transpose()?;
+        let y = fast::conv_f32(cx, &f32s(x)?, &f32s(w)?, b.as_ref(), false)?;
+        let shape = y.shape().to_vec();
+        return Ok(vec![store(x.dtype(), shape, y.to_vec::<f32>()?)?.into()]);
     }
     let p = conv_plan(cx, x.shape(), w.shape())?;
     crate::with_real!(cx, x.dtype(), F => {
@@ -797,7 +810,23 @@ mod fast {
     /// ... but never fewer output positions than this, so that each product stays wide.
     const MIN_COLS: usize = 384;
 
-    pub(super) fn conv_f32(cx: &RunCx, x: &Tensor, w: &Tensor) -> KResult<Tensor> {
+    /// The float32 convolution of `x` by `w` plus `b`; `fuse` lets it apply the node's
+    /// epilogue (off when the node's own type is not float32: its chain must then round to
+    /// that type between nodes).
+    pub(super) fn conv_f32(
+        cx: &RunCx,
+        x: &Tensor,
+        w: &Tensor,
+        b: Option<&Tensor>,
+        fuse: bool,
+    ) -> KResult<Tensor> {
+        let finish = |y: &mut [f32], shape: &[usize], bias: Option<&[f32]>| {
+            if fuse {
+                cx.finish_f32_biased(y, shape, bias);
+            } else {
+                crate::exec::epilogue::apply_f32_biased(bias, &[], y, shape);
+            }
+        };
         let p = conv_geom(cx, x.shape(), w.shape())?;
         let mut shape = vec![p.n, p.m];
         shape.extend(&p.out_sp);
@@ -809,7 +838,7 @@ mod fast {
         let rows = cg * ksz;
         let xv = elems(x)?;
         let wv = elems(w)?;
-        let bias = match cx.opt_input(2)? {
+        let bias = match b {
             None => None,
             Some(b) => {
                 if b.len() != p.m {
@@ -866,7 +895,7 @@ mod fast {
                         }
                     };
                     depthwise::conv(&geo, packed, bias.as_deref(), &xv, &mut y);
-                    cx.finish_f32(&mut y, &shape);
+                    finish(&mut y, &shape, None);
                     return Ok(Tensor::from_vec(shape, y)?);
                 }
             }
@@ -893,7 +922,7 @@ mod fast {
                     .enumerate()
                     .for_each(|item| plane(&mut scratch, item));
             }
-            cx.finish_f32(&mut y, &shape);
+            finish(&mut y, &shape, None);
             return Ok(Tensor::from_vec(shape, y)?);
         }
         // 3×3 unit-stride convolutions with enough channels: Winograd F(2×2, 3×3), with the
@@ -942,7 +971,7 @@ mod fast {
                 {
                     winograd::conv(&geo, filters, xn, yn);
                 }
-                cx.finish_f32(&mut y, &shape);
+                finish(&mut y, &shape, None);
                 return Ok(Tensor::from_vec(shape, y)?);
             }
         }
@@ -970,7 +999,7 @@ mod fast {
             {
                 pointwise::conv(packed, bias.as_deref(), xn, osz, yn);
             }
-            cx.finish_f32(&mut y, &shape);
+            finish(&mut y, &shape, None);
             return Ok(Tensor::from_vec(shape, y)?);
         }
         let tab = if pointwise || g2.is_some() {
@@ -1048,7 +1077,7 @@ mod fast {
             }
         }
         // The bias, then the epilogue, in one pass over the output.
-        cx.finish_f32_biased(&mut y, &shape, bias.as_deref());
+        finish(&mut y, &shape, bias.as_deref());
         Ok(Tensor::from_vec(shape, y)?)
     }
 }
@@ -2185,6 +2214,53 @@ mod fast_tests {
             assert_eq!(ws_, gs);
             for (a, b) in gv.iter().zip(&wv_) {
                 assert!((*a as f64 - b).abs() < 1e-4 * (1.0 + b.abs()), "{a} vs {b}");
+            }
+            // float16 runs through the float32 kernels: within float16's rounding of the sums.
+            let f16s = |shape: &[usize], v: &[f64]| {
+                let h: Vec<half::f16> = v.iter().map(|&x| half::f16::from_f64(x)).collect();
+                Some(tensor::Tensor::from_vec(shape.to_vec(), h).unwrap())
+            };
+            let rounded = |v: &[f64]| -> Vec<f64> {
+                v.iter().map(|&x| half::f16::from_f64(x).to_f64()).collect()
+            };
+            let want16 = run(
+                "Conv",
+                11,
+                attrs(),
+                &[
+                    t(&xs, &rounded(&xv)),
+                    t(&ws, &rounded(&wv)),
+                    t(&[m], &rounded(&bv)),
+                ],
+                1,
+            )
+            .unwrap();
+            let got16 = run(
+                "Conv",
+                11,
+                attrs(),
+                &[f16s(&xs, &xv), f16s(&ws, &wv), f16s(&[m], &bv)],
+                1,
+            )
+            .unwrap();
+            assert_eq!(
+                got16[0].as_tensor().unwrap().dtype(),
+                tensor::DataType::Float16
+            );
+            let (_, w16) = out::<f64>(&want16, 0);
+            let g16: Vec<f64> = got16[0]
+                .as_tensor()
+                .unwrap()
+                .to_vec::<half::f16>()
+                .unwrap()
+                .into_iter()
+                .map(|h| h.to_f64())
+                .collect();
+            for (a, b) in g16.iter().zip(&w16) {
+                assert!(
+                    (a - b).abs() <= 1e-3 * (1.0 + b.abs()),
+                    "float16: {a} vs {b}"
+                );
             }
         }
     }
