@@ -260,7 +260,9 @@ pub fn apply_f32_biased(
             }
         }
     };
-    if crate::kernels::gemm::threads() > 1 && y.len() > 2 * CHUNK {
+    // One cheap operation per value: below half a million values, waking a second thread and
+    // pulling the values into its core's cache costs more than the thread saves.
+    if crate::kernels::gemm::threads() > 1 && y.len() > 32 * CHUNK {
         use rayon::prelude::*;
         y.par_chunks_mut(CHUNK).enumerate().for_each(chunk);
     } else {

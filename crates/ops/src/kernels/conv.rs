@@ -799,6 +799,21 @@ mod fast {
         Ok(Some(y))
     }
 
+    /// What `make` derives from the weights (input 1): kept in the node's state across runs when
+    /// the weights are constant, else made for this run in `local`.
+    fn weight_state<'s, 'r: 's, T: std::any::Any + Send + Sync>(
+        cx: &RunCx<'r>,
+        local: &'s mut Option<T>,
+        make: impl Fn() -> T,
+    ) -> KResult<&'s T> {
+        if cx.is_constant(1) {
+            if let Some(kept) = cx.prepared(|| Ok(make()))? {
+                return Ok(kept);
+            }
+        }
+        Ok(local.insert(make()))
+    }
+
     /// Winograd pays off from this many input and output channels on (below, the transforms
     /// cost more than the multiplications they save).
     const WINOGRAD_MIN_CHANNELS: usize = 16;
@@ -881,19 +896,9 @@ mod fast {
                     ow: g.ow,
                 };
                 if depthwise::applies(&geo) {
-                    let kept = if cx.is_constant(1) {
-                        cx.prepared(|| Ok(depthwise::pack_weights(&wv, &geo)))?
-                    } else {
-                        None
-                    };
-                    let local;
-                    let packed = match kept {
-                        Some(k) => k,
-                        None => {
-                            local = depthwise::pack_weights(&wv, &geo);
-                            &local
-                        }
-                    };
+                    let mut local = None;
+                    let packed =
+                        weight_state(cx, &mut local, || depthwise::pack_weights(&wv, &geo))?;
                     depthwise::conv(&geo, packed, bias.as_deref(), &xv, &mut y);
                     finish(&mut y, &shape, None);
                     return Ok(Tensor::from_vec(shape, y)?);
@@ -912,7 +917,7 @@ mod fast {
                 fast32::depthwise_plane(out, g.ow, phases.wq, &phases.data, &offs, w, b, acc);
             };
             let init = || (Phases::new(g, oh, 0.0), Vec::new());
-            if threads > 1 && total >= 1 << 14 {
+            if threads > 1 && total >= gemm::PAR_MIN_TAPPED {
                 y.par_chunks_exact_mut(osz)
                     .enumerate()
                     .for_each_init(init, plane);
@@ -952,19 +957,8 @@ mod fast {
                     ph: g.ph as usize,
                     pw: g.pw as usize,
                 };
-                let kept = if cx.is_constant(1) {
-                    cx.prepared(|| Ok(winograd::filters(&wv, p.m, p.c)))?
-                } else {
-                    None
-                };
-                let local;
-                let filters = match kept {
-                    Some(f) => f,
-                    None => {
-                        local = winograd::filters(&wv, p.m, p.c);
-                        &local
-                    }
-                };
+                let mut local = None;
+                let filters = weight_state(cx, &mut local, || winograd::filters(&wv, p.m, p.c))?;
                 for (xn, yn) in xv
                     .chunks_exact(p.c * insz)
                     .zip(y.chunks_exact_mut(p.m * osz))
@@ -980,19 +974,8 @@ mod fast {
             && p.pads_begin.iter().chain(&p.pads_end).all(|&v| v == 0);
         // Pointwise products vectorised over output channels, with the weights packed once.
         if pointwise && p.group == 1 && pointwise::applies(p.m, p.c, osz) {
-            let kept = if cx.is_constant(1) {
-                cx.prepared(|| Ok(pointwise::pack(&wv, p.m, p.c)))?
-            } else {
-                None
-            };
-            let local;
-            let packed = match kept {
-                Some(k) => k,
-                None => {
-                    local = pointwise::pack(&wv, p.m, p.c);
-                    &local
-                }
-            };
+            let mut local = None;
+            let packed = weight_state(cx, &mut local, || pointwise::pack(&wv, p.m, p.c))?;
             for (xn, yn) in xv
                 .chunks_exact(p.c * insz)
                 .zip(y.chunks_exact_mut(p.m * osz))

@@ -131,7 +131,7 @@ pub(crate) fn conv(g: &Geometry, packed: &Packed, bias: Option<&[f32]>, x: &[f32
         };
     };
     let init = || Scratch::for_geometry(g);
-    if jobs > 1 && super::gemm::threads() > 1 && out_len >= 1 << 14 {
+    if jobs > 1 && super::gemm::threads() > 1 && out_len >= super::gemm::PAR_MIN_TAPPED {
         use rayon::prelude::*;
         (0..jobs)
             .into_par_iter()

@@ -20,7 +20,10 @@ pub(crate) fn threads() -> usize {
 
 /// Below this many multiply-adds a product is not worth splitting across threads (measured on
 /// the transformer shapes of the benchmark models: smaller products got slower with 2 threads).
-const PAR_MIN_WORK: usize = 1 << 22;
+pub(crate) const PAR_MIN_WORK: usize = 1 << 22;
+/// Outputs of a depthwise convolution (9 to 25 multiply-adds each) below which it stays on one
+/// thread, for the same reason.
+pub(crate) const PAR_MIN_TAPPED: usize = 1 << 17;
 
 /// The element types the fast path handles.
 pub(crate) trait Dense: num_traits::Float + Send + Sync + Default + 'static {

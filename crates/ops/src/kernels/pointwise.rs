@@ -105,7 +105,7 @@ pub(crate) fn conv(w: &Packed, bias: Option<&[f32]>, x: &[f32], n: usize, y: &mu
             };
         }
     };
-    if panels > 1 && super::gemm::threads() > 1 && m * k * n >= 1 << 18 {
+    if panels > 1 && super::gemm::threads() > 1 && m * k * n >= super::gemm::PAR_MIN_WORK {
         use rayon::prelude::*;
         (0..panels).into_par_iter().for_each(run);
     } else {
