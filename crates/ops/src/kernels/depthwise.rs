@@ -52,6 +52,9 @@ impl Geometry {
     }
 }
 
+use super::fast32::mask16;
+use super::gemm::SyncPtr;
+
 /// Whether [`conv`] runs here: AVX-512F, a non-empty output and a padded plane small enough.
 pub(crate) fn applies(g: &Geometry) -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -142,21 +145,6 @@ pub(crate) fn conv(g: &Geometry, packed: &Packed, bias: Option<&[f32]>, x: &[f32
     }
 }
 
-/// A pointer to the output that jobs writing disjoint planes may share.
-#[derive(Clone, Copy)]
-struct SyncPtr(*mut f32);
-// SAFETY: each job writes only its own channels' planes.
-unsafe impl Send for SyncPtr {}
-unsafe impl Sync for SyncPtr {}
-
-impl SyncPtr {
-    /// # Safety
-    /// `n` values past the pointer must lie in the same allocation.
-    unsafe fn offset(self, n: usize) -> SyncPtr {
-        SyncPtr(self.0.add(n))
-    }
-}
-
 /// One thread's buffers: the padded input block and the output block, both `[pixel][16]`.
 struct Scratch {
     input: Vec<f32>,
@@ -176,15 +164,6 @@ impl Scratch {
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
-
-#[cfg(target_arch = "x86_64")]
-fn mask(n: usize) -> u16 {
-    if n >= 16 {
-        u16::MAX
-    } else {
-        (1u16 << n) - 1
-    }
-}
 
 /// Transposes the 16×16 matrix whose rows are `v` in place.
 #[cfg(target_arch = "x86_64")]
@@ -232,7 +211,7 @@ unsafe fn block(
     nc: usize,
     w: &[f32],
     bias: &[f32],
-    y: SyncPtr,
+    y: SyncPtr<f32>,
 ) {
     let (hp, wp) = g.padded();
     let plane = g.h * g.w;
@@ -247,7 +226,7 @@ unsafe fn block(
             let n = (cols - x0).min(16);
             let mut v = [_mm512_setzero_ps(); 16];
             for (c, v) in v.iter_mut().enumerate().take(nc) {
-                *v = _mm512_maskz_loadu_ps(mask(n), xp.add(c * plane + iy * g.w + x0));
+                *v = _mm512_maskz_loadu_ps(mask16(n), xp.add(c * plane + iy * g.w + x0));
             }
             transpose16(&mut v);
             let dst = xb.add(((iy + g.ph) * wp + x0 + g.pw) * 16);
@@ -291,7 +270,7 @@ unsafe fn block(
             }
             transpose16(&mut v);
             for (c, v) in v.iter().enumerate().take(nc) {
-                _mm512_mask_storeu_ps(y.0.add(c * oplane + oy * g.ow + x0), mask(n), *v);
+                _mm512_mask_storeu_ps(y.get().add(c * oplane + oy * g.ow + x0), mask16(n), *v);
             }
             x0 += n;
         }
@@ -335,7 +314,7 @@ unsafe fn block(
     _: usize,
     _: &[f32],
     _: &[f32],
-    _: SyncPtr,
+    _: SyncPtr<f32>,
 ) {
     unreachable!("applies() is false off x86-64")
 }

@@ -471,6 +471,15 @@ pub(crate) fn copy_rows(
     copy_rows_any(dst, dst_stride, src, src_stride, rows, n, step)
 }
 
+/// The mask of the first `n` of 16 lanes (all of them from 16 on).
+pub(crate) fn mask16(n: usize) -> u16 {
+    if n >= 16 {
+        u16::MAX
+    } else {
+        (1u16 << n) - 1
+    }
+}
+
 /// `dst[r*ds + k] = src[r*ss + k]` for r < rows, k < n, in masked 16-lane copies.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
@@ -492,7 +501,7 @@ unsafe fn rows_avx512_strided(
             x += 16;
         }
         if x < n {
-            let m: __mmask16 = (1u16 << (n - x)) - 1;
+            let m = mask16(n - x);
             _mm512_mask_storeu_ps(o.add(x), m, _mm512_maskz_loadu_ps(m, a.add(x)));
         }
     }
@@ -520,21 +529,14 @@ unsafe fn even_rows_avx512(
             let k = (n - x).min(16);
             // Source values 2x .. 2x + 2k - 1 (the last one read is 2(x + k - 1)).
             let span = 2 * k - 1;
-            let m = |len: usize| -> __mmask16 {
-                if len >= 16 {
-                    0xFFFF
-                } else {
-                    (1u16 << len) - 1
-                }
-            };
-            let lo = _mm512_maskz_loadu_ps(m(span), a.add(2 * x));
+            let lo = _mm512_maskz_loadu_ps(mask16(span), a.add(2 * x));
             let hi = if span > 16 {
-                _mm512_maskz_loadu_ps(m(span - 16), a.add(2 * x + 16))
+                _mm512_maskz_loadu_ps(mask16(span - 16), a.add(2 * x + 16))
             } else {
                 _mm512_setzero_ps()
             };
             let v = _mm512_permutex2var_ps(lo, even, hi);
-            _mm512_mask_storeu_ps(o.add(x), m(k), v);
+            _mm512_mask_storeu_ps(o.add(x), mask16(k), v);
             x += k;
         }
     }

@@ -149,7 +149,7 @@ pub(crate) fn gemm_ldc<T: Dense>(
         // Matrix-vector (a 1×1 convolution of a pooled vector): one dot product per row.
         let x = &b.data[..k];
         let row = |i: usize| &a.data[i * a.rs..i * a.rs + k];
-        let mut put = |i: usize, d: T| {
+        let put = |i: usize, d: T| {
             let cv = &mut c[i * ldc];
             *cv = if accumulate {
                 *cv + d * scale
@@ -157,17 +157,7 @@ pub(crate) fn gemm_ldc<T: Dense>(
                 d * scale
             };
         };
-        // Four rows at a time: four streams of A in flight, the vector loaded once.
-        let quads = m - m % 4;
-        for i in (0..quads).step_by(4) {
-            let d = T::dot4(x, [row(i), row(i + 1), row(i + 2), row(i + 3)]);
-            for (r, d) in d.into_iter().enumerate() {
-                put(i + r, d);
-            }
-        }
-        for i in quads..m {
-            put(i, T::dot(row(i), x));
-        }
+        dots(x, m, row, put);
         return;
     }
     let t = threads();
@@ -244,15 +234,22 @@ pub(crate) fn gemm_ldc<T: Dense>(
     gemm_raw(m, k, n, a, b, c, ldc, accumulate, scale, par);
 }
 
-/// A raw pointer shared by threads that write disjoint parts of its buffer.
+/// A raw pointer shared by threads that write disjoint parts of its buffer (column blocks in
+/// `gemm_ldc`, channel planes in the depthwise and pointwise convolutions).
 #[derive(Clone, Copy)]
-struct SyncPtr<T>(*mut T);
-// SAFETY: only used to hand threads disjoint column blocks of one output (see `gemm_ldc`).
+pub(crate) struct SyncPtr<T>(pub(crate) *mut T);
+// SAFETY: every user hands each thread a part of the buffer no other thread touches.
 unsafe impl<T> Send for SyncPtr<T> {}
 unsafe impl<T> Sync for SyncPtr<T> {}
 impl<T> SyncPtr<T> {
-    fn get(self) -> *mut T {
+    pub(crate) fn get(self) -> *mut T {
         self.0
+    }
+
+    /// # Safety
+    /// `n` elements past the pointer must lie in the same allocation.
+    pub(crate) unsafe fn offset(self, n: usize) -> SyncPtr<T> {
+        SyncPtr(self.0.add(n))
     }
 }
 
@@ -346,18 +343,26 @@ fn vector_matrix<T: Dense>(
     }
     let av: Vec<T> = (0..k).map(|p| a.data[p * a.cs]).collect();
     let col = |j: usize| &b.data[j * b.cs..j * b.cs + k];
-    // Four columns at a time: four streams of B in flight, A's values loaded once.
-    let mut quads = c.chunks_exact_mut(4);
-    for (q, cq) in (&mut quads).enumerate() {
-        let j = 4 * q;
-        let d = T::dot4(&av, [col(j), col(j + 1), col(j + 2), col(j + 3)]);
-        for (cv, d) in cq.iter_mut().zip(d) {
-            *cv = *cv + d * scale;
+    dots(&av, n, col, |j, d| c[j] = c[j] + d * scale);
+}
+
+/// `put(i, x · vector(i))` for `i < count`, four vectors at a time (four streams in flight,
+/// `x` loaded once); each product summed exactly as [`Dense::dot`] sums it.
+fn dots<'v, T: Dense>(
+    x: &[T],
+    count: usize,
+    vector: impl Fn(usize) -> &'v [T],
+    mut put: impl FnMut(usize, T),
+) {
+    let quads = count - count % 4;
+    for i in (0..quads).step_by(4) {
+        let d = T::dot4(x, [vector(i), vector(i + 1), vector(i + 2), vector(i + 3)]);
+        for (r, d) in d.into_iter().enumerate() {
+            put(i + r, d);
         }
     }
-    let done = n - n % 4;
-    for (j, cv) in quads.into_remainder().iter_mut().enumerate() {
-        *cv = *cv + T::dot(&av, col(done + j)) * scale;
+    for i in quads..count {
+        put(i, T::dot(x, vector(i)));
     }
 }
 

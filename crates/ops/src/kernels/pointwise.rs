@@ -11,6 +11,8 @@
 //! Each output is the fused multiply-add chain over `p` in order from the bias.
 
 use super::depthwise::transpose16;
+use super::fast32::mask16;
+use super::gemm::SyncPtr;
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
@@ -82,7 +84,8 @@ pub(crate) fn conv(w: &Packed, bias: Option<&[f32]>, x: &[f32], n: usize, y: &mu
         lanes[..m].copy_from_slice(&b[..m]);
     }
     let tiles = n.div_ceil(TILE);
-    let out = Out(y.as_mut_ptr());
+    // Panels write disjoint rows of the output.
+    let out = SyncPtr(y.as_mut_ptr());
     // A panel's weights stay in the cache while every tile of pixels passes them.
     let run = |b: usize| {
         for t in 0..tiles {
@@ -99,7 +102,7 @@ pub(crate) fn conv(w: &Packed, bias: Option<&[f32]>, x: &[f32], n: usize, y: &mu
                     n,
                     k,
                     r,
-                    out.at(b * PANEL * n + j0),
+                    out.offset(b * PANEL * n + j0).get(),
                     (m - b * PANEL).min(PANEL),
                 )
             };
@@ -110,21 +113,6 @@ pub(crate) fn conv(w: &Packed, bias: Option<&[f32]>, x: &[f32], n: usize, y: &mu
         (0..panels).into_par_iter().for_each(run);
     } else {
         (0..panels).for_each(run);
-    }
-}
-
-/// The output, shared by panels that write disjoint rows.
-#[derive(Clone, Copy)]
-struct Out(*mut f32);
-// SAFETY: each panel writes only its own rows.
-unsafe impl Send for Out {}
-unsafe impl Sync for Out {}
-
-impl Out {
-    /// # Safety
-    /// `i` values past the pointer must lie in the same allocation.
-    unsafe fn at(self, i: usize) -> *mut f32 {
-        self.0.add(i)
     }
 }
 
@@ -164,7 +152,7 @@ unsafe fn tile(
         _ => sums::<1>(&mut acc, w, b0, b1, xp, n, k),
     }
     // acc[j][h] holds channels 16h..16h+16 of pixel j: transpose each half into rows.
-    let m = if r >= 16 { u16::MAX } else { (1u16 << r) - 1 };
+    let m = mask16(r);
     for h in 0..2 {
         let mut v = [_mm512_setzero_ps(); 16];
         for (v, a) in v.iter_mut().zip(&acc).take(r) {

@@ -76,7 +76,7 @@ impl Act {
                 }
             }
             Act::ScaledTanh(a, b) => F::of(a) * (F::of(b) * x).tanh(),
-            Act::HardSigmoid(a, b) => (F::of(a) * x + F::of(b)).max(zero).min(one),
+            Act::HardSigmoid(a, b) => clamp(F::of(a) * x + F::of(b), zero, one),
             Act::Elu(a) => {
                 if x < zero {
                     F::of(a) * (x.exp() - one)
@@ -96,6 +96,15 @@ impl Act {
             Act::Tanh => F::tanh_all(xs),
             _ => xs.iter_mut().for_each(|v| *v = self.apply(*v)),
         }
+    }
+}
+
+/// `v` limited to `lo..=hi`, NaN kept (as `f64::clamp` does; `max`/`min` would drop it).
+fn clamp<F: Real>(v: F, lo: F, hi: F) -> F {
+    if v.is_nan() {
+        v
+    } else {
+        v.max(lo).min(hi)
     }
 }
 
@@ -182,22 +191,25 @@ fn activations(cx: &RunCx, cell: Cell, dirs: usize) -> KResult<Vec<Act>> {
         .collect()
 }
 
-/// y[r] = sum_k m[r*cols + k] * v[k] (+= into y), four rows at a time.
+/// y[r] += sum_k m[r*cols + k] * v[k]: the matrix-vector product of `gemm`.
 fn matvec_add<F: Dense>(y: &mut [F], m: &[F], v: &[F]) {
-    let cols = v.len();
-    let row = |r: usize| &m[r * cols..(r + 1) * cols];
-    let done = y.len() - y.len() % 4;
-    let mut quads = y.chunks_exact_mut(4);
-    for (q, yq) in (&mut quads).enumerate() {
-        let r = 4 * q;
-        let d = F::dot4(v, [row(r), row(r + 1), row(r + 2), row(r + 3)]);
-        for (y, d) in yq.iter_mut().zip(d) {
-            *y = *y + d;
-        }
-    }
-    for (j, yr) in quads.into_remainder().iter_mut().enumerate() {
-        *yr = *yr + F::dot(v, row(done + j));
-    }
+    use crate::kernels::gemm::{gemm_ldc, Operand};
+    let column = Operand {
+        data: v,
+        rs: 1,
+        cs: 1,
+    };
+    gemm_ldc(
+        y.len(),
+        v.len(),
+        1,
+        Operand::rows(m, v.len()),
+        column,
+        y,
+        1,
+        true,
+        F::ONE,
+    );
 }
 
 /// Optional float input `i` in the compute type, checked to have `shape`.
@@ -341,7 +353,7 @@ fn recurrent_in<F: Cellwise>(cx: &RunCx, cell: Cell) -> KResult<Vec<Value>> {
     let mut yh = vec![zero; dirs * batch * h];
     let mut yc = vec![zero; dirs * batch * h];
     let cl = |v: F| match clip {
-        Some(c) => v.max(-c).min(c),
+        Some(c) => clamp(v, -c, c),
         None => v,
     };
     let mut gx = vec![zero; g * h];
