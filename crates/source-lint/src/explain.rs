@@ -115,7 +115,11 @@ impl KnowledgeBase {
                     continue;
                 };
                 let m = caps.get(0).expect("group 0");
-                let key = (entry.priority, m.start(), m.len());
+                let mut priority = entry.priority;
+                if is_warning_line(text, m.start()) {
+                    priority = priority.min(WARNING_PRIORITY);
+                }
+                let key = (priority, m.start(), m.len());
                 let better = match &best {
                     None => true,
                     Some((p, s, l, _, _)) => key > (*p, *s, *l),
@@ -150,6 +154,30 @@ impl KnowledgeBase {
             groups,
         })
     }
+}
+
+/// The highest priority a match on a warning line can have: a logged warning (TensorRT's
+/// `[W]`, ONNX Runtime's `[W:onnxruntime:…]`, Python's `UserWarning:`) loses to any specific entry
+/// matched on another line, since the run failed on an error, and wins only over the catch-alls.
+const WARNING_PRIORITY: i32 = -3;
+
+/// Whether the line holding byte `at` of `text` is a logged warning.
+fn is_warning_line(text: &str, at: usize) -> bool {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        Regex::new(r"\[W\]|\[W:onnxruntime|\[WARNING\]|^\s*(\[[^\]]*\]\s*)*WARNING:|\w*Warning: ")
+            .expect("warning-line regex")
+    });
+    let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let end = text[at..].find('\n').map_or(text.len(), |i| at + i);
+    let line = &text[start..end];
+    // Not a warning: ONNX Runtime's TensorRT provider logs TensorRT's `ERROR`s at its own
+    // warning level, and old PyTorch exporters gave the reason for a failure as a UserWarning
+    // (`ONNX export failed on X because …`) before raising a generic error.
+    re.is_match(line)
+        && !line.contains("ERROR")
+        && !line.contains("[E]")
+        && !line.contains("ONNX export failed")
 }
 
 /// A recognised error.
@@ -432,6 +460,37 @@ mod tests {
             fill("{? unclosed {dtype}", &[]),
             "{? unclosed (see the message)"
         );
+    }
+
+    #[test]
+    fn a_logged_warning_loses_to_the_error_that_failed_the_run() {
+        let kb = KnowledgeBase::builtin().unwrap();
+        let warning = "2024-05-01 10:00:00.1 [W:onnxruntime:Default, onnxruntime_pybind_state.cc:965 CreateExecutionProviderInstance] Failed to create CUDAExecutionProvider. Please reference https://onnxruntime.ai/docs/execution-providers/CUDA-ExecutionProvider.html#requirements to ensure all dependencies are met.";
+        let error = "onnxruntime.capi.onnxruntime_pybind11_state.InvalidProtobuf: [ONNXRuntimeError] : 7 : INVALID_PROTOBUF : Load model from m.onnx failed:Protobuf parsing failed.";
+        // Alone, the warning is recognised for what it is.
+        assert_eq!(
+            kb.recognise(warning).unwrap().entry.id,
+            "ort-cuda-provider-load"
+        );
+        // Before the fatal error, in either order, the error decides.
+        for text in [format!("{warning}\n{error}"), format!("{error}\n{warning}")] {
+            assert_eq!(
+                kb.recognise(&text).unwrap().entry.id,
+                "ort-protobuf-parse",
+                "{text}"
+            );
+        }
+        // ONNX Runtime's TensorRT provider logs TensorRT errors at warning level: still errors.
+        assert!(!is_warning_line("[W:onnxruntime:Default, tensorrt_execution_provider.h:35 log] [2020-04-01 ERROR] Network validation failed.", 0));
+        assert!(is_warning_line("[12/03/2020-15:23:43] [W] [TRT] onnx2trt_utils.cpp:220: Your ONNX model has been generated with INT64 weights", 0));
+        assert!(is_warning_line(
+            "model.py:41: TracerWarning: Converting a tensor to a Python boolean",
+            0
+        ));
+        assert!(!is_warning_line(
+            "UserWarning: ONNX export failed on RNN/GRU/LSTM because batch_first not supported",
+            0
+        ));
     }
 
     #[test]
