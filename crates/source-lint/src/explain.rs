@@ -105,8 +105,36 @@ impl KnowledgeBase {
     }
 
     /// The best entry for an error text: highest priority, then the match that starts last
-    /// (the final exception of a traceback), then the longest match.
+    /// (the final exception of a traceback), then the longest match. When nothing but a
+    /// catch-all matches, the text is tried again with its lines joined — a message wrapped by a
+    /// terminal, a mail client or an issue excerpt (`CUDAE` / `xecutionProvider`) — and a
+    /// better match there wins.
     pub fn recognise(&self, text: &str) -> Option<Match<'_>> {
+        let raw = self.best(text);
+        let floor = raw
+            .as_ref()
+            .map_or(i32::MIN, |(p, _, _)| *p)
+            .max(CATCH_ALL_PRIORITY);
+        let mut best = raw;
+        for (joined, joins) in unwrapped(text) {
+            let Some((p, span, m)) = self.best(&joined) else {
+                continue;
+            };
+            // Only a match that a wrap had cut — across one or two of the joins — counts; a
+            // pattern that bounds its context to one line must not reach across the log.
+            let crossed = joins.iter().filter(|&&j| span.0 < j && j < span.1).count();
+            if (1..=2).contains(&crossed)
+                && p > floor
+                && best.as_ref().is_none_or(|(b, _, _)| p > *b)
+            {
+                best = Some((p, span, m));
+            }
+        }
+        best.map(|(_, _, m)| m)
+    }
+
+    /// The best match in `text` with its effective priority and byte span.
+    fn best(&self, text: &str) -> Option<(i32, (usize, usize), Match<'_>)> {
         let mut best: Option<(i32, usize, usize, usize, regex::Captures<'_>)> = None;
         for (i, (entry, res)) in self.entries.iter().zip(&self.compiled).enumerate() {
             for re in res {
@@ -129,7 +157,7 @@ impl KnowledgeBase {
                 }
             }
         }
-        let (_, _, _, i, caps) = best?;
+        let (priority, start, len, i, caps) = best?;
         let entry = &self.entries[i];
         let mut values = Vec::new();
         let mut groups: Vec<String> = Vec::new();
@@ -147,13 +175,54 @@ impl KnowledgeBase {
             }
         }
         let matched = caps.get(0).map_or("", |m| m.as_str()).to_string();
-        Some(Match {
-            entry,
-            matched,
-            values,
-            groups,
-        })
+        Some((
+            priority,
+            (start, start + len),
+            Match {
+                entry,
+                matched,
+                values,
+                groups,
+            },
+        ))
     }
+}
+
+/// Entries at or below this priority are catch-alls: a text that only they match is tried
+/// again with its lines joined.
+const CATCH_ALL_PRIORITY: i32 = -4;
+
+/// The text with its line breaks undone two ways — joined by a space (a break between words),
+/// and joined with nothing where the break falls inside a word (a hard wrap at a column) — each
+/// with the byte offsets of its joins.
+fn unwrapped(text: &str) -> [(String, Vec<usize>); 2] {
+    let mut spaced = (String::with_capacity(text.len()), Vec::new());
+    let mut glued = (String::with_capacity(text.len()), Vec::new());
+    let lines: Vec<&str> = text.split('\n').collect();
+    for (i, line) in lines.iter().enumerate() {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if i > 0 {
+            spaced.1.push(spaced.0.len());
+            spaced.0.push(' ');
+            spaced.0.push_str(line.trim_start());
+            let prev_word = glued.0.chars().last().is_some_and(char::is_alphanumeric);
+            let next_word = line.chars().next().is_some_and(char::is_alphanumeric);
+            if prev_word && next_word {
+                glued.1.push(glued.0.len());
+            } else {
+                glued.0.push('\n');
+            }
+            glued.0.push_str(line);
+        } else {
+            spaced.0.push_str(line.trim_end());
+            glued.0.push_str(line);
+        }
+        if i + 1 < lines.len() {
+            let t = spaced.0.trim_end().len();
+            spaced.0.truncate(t);
+        }
+    }
+    [spaced, glued]
 }
 
 /// The highest priority a match on a warning line can have: a logged warning (TensorRT's
