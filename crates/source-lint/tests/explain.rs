@@ -16,6 +16,16 @@ struct Case {
     text: String,
 }
 
+/// The real messages of tests/fixtures/explain_cases.toml.
+fn cases() -> Cases {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/explain_cases.toml"
+    ))
+    .unwrap();
+    toml::from_str(&text).unwrap()
+}
+
 fn kb() -> &'static KnowledgeBase {
     KnowledgeBase::builtin().unwrap()
 }
@@ -59,12 +69,7 @@ fn broken_data_is_an_error_naming_the_entry() {
 
 #[test]
 fn real_messages_are_recognised_with_the_right_cause() {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/explain_cases.toml"
-    ))
-    .unwrap();
-    let cases: Cases = toml::from_str(&text).unwrap();
+    let cases = cases();
     assert!(cases.case.len() >= 30);
     let mut wrong = Vec::new();
     for c in &cases.case {
@@ -90,12 +95,7 @@ fn unrendered(text: &str) -> Option<String> {
 
 #[test]
 fn no_fixture_renders_a_literal_placeholder() {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/explain_cases.toml"
-    ))
-    .unwrap();
-    let cases: Cases = toml::from_str(&text).unwrap();
+    let cases = cases();
     let mut bad = Vec::new();
     for c in &cases.case {
         let Some(m) = kb().recognise(&c.text) else {
@@ -302,12 +302,7 @@ fn wrap(text: &str, width: usize, words: bool) -> String {
 /// written: every fixture, wrapped at 80 and 60 columns at spaces and inside words.
 #[test]
 fn wrapped_messages_are_still_recognised() {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/explain_cases.toml"
-    ))
-    .unwrap();
-    let cases: Cases = toml::from_str(&text).unwrap();
+    let cases = cases();
     for (width, words) in [(80, true), (80, false), (60, true), (60, false)] {
         let mut same = 0;
         for c in &cases.case {
