@@ -110,6 +110,7 @@ impl KnowledgeBase {
     /// terminal, a mail client or an issue excerpt (`CUDAE` / `xecutionProvider`) — and a
     /// better match there wins.
     pub fn recognise(&self, text: &str) -> Option<Match<'_>> {
+        let text = &normalized(text);
         let raw = self.best(text);
         let floor = raw
             .as_ref()
@@ -186,6 +187,48 @@ impl KnowledgeBase {
             },
         ))
     }
+}
+
+/// The text as the library printed it, undoing what copying it from a browser, a terminal or a
+/// scraped page does: HTML entities (`&#39;`, `&quot;`, `&gt;` …), typographic quotes, non-breaking
+/// and zero-width spaces, ANSI colour codes and CRLF line ends.
+fn normalized(text: &str) -> String {
+    static ANSI: OnceLock<Regex> = OnceLock::new();
+    let ansi = ANSI.get_or_init(|| Regex::new(r"\x1b\[[0-9;?]*[A-Za-z]").expect("ansi regex"));
+    let text = ansi.replace_all(text, "");
+    let mut out = String::with_capacity(text.len());
+    let mut rest: &str = &text;
+    while let Some(c) = rest.chars().next() {
+        if c == '&' {
+            let entity = [
+                ("&#39;", '\''),
+                ("&#x27;", '\''),
+                ("&apos;", '\''),
+                ("&quot;", '"'),
+                ("&#34;", '"'),
+                ("&lt;", '<'),
+                ("&gt;", '>'),
+                ("&nbsp;", ' '),
+                ("&amp;", '&'),
+            ]
+            .into_iter()
+            .find(|(e, _)| rest.starts_with(e));
+            if let Some((e, ch)) = entity {
+                out.push(ch);
+                rest = &rest[e.len()..];
+                continue;
+            }
+        }
+        match c {
+            '\u{2018}' | '\u{2019}' | '\u{201B}' | '\u{2032}' => out.push('\''),
+            '\u{201C}' | '\u{201D}' | '\u{201F}' | '\u{2033}' => out.push('"'),
+            '\u{00A0}' | '\u{2007}' | '\u{202F}' => out.push(' '),
+            '\u{200B}' | '\u{200C}' | '\u{200D}' | '\u{FEFF}' | '\r' => {}
+            c => out.push(c),
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    out
 }
 
 /// Entries at or below this priority are catch-alls: a text that only they match is tried

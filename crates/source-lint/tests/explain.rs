@@ -325,3 +325,67 @@ fn wrapped_messages_are_still_recognised() {
         );
     }
 }
+
+/// What copying a message from a web page, a browser or a coloured terminal does to it.
+fn as_copied(text: &str, how: &str) -> String {
+    match how {
+        "html entities" => text
+            .replace('&', "&amp;")
+            .replace('\'', "&#39;")
+            .replace('"', "&quot;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;"),
+        "typographic quotes" => {
+            let mut open = true;
+            text.chars()
+                .map(|c| match c {
+                    '\'' => '\u{2019}',
+                    '"' => {
+                        open = !open;
+                        if open {
+                            '\u{201D}'
+                        } else {
+                            '\u{201C}'
+                        }
+                    }
+                    c => c,
+                })
+                .collect()
+        }
+        "ansi colours and crlf" => text
+            .lines()
+            .map(|l| format!("\u{1b}[31m{l}\u{1b}[0m"))
+            .collect::<Vec<_>>()
+            .join("\r\n"),
+        "non-breaking spaces" => text.replace(' ', "\u{a0}"),
+        _ => unreachable!(),
+    }
+}
+
+/// A message copied from a web page (HTML entities, typographic quotes, non-breaking spaces) or
+/// a coloured terminal is recognised as the library printed it.
+#[test]
+fn copied_messages_are_still_recognised() {
+    let cases = cases();
+    let mut short = Vec::new();
+    for how in [
+        "html entities",
+        "typographic quotes",
+        "ansi colours and crlf",
+        "non-breaking spaces",
+    ] {
+        let same = cases
+            .case
+            .iter()
+            .filter(|c| {
+                kb().recognise(&as_copied(&c.text, how))
+                    .is_some_and(|m| m.entry.id == c.expect)
+            })
+            .count();
+        println!("{how}: {same} of {} keep their entry", cases.case.len());
+        if same != cases.case.len() {
+            short.push(format!("{how}: {same} of {}", cases.case.len()));
+        }
+    }
+    assert!(short.is_empty(), "{}", short.join("; "));
+}
