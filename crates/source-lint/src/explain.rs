@@ -228,7 +228,57 @@ fn normalized(text: &str) -> String {
         }
         rest = &rest[c.len_utf8()..];
     }
-    out
+    dedented(&out)
+}
+
+/// The text without a prefix every non-empty line carries: a Markdown quote (`> `), pytest's
+/// `E   `, or a common indentation.
+fn dedented(text: &str) -> String {
+    let lines: Vec<&str> = text.split('\n').collect();
+    let filled = || lines.iter().filter(|l| !l.trim().is_empty());
+    let strip = |prefix: &dyn Fn(&str) -> Option<usize>| -> Option<String> {
+        let cuts: Vec<usize> = filled().map(|l| prefix(l)).collect::<Option<_>>()?;
+        if cuts.is_empty() {
+            return None;
+        }
+        let mut cuts = cuts.into_iter();
+        let out: Vec<&str> = lines
+            .iter()
+            .map(|l| {
+                if l.trim().is_empty() {
+                    ""
+                } else {
+                    &l[cuts.next().unwrap_or(0)..]
+                }
+            })
+            .collect();
+        Some(out.join("\n"))
+    };
+    let quote = |l: &str| {
+        let t = l.trim_start();
+        t.strip_prefix('>')
+            .map(|r| l.len() - r.strip_prefix(' ').unwrap_or(r).len())
+    };
+    let pytest = |l: &str| {
+        let r = l.strip_prefix('E')?;
+        let spaces = r.len() - r.trim_start_matches(' ').len();
+        (spaces > 0).then_some(1 + spaces.min(3))
+    };
+    if let Some(t) = strip(&quote).or_else(|| strip(&pytest)) {
+        return dedented(&t);
+    }
+    let indent = filled()
+        .map(|l| l.len() - l.trim_start_matches([' ', '\t']).len())
+        .min()
+        .unwrap_or(0);
+    if indent == 0 {
+        return text.to_string();
+    }
+    lines
+        .iter()
+        .map(|l| l.get(indent..).unwrap_or("").to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Entries at or below this priority are catch-alls: a text that only they match is tried

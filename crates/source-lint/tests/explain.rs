@@ -358,6 +358,21 @@ fn as_copied(text: &str, how: &str) -> String {
             .collect::<Vec<_>>()
             .join("\r\n"),
         "non-breaking spaces" => text.replace(' ', "\u{a0}"),
+        "markdown quote" => text
+            .lines()
+            .map(|l| format!("> {l}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        "indented" => text
+            .lines()
+            .map(|l| format!("    {l}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        "pytest" => text
+            .lines()
+            .map(|l| format!("E   {l}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
         _ => unreachable!(),
     }
 }
@@ -373,6 +388,9 @@ fn copied_messages_are_still_recognised() {
         "typographic quotes",
         "ansi colours and crlf",
         "non-breaking spaces",
+        "markdown quote",
+        "indented",
+        "pytest",
     ] {
         let same = cases
             .case
