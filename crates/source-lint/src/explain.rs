@@ -54,6 +54,20 @@ pub const ORIGINS: &[&str] = &[
 /// The knowledge-base text shipped in the binary.
 pub const DATA: &str = include_str!("../data/explain.toml");
 
+/// An entry's patterns, compiled as the matcher reads them (case-insensitive, `^`/`$` per line).
+fn compile(e: &Entry) -> Result<Vec<Regex>, String> {
+    e.patterns
+        .iter()
+        .map(|p| {
+            RegexBuilder::new(p)
+                .case_insensitive(true)
+                .multi_line(true)
+                .build()
+                .map_err(|err| format!("explain.toml: entry '{}': pattern {p:?}: {err}", e.id))
+        })
+        .collect()
+}
+
 impl KnowledgeBase {
     /// Parses and validates a knowledge base; errors name the entry and what is wrong.
     pub fn parse(text: &str) -> Result<Self, String> {
@@ -76,18 +90,28 @@ impl KnowledgeBase {
                     e.id
                 ));
             }
-            let mut res = Vec::new();
-            for p in &e.patterns {
-                let re = RegexBuilder::new(p)
-                    .case_insensitive(true)
-                    .multi_line(true)
-                    .build()
-                    .map_err(|err| {
-                        format!("explain.toml: entry '{}': pattern {p:?}: {err}", e.id)
-                    })?;
-                res.push(re);
-            }
-            compiled.push(res);
+        }
+        // Compiling the patterns is most of the time `explain` takes; the entries are split
+        // over the available cores.
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let chunk = file.entry.len().div_ceil(threads).max(1);
+        let chunks: Vec<Result<Vec<Vec<Regex>>, String>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = file
+                .entry
+                .chunks(chunk)
+                .map(|entries| scope.spawn(move || entries.iter().map(compile).collect()))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err("explain.toml: pattern compilation panicked".into())
+                    })
+                })
+                .collect()
+        });
+        for c in chunks {
+            compiled.extend(c?);
         }
         Ok(KnowledgeBase {
             entries: file.entry,
