@@ -159,16 +159,21 @@ fn node(op: &str, inputs: &[&str], output: &str) -> onnx_proto::NodeProto {
     }
 }
 
-#[test]
-fn silu_and_a_partial_chain_fold_bit_for_bit() {
-    let w = Tensor::from_vec(
+/// An [8, 6] float32 initializer `w` of small distinct values.
+fn weight_8x6() -> onnx_proto::TensorProto {
+    Tensor::from_vec(
         vec![8, 6],
         (0..48)
             .map(|i| (i as f32 - 20.0) * 0.05)
             .collect::<Vec<f32>>(),
     )
     .unwrap()
-    .to_proto("w");
+    .to_proto("w")
+}
+
+#[test]
+fn silu_and_a_partial_chain_fold_bit_for_bit() {
+    let w = weight_8x6();
     // MatMul → SiLU (Sigmoid + Mul reading the MatMul) → Add of an input of a larger rank,
     // which only the Add node can broadcast: the kernel folds the prefix, the Add runs.
     let m = model(
@@ -202,14 +207,7 @@ fn silu_and_a_partial_chain_fold_bit_for_bit() {
 
 #[test]
 fn constant_nodes_run_once_and_change_no_value() {
-    let w = Tensor::from_vec(
-        vec![8, 6],
-        (0..48)
-            .map(|i| (i as f32 - 20.0) * 0.05)
-            .collect::<Vec<f32>>(),
-    )
-    .unwrap()
-    .to_proto("w");
+    let w = weight_8x6();
     let zero = Tensor::from_vec(vec![], vec![0f32])
         .unwrap()
         .to_proto("zero");

@@ -128,11 +128,11 @@ impl KnowledgeBase {
             .map_err(|e| format!("built-in knowledge base: {e}"))
     }
 
-    /// The best entry for an error text: highest priority, then the match that starts last
-    /// (the final exception of a traceback), then the longest match. When nothing but a
-    /// catch-all matches, the text is tried again with its lines joined — a message wrapped by a
-    /// terminal, a mail client or an issue excerpt (`CUDAE` / `xecutionProvider`) — and a
-    /// better match there wins.
+    /// The best entry for an error text, read as the library printed it (see `normalized`):
+    /// highest priority, then the match that starts last (the final exception of a traceback),
+    /// then the longest match. The text is also tried with its lines joined — a message wrapped
+    /// by a terminal, a mail client or an issue excerpt (`CUDAE` / `xecutionProvider`) — and a
+    /// match there wins when it outranks both the catch-alls and the best match as given.
     pub fn recognise(&self, text: &str) -> Option<Match<'_>> {
         let text = &normalized(text);
         let raw = self.best(text);
@@ -305,23 +305,20 @@ fn dedented(text: &str) -> String {
         .join("\n")
 }
 
-/// Entries at or below this priority are catch-alls: a text that only they match is tried
-/// again with its lines joined.
+/// Entries at or below this priority are catch-alls: a match in the joined text must rank above
+/// them to count.
 const CATCH_ALL_PRIORITY: i32 = -4;
 
 /// The text with its line breaks undone two ways — joined by a space (a break between words),
 /// and joined with nothing where the break falls inside a word (a hard wrap at a column) — each
-/// with the byte offsets of its joins.
+/// with the byte offsets of its joins. The text is already normalized (no `\r`).
 fn unwrapped(text: &str) -> [(String, Vec<usize>); 2] {
     let mut spaced = (String::with_capacity(text.len()), Vec::new());
     let mut glued = (String::with_capacity(text.len()), Vec::new());
-    let lines: Vec<&str> = text.split('\n').collect();
-    for (i, line) in lines.iter().enumerate() {
-        let line = line.strip_suffix('\r').unwrap_or(line);
+    for (i, line) in text.split('\n').enumerate() {
         if i > 0 {
             spaced.1.push(spaced.0.len());
             spaced.0.push(' ');
-            spaced.0.push_str(line.trim_start());
             let prev_word = glued.0.chars().last().is_some_and(char::is_alphanumeric);
             let next_word = line.chars().next().is_some_and(char::is_alphanumeric);
             if prev_word && next_word {
@@ -329,15 +326,9 @@ fn unwrapped(text: &str) -> [(String, Vec<usize>); 2] {
             } else {
                 glued.0.push('\n');
             }
-            glued.0.push_str(line);
-        } else {
-            spaced.0.push_str(line.trim_end());
-            glued.0.push_str(line);
         }
-        if i + 1 < lines.len() {
-            let t = spaced.0.trim_end().len();
-            spaced.0.truncate(t);
-        }
+        spaced.0.push_str(line.trim());
+        glued.0.push_str(line);
     }
     [spaced, glued]
 }
