@@ -261,6 +261,9 @@ fn message_texts_taken_from_the_libraries_are_recognised() {
         ("[ShapeInferenceError] Inference error(s): (op_type:Reshape, node name: r): [ShapeInferenceError] Dimension could not be inferred: incompatible shapes", "reshape-inference-incompatible"),
         // onnxruntime 1.32.0 loading a model with two nodes named "same" (onnx.checker accepts it)
         ("[ONNXRuntimeError] : 1 : FAIL : This is an invalid model. Error: two nodes with same node name (same).", "ort-duplicate-node-name"),
+        // onnxruntime 1.32.0 loading onnxruntime-extensions ops without registering the extensions library
+        ("[ONNXRuntimeError] : 1 : FAIL : Fatal error: ai.onnx.contrib:BpeDecoder(-1) is not a registered function/op", "ort-extensions-op-not-registered"),
+        ("[ONNXRuntimeError] : 10 : INVALID_GRAPH : This is an invalid model. In Node, (\"\", SentencepieceTokenizer, \"\", -1) : (\"x\": tensor(string),) -> (\"y\": tensor(int32),) , Error No Op registered for SentencepieceTokenizer with domain_version of 17", "ort-extensions-op-not-registered"),
     ] {
         let got = kb().recognise(text).map(|m| m.entry.id.as_str());
         assert_eq!(got, Some(id), "{text}");
