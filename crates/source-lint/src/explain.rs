@@ -33,10 +33,40 @@ struct File {
     entry: Vec<Entry>,
 }
 
-/// The knowledge base with its patterns compiled.
+mod literals;
+
+/// The knowledge base with its patterns read.
 pub struct KnowledgeBase {
     pub entries: Vec<Entry>,
-    compiled: Vec<Vec<Regex>>,
+    /// Each entry's patterns, in the entry's order.
+    patterns: Vec<Vec<Pattern>>,
+    /// Whether to skip the patterns whose literals are not in the text (see [`literals`]).
+    prefilter: bool,
+}
+
+/// One pattern: what it needs in a text, and its regex, compiled the first time a text has
+/// what it needs.
+struct Pattern {
+    source: String,
+    needs: literals::Needs,
+    regex: OnceLock<Result<Regex, String>>,
+}
+
+impl Pattern {
+    /// The compiled regex; `None` if it does not compile (`KnowledgeBase::compile_all` reports
+    /// that, and the tests run it on the built-in data).
+    fn regex(&self) -> Option<&Regex> {
+        self.regex
+            .get_or_init(|| {
+                RegexBuilder::new(&self.source)
+                    .case_insensitive(true)
+                    .multi_line(true)
+                    .build()
+                    .map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .ok()
+    }
 }
 
 /// The origins an entry may name.
@@ -54,16 +84,18 @@ pub const ORIGINS: &[&str] = &[
 /// The knowledge-base text shipped in the binary.
 pub const DATA: &str = include_str!("../data/explain.toml");
 
-/// An entry's patterns, compiled as the matcher reads them (case-insensitive, `^`/`$` per line).
-fn compile(e: &Entry) -> Result<Vec<Regex>, String> {
+/// An entry's patterns with the literals each needs; a syntax error names the entry.
+fn read_patterns(e: &Entry) -> Result<Vec<Pattern>, String> {
     e.patterns
         .iter()
         .map(|p| {
-            RegexBuilder::new(p)
-                .case_insensitive(true)
-                .multi_line(true)
-                .build()
-                .map_err(|err| format!("explain.toml: entry '{}': pattern {p:?}: {err}", e.id))
+            let needs = literals::needs(p)
+                .map_err(|err| format!("explain.toml: entry '{}': pattern {p:?}: {err}", e.id))?;
+            Ok(Pattern {
+                source: p.clone(),
+                needs,
+                regex: OnceLock::new(),
+            })
         })
         .collect()
 }
@@ -72,7 +104,7 @@ impl KnowledgeBase {
     /// Parses and validates a knowledge base; errors name the entry and what is wrong.
     pub fn parse(text: &str) -> Result<Self, String> {
         let file: File = toml::from_str(text).map_err(|e| format!("explain.toml: {e}"))?;
-        let mut compiled = Vec::new();
+        let mut patterns = Vec::new();
         let mut ids = std::collections::HashSet::new();
         for e in &file.entry {
             if !ids.insert(e.id.clone()) {
@@ -91,32 +123,43 @@ impl KnowledgeBase {
                 ));
             }
         }
-        // Compiling the patterns is most of the time `explain` takes; the entries are split
-        // over the available cores.
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let chunk = file.entry.len().div_ceil(threads).max(1);
-        let chunks: Vec<Result<Vec<Vec<Regex>>, String>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = file
-                .entry
-                .chunks(chunk)
-                .map(|entries| scope.spawn(move || entries.iter().map(compile).collect()))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        Err("explain.toml: pattern compilation panicked".into())
-                    })
-                })
-                .collect()
-        });
-        for c in chunks {
-            compiled.extend(c?);
+        for e in &file.entry {
+            patterns.push(read_patterns(e)?);
         }
         Ok(KnowledgeBase {
             entries: file.entry,
-            compiled,
+            patterns,
+            prefilter: true,
         })
+    }
+
+    /// Compiles every pattern; an error names the entry and the pattern. `parse` checks the
+    /// syntax; this also catches what only compiling finds (a pattern too big).
+    pub fn compile_all(&self) -> Result<(), String> {
+        for (e, pats) in self.entries.iter().zip(&self.patterns) {
+            for p in pats {
+                if p.regex().is_none() {
+                    let err = RegexBuilder::new(&p.source)
+                        .case_insensitive(true)
+                        .multi_line(true)
+                        .build()
+                        .err()
+                        .map_or_else(String::new, |e| e.to_string());
+                    return Err(format!(
+                        "explain.toml: entry '{}': pattern {:?}: {err}",
+                        e.id, p.source
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The same knowledge base trying every pattern on every text: what the literal filter
+    /// must never change (the tests compare the two).
+    pub fn without_prefilter(mut self) -> Self {
+        self.prefilter = false;
+        self
     }
 
     /// The knowledge base built into the binary (parsed once). The data file is checked by
@@ -161,8 +204,15 @@ impl KnowledgeBase {
     /// The best match in `text` with its effective priority and byte span.
     fn best(&self, text: &str) -> Option<(i32, (usize, usize), Match<'_>)> {
         let mut best: Option<(i32, usize, usize, usize, regex::Captures<'_>)> = None;
-        for (i, (entry, res)) in self.entries.iter().zip(&self.compiled).enumerate() {
-            for re in res {
+        let folded = literals::folded(text);
+        for (i, (entry, pats)) in self.entries.iter().zip(&self.patterns).enumerate() {
+            for pat in pats {
+                if self.prefilter && !pat.needs.met_by(&folded) {
+                    continue;
+                }
+                let Some(re) = pat.regex() else {
+                    continue;
+                };
                 // The last occurrence of this pattern in the text.
                 let Some(caps) = re.captures_iter(text).last() else {
                     continue;
@@ -186,7 +236,7 @@ impl KnowledgeBase {
         let entry = &self.entries[i];
         let mut values = Vec::new();
         let mut groups: Vec<String> = Vec::new();
-        for re in &self.compiled[i] {
+        for re in self.patterns[i].iter().filter_map(Pattern::regex) {
             for name in re.capture_names().flatten() {
                 if !groups.iter().any(|g| g == name) {
                     groups.push(name.to_string());

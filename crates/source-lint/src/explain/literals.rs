@@ -1,0 +1,254 @@
+//! What a pattern needs in a text before it can match: literals read from the pattern's syntax
+//! tree. `explain` compiles only the patterns whose literals are all in the text at hand;
+//! compiling every pattern was most of the time (and memory) an `explain` call took.
+//!
+//! The check may let through a pattern that then does not match (it is only a filter), but it
+//! never turns away a pattern that would match: every literal it asks for is in every match.
+
+use regex_syntax::hir::{Class, Hir, HirKind};
+
+/// Clauses kept per pattern, most selective first; dropping clauses only weakens the filter.
+const MAX_CLAUSES: usize = 4;
+
+/// Literals every match of a pattern contains, as clauses: one of a clause's folded ASCII
+/// strings occurs in every match. No clauses: nothing known, the pattern is always tried.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Needs {
+    clauses: Vec<Vec<String>>,
+}
+
+/// What a pattern needs; an error is a syntax error in the pattern.
+///
+/// The pattern is parsed case-sensitively, which is much cheaper than the case-insensitive
+/// parse (folding Unicode classes such as `\w` was most of it); the matcher's case-insensitivity
+/// is accounted for by folding both the literals and the text (see [`folded`]).
+pub fn needs(pattern: &str) -> Result<Needs, String> {
+    let hir = regex_syntax::ParserBuilder::new()
+        .multi_line(true)
+        .build()
+        .parse(pattern)
+        .map_err(|e| e.to_string())?;
+    Ok(Needs::of(&hir))
+}
+
+impl Needs {
+    fn of(hir: &Hir) -> Needs {
+        let mut clauses = required(hir);
+        // The clause whose shortest literal is longest is the least likely to be met by chance.
+        clauses.sort_by_key(|c| std::cmp::Reverse(c.iter().map(String::len).min().unwrap_or(0)));
+        clauses.truncate(MAX_CLAUSES);
+        Needs { clauses }
+    }
+
+    /// Whether a text (passed through [`folded`]) has every clause.
+    pub fn met_by(&self, folded: &str) -> bool {
+        self.clauses
+            .iter()
+            .all(|c| c.iter().any(|l| folded.contains(l.as_str())))
+    }
+}
+
+/// A text as the literals are compared with it: ASCII lowercased, and the two non-ASCII
+/// characters that case-insensitive matching takes for ASCII letters (`ſ` U+017F for `s`, the
+/// Kelvin sign U+212A for `k`) replaced by those letters. A literal character that is not
+/// ASCII is not used.
+pub fn folded(text: &str) -> String {
+    text.chars().map(|c| fold(c).unwrap_or(c)).collect()
+}
+
+/// The ASCII letter or character `c` folds to, if any.
+fn fold(c: char) -> Option<char> {
+    match c {
+        '\u{17F}' => Some('s'),
+        '\u{212A}' => Some('k'),
+        c if c.is_ascii() => Some(c.to_ascii_lowercase()),
+        _ => None,
+    }
+}
+
+/// The clauses every match of `hir` meets.
+fn required(hir: &Hir) -> Vec<Vec<String>> {
+    match hir.kind() {
+        HirKind::Literal(_) | HirKind::Class(_) => pieces(hir)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| !p.is_empty())
+            .map(|p| vec![p])
+            .collect(),
+        HirKind::Capture(c) => required(&c.sub),
+        HirKind::Repetition(r) if r.min >= 1 => required(&r.sub),
+        HirKind::Concat(subs) => {
+            let mut out = Vec::new();
+            let mut run = String::new();
+            for sub in subs {
+                if let Some(pieces) = pieces(sub) {
+                    // A character that is not ASCII ends one piece and starts the next.
+                    for (k, p) in pieces.into_iter().enumerate() {
+                        if k > 0 && !run.is_empty() {
+                            out.push(vec![std::mem::take(&mut run)]);
+                        }
+                        run.push_str(&p);
+                    }
+                } else {
+                    if !run.is_empty() {
+                        out.push(vec![std::mem::take(&mut run)]);
+                    }
+                    out.extend(required(sub));
+                }
+            }
+            if !run.is_empty() {
+                out.push(vec![run]);
+            }
+            out
+        }
+        HirKind::Alternation(branches) => {
+            // One literal of each branch's most selective clause: whichever branch matched,
+            // one of them is in the match. A branch with nothing known makes the clause void.
+            let mut clause = Vec::new();
+            for b in branches {
+                let best = required(b)
+                    .into_iter()
+                    .max_by_key(|c| c.iter().map(String::len).min().unwrap_or(0));
+                match best {
+                    Some(c) => clause.extend(c),
+                    None => return Vec::new(),
+                }
+            }
+            clause.sort();
+            clause.dedup();
+            vec![clause]
+        }
+        // Empty, look-arounds (`^`, `\b`) and optional repetitions need nothing.
+        _ => Vec::new(),
+    }
+}
+
+/// The folded ASCII text a literal or a one-letter class (`[Ee]`) stands for, in pieces split
+/// where the literal has a character that is not ASCII (`abécd`: `ab`, `cd`).
+fn pieces(hir: &Hir) -> Option<Vec<String>> {
+    match hir.kind() {
+        HirKind::Literal(lit) => {
+            let s = std::str::from_utf8(&lit.0).ok()?;
+            let mut out = vec![String::new()];
+            for c in s.chars() {
+                match fold(c).filter(char::is_ascii) {
+                    Some(f) => out.last_mut().expect("one piece").push(f),
+                    None => out.push(String::new()),
+                }
+            }
+            Some(out)
+        }
+        HirKind::Class(_) => class_letter(hir).map(|c| vec![c]),
+        _ => None,
+    }
+}
+
+/// The folded ASCII character a class of one letter in its cases stands for.
+fn class_letter(hir: &Hir) -> Option<String> {
+    match hir.kind() {
+        HirKind::Class(Class::Unicode(class)) => {
+            let mut letter = None;
+            let mut count = 0u32;
+            for r in class.ranges() {
+                count += u32::from(r.end()) - u32::from(r.start()) + 1;
+                if count > 4 {
+                    return None;
+                }
+                for c in r.start()..=r.end() {
+                    let f = fold(c)?;
+                    if letter.is_some_and(|l| l != f) {
+                        return None;
+                    }
+                    letter = Some(f);
+                }
+            }
+            letter.map(String::from)
+        }
+        HirKind::Class(Class::Bytes(class)) => {
+            let mut letter = None;
+            let mut count = 0u32;
+            for r in class.ranges() {
+                count += u32::from(r.end()) - u32::from(r.start()) + 1;
+                if count > 4 {
+                    return None;
+                }
+                for b in r.start()..=r.end() {
+                    let f = fold(char::from(b)).filter(|_| b.is_ascii())?;
+                    if letter.is_some_and(|l| l != f) {
+                        return None;
+                    }
+                    letter = Some(f);
+                }
+            }
+            letter.map(String::from)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clauses(pattern: &str) -> Vec<Vec<String>> {
+        needs(pattern).unwrap().clauses
+    }
+
+    #[test]
+    fn literals_are_read_through_case_classes_and_groups() {
+        assert_eq!(
+            clauses(r"Unsupported ONNX opset version: (?P<opset>\d+)"),
+            vec![vec!["unsupported onnx opset version: ".to_string()]]
+        );
+        assert_eq!(
+            clauses(r"(?:CUDA|TensorRT) failure \d+: (\w+) ; GPU=\d"),
+            vec![
+                vec![" failure ".to_string()],
+                vec![" ; gpu=".to_string()],
+                vec!["cuda".to_string(), "tensorrt".to_string()],
+                vec![": ".to_string()],
+            ]
+        );
+        assert_eq!(
+            clauses(r"[Ee]rror: [Kk]"),
+            vec![vec!["error: k".to_string()]]
+        );
+    }
+
+    #[test]
+    fn optional_parts_open_branches_and_other_scripts_need_nothing() {
+        assert_eq!(clauses(r"(?:foo)?bar"), vec![vec!["bar".to_string()]]);
+        assert_eq!(clauses(r"foo|\w+"), Vec::<Vec<String>>::new());
+        assert_eq!(clauses(r"^\s*$"), Vec::<Vec<String>>::new());
+        assert_eq!(
+            clauses("ab\u{e9}cd"),
+            vec![vec!["ab".to_string()], vec!["cd".to_string()]]
+        );
+    }
+
+    /// `fold` covers every character that case-insensitive matching equates with an ASCII letter.
+    #[test]
+    fn every_character_a_letter_matches_folds_to_it() {
+        let letter = regex::RegexBuilder::new("^[a-z]$")
+            .case_insensitive(true)
+            .build()
+            .unwrap();
+        for c in (0..=0x10FFFF).filter_map(char::from_u32) {
+            if letter.is_match(c.encode_utf8(&mut [0; 4])) {
+                let f = fold(c).unwrap_or_else(|| panic!("{c:?} is not folded"));
+                assert!(f.is_ascii_lowercase(), "{c:?} folds to {f:?}");
+                assert!(
+                    regex::RegexBuilder::new(&f.to_string())
+                        .case_insensitive(true)
+                        .build()
+                        .unwrap()
+                        .is_match(c.encode_utf8(&mut [0; 4])),
+                    "{c:?} folds to {f:?}, which does not match it"
+                );
+            }
+        }
+        let n = needs("kernels").unwrap();
+        assert!(n.met_by(&folded("\u{212A}ernel\u{17F}")));
+        assert!(!n.met_by(&folded("kernel")));
+    }
+}

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Cost of one `onnx-doctor explain` call: whole-process wall time and peak memory over real
+messages (the fixtures of crates/source-lint/tests/fixtures/explain_cases.toml), optionally
+side by side with another build of the binary (an older release, say) with the ratio.
+
+    cargo build --release -p cli
+    python3 scripts/bench_explain.py [--binary target/release/onnx-doctor] [--baseline OTHER_BINARY]
+                                     [--messages 40]
+
+Every --messages-th fixture is taken (spread over the file, so over the error families). Each
+binary explains each message once to warm the file cache, then once more timed; the two binaries
+alternate message by message so machine noise hits both. Prints the median and the largest
+wall time and the largest peak RSS (from wait4) of each, and the ratios baseline/binary.
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "crates/source-lint/tests/fixtures/explain_cases.toml"
+
+
+def run(binary: str, path: str) -> tuple[float, int]:
+    """Wall seconds and peak RSS in KiB of `binary explain --format json path`."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([binary, "explain", "--format", "json", path],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.exit(f"bench_explain: {binary} explain {path} exited with {code}: {proc.stderr.read().decode()}")
+    return elapsed, usage.ru_maxrss
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--binary", default=str(ROOT / "target/release/onnx-doctor"))
+    ap.add_argument("--baseline", help="another onnx-doctor binary to compare with")
+    ap.add_argument("--messages", type=int, default=40, help="how many fixture messages")
+    args = ap.parse_args()
+    binaries = [args.binary] + ([args.baseline] if args.baseline else [])
+    for b in binaries:
+        if not os.access(b, os.X_OK):
+            sys.exit(f"bench_explain: {b}: not an executable (build it: cargo build --release -p cli)")
+    cases = tomllib.loads(FIXTURES.read_text())["case"]
+    step = max(1, len(cases) // args.messages)
+    picked = cases[::step][: args.messages]
+    times = {b: [] for b in binaries}
+    rss = {b: [] for b in binaries}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, c in enumerate(picked):
+            path = os.path.join(tmp, f"{i}.txt")
+            Path(path).write_text(c["text"])
+            for b in binaries:
+                run(b, path)
+            for b in binaries:
+                t, m = run(b, path)
+                times[b].append(t)
+                rss[b].append(m)
+    print(f"{len(picked)} messages of {len(cases)} fixtures")
+    for b in binaries:
+        print(f"{b}: median {statistics.median(times[b]):.3f} s, max {max(times[b]):.3f} s, "
+              f"peak RSS {max(rss[b]) / 1024:.1f} MiB")
+    if args.baseline:
+        tb, tn = statistics.median(times[args.baseline]), statistics.median(times[args.binary])
+        mb, mn = max(rss[args.baseline]), max(rss[args.binary])
+        print(f"baseline/binary: time {tb / tn:.1f}x, peak memory {mb / mn:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
