@@ -145,45 +145,36 @@ fn pieces(hir: &Hir) -> Option<Vec<String>> {
 
 /// The folded ASCII character a class of one letter in its cases stands for.
 fn class_letter(hir: &Hir) -> Option<String> {
-    match hir.kind() {
-        HirKind::Class(Class::Unicode(class)) => {
-            let mut letter = None;
-            let mut count = 0u32;
-            for r in class.ranges() {
-                count += u32::from(r.end()) - u32::from(r.start()) + 1;
-                if count > 4 {
-                    return None;
-                }
-                for c in r.start()..=r.end() {
-                    let f = fold(c)?;
-                    if letter.is_some_and(|l| l != f) {
-                        return None;
-                    }
-                    letter = Some(f);
-                }
-            }
-            letter.map(String::from)
+    let ranges: Vec<(u32, u32)> = match hir.kind() {
+        HirKind::Class(Class::Unicode(class)) => class
+            .ranges()
+            .iter()
+            .map(|r| (u32::from(r.start()), u32::from(r.end())))
+            .collect(),
+        // A byte class (`(?-u)`) above 0x7F holds bytes, not characters.
+        HirKind::Class(Class::Bytes(class)) if class.is_ascii() => class
+            .ranges()
+            .iter()
+            .map(|r| (u32::from(r.start()), u32::from(r.end())))
+            .collect(),
+        _ => return None,
+    };
+    let mut letter = None;
+    let mut count = 0;
+    for (start, end) in ranges {
+        count += end - start + 1;
+        if count > 4 {
+            return None;
         }
-        HirKind::Class(Class::Bytes(class)) => {
-            let mut letter = None;
-            let mut count = 0u32;
-            for r in class.ranges() {
-                count += u32::from(r.end()) - u32::from(r.start()) + 1;
-                if count > 4 {
-                    return None;
-                }
-                for b in r.start()..=r.end() {
-                    let f = fold(char::from(b)).filter(|_| b.is_ascii())?;
-                    if letter.is_some_and(|l| l != f) {
-                        return None;
-                    }
-                    letter = Some(f);
-                }
+        for c in (start..=end).filter_map(char::from_u32) {
+            let f = fold(c)?;
+            if letter.is_some_and(|l| l != f) {
+                return None;
             }
-            letter.map(String::from)
+            letter = Some(f);
         }
-        _ => None,
     }
+    letter.map(String::from)
 }
 
 #[cfg(test)]
@@ -213,6 +204,7 @@ mod tests {
             clauses(r"[Ee]rror: [Kk]"),
             vec![vec!["error: k".to_string()]]
         );
+        assert_eq!(clauses(r"(?-u:[Ee])rror"), vec![vec!["error".to_string()]]);
     }
 
     #[test]
