@@ -53,19 +53,21 @@ struct Pattern {
 }
 
 impl Pattern {
+    /// The pattern compiled as the matcher reads it (case-insensitive, `^`/`$` per line), once.
+    fn compiled(&self) -> &Result<Regex, String> {
+        self.regex.get_or_init(|| {
+            RegexBuilder::new(&self.source)
+                .case_insensitive(true)
+                .multi_line(true)
+                .build()
+                .map_err(|e| e.to_string())
+        })
+    }
+
     /// The compiled regex; `None` if it does not compile (`KnowledgeBase::compile_all` reports
     /// that, and the tests run it on the built-in data).
     fn regex(&self) -> Option<&Regex> {
-        self.regex
-            .get_or_init(|| {
-                RegexBuilder::new(&self.source)
-                    .case_insensitive(true)
-                    .multi_line(true)
-                    .build()
-                    .map_err(|e| e.to_string())
-            })
-            .as_ref()
-            .ok()
+        self.compiled().as_ref().ok()
     }
 }
 
@@ -122,8 +124,6 @@ impl KnowledgeBase {
                     e.id
                 ));
             }
-        }
-        for e in &file.entry {
             patterns.push(read_patterns(e)?);
         }
         Ok(KnowledgeBase {
@@ -138,13 +138,7 @@ impl KnowledgeBase {
     pub fn compile_all(&self) -> Result<(), String> {
         for (e, pats) in self.entries.iter().zip(&self.patterns) {
             for p in pats {
-                if p.regex().is_none() {
-                    let err = RegexBuilder::new(&p.source)
-                        .case_insensitive(true)
-                        .multi_line(true)
-                        .build()
-                        .err()
-                        .map_or_else(String::new, |e| e.to_string());
+                if let Err(err) = p.compiled() {
                     return Err(format!(
                         "explain.toml: entry '{}': pattern {:?}: {err}",
                         e.id, p.source

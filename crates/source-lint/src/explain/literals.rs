@@ -12,7 +12,7 @@ const MAX_CLAUSES: usize = 4;
 
 /// Literals every match of a pattern contains, as clauses: one of a clause's folded ASCII
 /// strings occurs in every match. No clauses: nothing known, the pattern is always tried.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug)]
 pub struct Needs {
     clauses: Vec<Vec<String>>,
 }
