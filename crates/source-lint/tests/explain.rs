@@ -35,6 +35,20 @@ fn the_data_file_is_valid_and_every_fact_names_its_source() {
     let kb = KnowledgeBase::parse(DATA).unwrap();
     kb.compile_all().unwrap();
     assert!(kb.entries.len() >= 60, "{} entries", kb.entries.len());
+    // A pattern written into a second entry is a family described twice (or, at a lower
+    // priority, a pattern that can never win).
+    let mut pattern_owner = std::collections::HashMap::new();
+    for e in &kb.entries {
+        for p in &e.patterns {
+            if let Some(other) = pattern_owner.insert(p.as_str(), e.id.as_str()) {
+                panic!("pattern {p:?} is in both {other} and {}", e.id);
+            }
+        }
+        let mut links = std::collections::HashSet::new();
+        for l in &e.links {
+            assert!(links.insert(l), "{}: link {l} listed twice", e.id);
+        }
+    }
     for e in &kb.entries {
         for f in &e.facts {
             assert!(
