@@ -169,26 +169,30 @@ impl KnowledgeBase {
     /// highest priority, then the match that starts last (the final exception of a traceback),
     /// then the longest match. The text is also tried with its lines joined — a message wrapped
     /// by a terminal, a mail client or an issue excerpt (`CUDAE` / `xecutionProvider`) — and a
-    /// match there wins when it outranks both the catch-alls and the best match as given.
+    /// match there wins when it outranks the best match as given — and the catch-alls, when the
+    /// text as given matched anything at all.
     pub fn recognise(&self, text: &str) -> Option<Match<'_>> {
         let text = &normalized(text);
         let raw = self.best(text);
         let floor = raw
             .as_ref()
-            .map_or(i32::MIN, |(p, _, _)| *p)
-            .max(CATCH_ALL_PRIORITY);
+            .map_or(i32::MIN, |(p, _, _)| (*p).max(CATCH_ALL_PRIORITY));
         let mut best = raw;
         for (joined, joins) in unwrapped(text) {
             let Some((p, span, m)) = self.best(&joined) else {
                 continue;
             };
-            // Only a match that a wrap had cut — across one or two of the joins — counts; a
-            // pattern that bounds its context to one line must not reach across the log.
-            let crossed = joins.iter().filter(|&&j| span.0 < j && j < span.1).count();
-            if (1..=2).contains(&crossed)
-                && p > floor
-                && best.as_ref().is_none_or(|(b, _, _)| p > *b)
-            {
+            // Only a match that a wrap had cut counts: it crosses at least one join, and every
+            // line it spans whole is as long as a wrapped line is, so that a pattern bounding its
+            // context to one line does not reach across a log of short lines.
+            let crossed: Vec<usize> = joins
+                .iter()
+                .copied()
+                .filter(|&j| span.0 < j && j < span.1)
+                .collect();
+            let wrapped =
+                !crossed.is_empty() && crossed.windows(2).all(|w| w[1] - w[0] > MIN_WRAPPED_LINE);
+            if wrapped && p > floor && best.as_ref().is_none_or(|(b, _, _)| p > *b) {
                 best = Some((p, span, m));
             }
         }
@@ -349,8 +353,12 @@ fn dedented(text: &str) -> String {
         .join("\n")
 }
 
-/// Entries at or below this priority are catch-alls: a match in the joined text must rank above
-/// them to count.
+/// The shortest line a wrap leaves inside a message, in bytes: terminals, mail clients and issue
+/// excerpts wrap at 60 to 80 columns or more.
+const MIN_WRAPPED_LINE: usize = 40;
+
+/// Entries at or below this priority are catch-alls: when the text as given matched anything, a
+/// match in the joined text must rank above them to count.
 const CATCH_ALL_PRIORITY: i32 = -4;
 
 /// The text with its line breaks undone two ways — joined by a space (a break between words),
