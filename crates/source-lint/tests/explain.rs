@@ -346,6 +346,33 @@ fn wrapped_messages_are_still_recognised() {
     }
 }
 
+/// Joining lines undoes a wrap — even one that cuts a long match three times, or one that cuts
+/// the only match, of a low-priority entry — but does not let a pattern that keeps its context
+/// to one line reach across a log of short lines.
+#[test]
+fn joined_lines_undo_a_wrap_but_not_a_log() {
+    let id = |text: &str| kb().recognise(text).map(|m| m.entry.id.as_str());
+    // Priority -5, and nothing matches the text as given.
+    assert_eq!(
+        id("RuntimeError: Exporting the operator uniform to ONNX opset v\nersion 9 is not supported."),
+        Some("op-unsupported-generic")
+    );
+    // microsoft/onnxruntime#25522 hard-wrapped at 60 columns: the match crosses three joins.
+    let long = "Type Error: Type (tensor(float16)) of output arg (/encoder/encode output arg \
+        (/encoder/encoder/encoder.0/mconv.3/Cast_output_0) of node (/encoder/encoder/encoder.0/\
+        mconv.3/Cast) does not match expected type (tensor(float)).";
+    assert_eq!(
+        id(&wrap(long, 60, false)),
+        Some("ort-fp16-declared-type-mismatch")
+    );
+    // microsoft/onnxruntime#15745: `onnx … segmentation fault` must not join the pip command to
+    // the crash three short lines later (the export-crash entry, -3, would outrank this one).
+    assert_eq!(
+        id("$ pip install onnxruntime==1.14.1\n$ python3 test_metadata.py\nload start\nSegmentation fault\n"),
+        Some("ort-native-crash")
+    );
+}
+
 /// What copying a message from a web page, a browser or a coloured terminal does to it.
 fn as_copied(text: &str, how: &str) -> String {
     match how {
