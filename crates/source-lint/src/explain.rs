@@ -361,9 +361,10 @@ const MIN_WRAPPED_LINE: usize = 40;
 /// match in the joined text must rank above them to count.
 const CATCH_ALL_PRIORITY: i32 = -4;
 
-/// The text with its line breaks undone two ways — joined by a space (a break between words),
-/// and joined with nothing where the break falls inside a word (a hard wrap at a column) — each
-/// with the byte offsets of its joins. The text is already normalized (no `\r`).
+/// The text with its line breaks undone two ways — lines trimmed and joined by a space (a wrap
+/// at a space, which drops it), and joined with nothing (a hard wrap at a column, which keeps
+/// every character, inside a word or not) — each with the byte offsets of its joins. The text is
+/// already normalized (no `\r`).
 fn unwrapped(text: &str) -> [(String, Vec<usize>); 2] {
     let mut spaced = (String::with_capacity(text.len()), Vec::new());
     let mut glued = (String::with_capacity(text.len()), Vec::new());
@@ -371,13 +372,7 @@ fn unwrapped(text: &str) -> [(String, Vec<usize>); 2] {
         if i > 0 {
             spaced.1.push(spaced.0.len());
             spaced.0.push(' ');
-            let prev_word = glued.0.chars().last().is_some_and(char::is_alphanumeric);
-            let next_word = line.chars().next().is_some_and(char::is_alphanumeric);
-            if prev_word && next_word {
-                glued.1.push(glued.0.len());
-            } else {
-                glued.0.push('\n');
-            }
+            glued.1.push(glued.0.len());
         }
         spaced.0.push_str(line.trim());
         glued.0.push_str(line);
