@@ -304,7 +304,7 @@ fn normalized(text: &str) -> String {
 }
 
 /// The text without a prefix every non-empty line carries: a Markdown quote (`> `), pytest's
-/// `E   `, or a common indentation.
+/// `E   `, a comment mark (`# `, a message quoted in a script's comment), or a common indentation.
 fn dedented(text: &str) -> String {
     let lines: Vec<&str> = text.split('\n').collect();
     let filled = || lines.iter().filter(|l| !l.trim().is_empty());
@@ -336,7 +336,15 @@ fn dedented(text: &str) -> String {
         let spaces = r.len() - r.trim_start_matches(' ').len();
         (spaces > 0).then_some(1 + spaces.min(3))
     };
-    if let Some(t) = strip(&quote).or_else(|| strip(&pytest)) {
+    let comment = |l: &str| {
+        // `# text` on every line; a bare `#` line (as in a JVM crash log) keeps the marks.
+        let r = l.trim_start().strip_prefix("# ")?;
+        (!r.trim().is_empty()).then(|| l.len() - r.len())
+    };
+    if let Some(t) = strip(&quote)
+        .or_else(|| strip(&pytest))
+        .or_else(|| strip(&comment))
+    {
         return dedented(&t);
     }
     let indent = filled()
