@@ -274,6 +274,8 @@ fn message_texts_taken_from_the_libraries_are_recognised() {
         ("Status Message: TArray size must be within range [0, 8]. Actual: 12", "ort-cuda-rank-limit"),
         ("The requested API version [23] is not available, only API versions [1, 22] are supported in this build. Current ORT Version is: 1.22.0", "ort-api-version-mismatch"),
         ("[ShapeInferenceError] Inference error(s): (op_type:Reshape, node name: r): [ShapeInferenceError] Dimension could not be inferred: incompatible shapes", "reshape-inference-incompatible"),
+        // onnx-graphsurgeon 0.6.1 (ir/graph.py) on local functions that call each other
+        ("onnx_graphsurgeon.util.exception.OnnxGraphSurgeonException: Cycle detected in function definitions!", "graphsurgeon-toposort-cycle"),
         // onnxruntime 1.32.0 loading a model with two nodes named "same" (onnx.checker accepts it)
         ("[ONNXRuntimeError] : 1 : FAIL : This is an invalid model. Error: two nodes with same node name (same).", "ort-duplicate-node-name"),
         // onnxruntime 1.32.0 loading onnxruntime-extensions ops without registering the extensions library
