@@ -300,7 +300,30 @@ fn normalized(text: &str) -> String {
         }
         rest = &rest[c.len_utf8()..];
     }
-    dedented(&out)
+    despaced(&dedented(&out))
+}
+
+/// The text with letter-spaced lines closed up. A UTF-16 console log read as single-byte text
+/// (Windows PowerShell redirecting a program's output) shows every character followed by a space,
+/// `L o a d L i b r a r y f a i l e d`; such a line (at least 20 space-separated pieces, nine in
+/// ten of them one character long) is read with its spaces removed. The spaces between its words
+/// cannot be told from the others and are lost too, so only patterns that allow for that match it.
+fn despaced(text: &str) -> String {
+    if !text.contains(" ") {
+        return text.to_string();
+    }
+    text.split('\n')
+        .map(|line| {
+            let pieces: Vec<&str> = line.split(' ').filter(|p| !p.is_empty()).collect();
+            let single = pieces.iter().filter(|p| p.chars().count() == 1).count();
+            if pieces.len() >= 20 && single * 10 >= pieces.len() * 9 {
+                pieces.concat()
+            } else {
+                line.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The text without a prefix every non-empty line carries: a Markdown quote (`> `), pytest's
