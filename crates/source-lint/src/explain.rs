@@ -12,7 +12,8 @@ use std::sync::OnceLock;
 pub struct Entry {
     pub id: String,
     pub title: String,
-    /// `pytorch-exporter`, `pytorch-tracer`, `pytorch`, `torch.export`, `onnx`, `onnxruntime`, `tensorrt`, `openvino`.
+    /// `pytorch-exporter`, `pytorch-tracer`, `pytorch`, `torch.export`, `onnx`, `onnxruntime`,
+    /// `tensorrt`, `openvino`, `ncnn`, `converter` (tf2onnx, skl2onnx and other converters to ONNX).
     pub origin: String,
     #[serde(default)]
     pub priority: i32,
@@ -81,6 +82,8 @@ pub const ORIGINS: &[&str] = &[
     "onnxruntime",
     "tensorrt",
     "openvino",
+    "ncnn",
+    "converter",
 ];
 
 /// The knowledge-base text shipped in the binary.
