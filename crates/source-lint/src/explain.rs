@@ -13,7 +13,7 @@ pub struct Entry {
     pub id: String,
     pub title: String,
     /// `pytorch-exporter`, `pytorch-tracer`, `pytorch`, `torch.export`, `onnx`, `onnxruntime`,
-    /// `tensorrt`, `openvino`, `ncnn`, `converter` (tf2onnx, skl2onnx and other converters to ONNX).
+    /// `tensorrt`, `openvino`, `ncnn`, `converter` (tf2onnx, skl2onnx, paddle2onnx and other converters to or from ONNX).
     pub origin: String,
     #[serde(default)]
     pub priority: i32,
