@@ -258,7 +258,7 @@ fn message_texts_taken_from_the_libraries_are_recognised() {
         ("[W] [TRT] TensorRT supports ONNX graphs generated with at least opset 7. Models using older opsets are not guaranteed to work.\n[E] [TRT] ModelImporter.cpp:720: While parsing node number 3 [BatchNormalization -> \"bn1\"]:", "trt-opset-below-7"),
         ("UserWarning: Specified provider 'C' is not in available provider names.Available providers: 'AzureExecutionProvider, CPUExecutionProvider'", "ort-providers-string"),
         ("EP Error Unknown Provider Type: FooExecutionProvider when using ['FooExecutionProvider']", "ort-provider-not-available"),
-        ("[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Invalid model. Node input 'q' is not a graph input, initializer, or output of a previous node.", "ort-invalid-model"),
+        ("[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Invalid model. Node input 'q' is not a graph input, initializer, or output of a previous node.", "ort-node-input-not-produced"),
         ("RuntimeError: Unable to handle object of type <class 'int'>", "ort-feed-not-array"),
         // onnx-tensorrt's ModelImporter.cpp and builtin_op_importers.cpp (current and TensorRT 6 branches)
         ("In node -1 (importInput): UNSUPPORTED_GRAPH: Assertion failed: convertOnnxDims(onnxDtype.shape().dim(), trt_dims, namedDims) && \"Failed to convert ONNX dimensions to TensorRT dimensions.\"", "trt-input-rank-too-high"),
