@@ -205,6 +205,9 @@ fn unknown_errors_stay_unknown() {
         "KeyError: 'foo'",
         "Segmentation fault (core dumped)",
         "ImportError: cannot import name 'Foo' from 'bar'",
+        // microsoft/vcpkg#43968: protobuf's own build, not onnxruntime's (ort-build-foreign-abseil
+        // matched it before its pattern asked for an onnxruntime target).
+        "CMake Error at cmake/libprotobuf.cmake:33 (target_link_libraries):\n  Target \"libprotobuf\" links to:\n\n    absl::if_constexpr\n\n  but the target was not found.  Possible reasons include:",
         "",
     ] {
         assert!(kb().recognise(text).is_none(), "{text}");
