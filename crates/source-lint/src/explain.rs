@@ -43,6 +43,10 @@ pub struct KnowledgeBase {
     patterns: Vec<Vec<Pattern>>,
     /// Whether to skip the patterns whose literals are not in the text (see [`literals`]).
     prefilter: bool,
+    /// Every pattern's literals, searched for in one pass.
+    literals: literals::Index,
+    /// Entry indices from the highest priority down (file order within a priority).
+    by_priority: Vec<usize>,
 }
 
 /// One pattern: what it needs in a text, and its regex, compiled the first time a text has
@@ -129,10 +133,16 @@ impl KnowledgeBase {
             }
             patterns.push(read_patterns(e)?);
         }
+        let literals = literals::Index::new(patterns.iter_mut().flatten().map(|p| &mut p.needs))
+            .map_err(|e| format!("explain.toml: {e}"))?;
+        let mut by_priority: Vec<usize> = (0..file.entry.len()).collect();
+        by_priority.sort_by_key(|&i| std::cmp::Reverse(file.entry[i].priority));
         Ok(KnowledgeBase {
             entries: file.entry,
             patterns,
             prefilter: true,
+            literals,
+            by_priority,
         })
     }
 
@@ -176,13 +186,19 @@ impl KnowledgeBase {
     /// text as given matched anything at all.
     pub fn recognise(&self, text: &str) -> Option<Match<'_>> {
         let text = &normalized(text);
-        let raw = self.best(text);
+        let raw = self.best(text, i32::MIN);
         let floor = raw
             .as_ref()
             .map_or(i32::MIN, |(p, _, _)| (*p).max(CATCH_ALL_PRIORITY));
         let mut best = raw;
         for (joined, joins) in unwrapped(text) {
-            let Some((p, span, m)) = self.best(&joined) else {
+            if joins.is_empty() {
+                // One line: no match can cross a join.
+                continue;
+            }
+            // Only a match that outranks the floor and the best so far can count.
+            let above = best.as_ref().map_or(floor, |(b, _, _)| (*b).max(floor));
+            let Some((p, span, m)) = self.best(&joined, above) else {
                 continue;
             };
             // Only a match that a wrap had cut counts: it crosses at least one join, and every
@@ -202,13 +218,26 @@ impl KnowledgeBase {
         best.map(|(_, _, m)| m)
     }
 
-    /// The best match in `text` with its effective priority and byte span.
-    fn best(&self, text: &str) -> Option<(i32, (usize, usize), Match<'_>)> {
+    /// The best match in `text` with its effective priority and byte span, among the entries of
+    /// priority above `above`: highest effective priority, then the match that starts last, then
+    /// the longest, then the entry and pattern first in the file. Entries are tried from the
+    /// highest priority down, and the search stops at the first entry that can no longer win (a
+    /// match's effective priority is at most its entry's), so lower-priority patterns are not
+    /// compiled or run.
+    fn best(&self, text: &str, above: i32) -> Option<(i32, (usize, usize), Match<'_>)> {
         let mut best: Option<(i32, usize, usize, usize, regex::Captures<'_>)> = None;
-        let folded = literals::folded(text);
-        for (i, (entry, pats)) in self.entries.iter().zip(&self.patterns).enumerate() {
-            for pat in pats {
-                if self.prefilter && !pat.needs.met_by(&folded) {
+        let found = if self.prefilter {
+            self.literals.found_in(&literals::folded(text))
+        } else {
+            Vec::new()
+        };
+        for &i in &self.by_priority {
+            let entry = &self.entries[i];
+            if entry.priority <= above || best.as_ref().is_some_and(|b| entry.priority < b.0) {
+                break;
+            }
+            for pat in &self.patterns[i] {
+                if self.prefilter && !pat.needs.met_by(&found) {
                     continue;
                 }
                 let Some(re) = pat.regex() else {
@@ -224,9 +253,10 @@ impl KnowledgeBase {
                     priority = priority.min(WARNING_PRIORITY);
                 }
                 let key = (priority, m.start(), m.len());
+                // On a tie the entry first in the file wins; within an entry, the first pattern.
                 let better = match &best {
                     None => true,
-                    Some((p, s, l, _, _)) => key > (*p, *s, *l),
+                    Some((p, s, l, b, _)) => key > (*p, *s, *l) || (key == (*p, *s, *l) && i < *b),
                 };
                 if better {
                     best = Some((key.0, key.1, key.2, i, caps));
