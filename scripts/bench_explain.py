@@ -5,12 +5,15 @@ side by side with another build of the binary (an older release, say) with the r
 
     cargo build --release -p cli
     python3 scripts/bench_explain.py [--binary target/release/onnx-doctor] [--baseline OTHER_BINARY]
-                                     [--messages 40]
+                                     [--messages 40] [--log-mb 0]
 
 Every --messages-th fixture is taken (spread over the file, so over the error families). Each
 binary explains each message once to warm the file cache, then once more timed; the two binaries
 alternate message by message so machine noise hits both. Prints the median and the largest
 wall time and the largest peak RSS (from wait4) of each, and the ratios baseline/binary.
+
+--log-mb N puts each message at the end of a log of N MB (a training/export log's progress
+lines, none of them an error), as when a whole CI or console log is passed to `explain`.
 """
 
 import argparse
@@ -45,6 +48,8 @@ def main() -> None:
     ap.add_argument("--binary", default=str(ROOT / "target/release/onnx-doctor"))
     ap.add_argument("--baseline", help="another onnx-doctor binary to compare with")
     ap.add_argument("--messages", type=int, default=40, help="how many fixture messages")
+    ap.add_argument("--log-mb", type=float, default=0,
+                    help="put each message at the end of a log this many MB long")
     args = ap.parse_args()
     binaries = [args.binary] + ([args.baseline] if args.baseline else [])
     for b in binaries:
@@ -53,19 +58,30 @@ def main() -> None:
     cases = tomllib.loads(FIXTURES.read_text())["case"]
     step = max(1, len(cases) // args.messages)
     picked = cases[::step][: args.messages]
+    log = ""
+    if args.log_mb > 0:
+        lines, size, i = [], 0, 0
+        while size < args.log_mb * 1e6:
+            line = (f"[I] step {i}: loaded layer encoder.layers.{i % 48}.mlp.fc{i % 2 + 1} "
+                    f"weight shape ({64 * (i % 7 + 1)}, {32 * (i % 5 + 1)}) in {i % 97} ms\n")
+            lines.append(line)
+            size += len(line)
+            i += 1
+        log = "".join(lines)
     times = {b: [] for b in binaries}
     rss = {b: [] for b in binaries}
     with tempfile.TemporaryDirectory() as tmp:
         for i, c in enumerate(picked):
             path = os.path.join(tmp, f"{i}.txt")
-            Path(path).write_text(c["text"])
+            Path(path).write_text(log + c["text"])
             for b in binaries:
                 run(b, path)
             for b in binaries:
                 t, m = run(b, path)
                 times[b].append(t)
                 rss[b].append(m)
-    print(f"{len(picked)} messages of {len(cases)} fixtures")
+    print(f"{len(picked)} messages of {len(cases)} fixtures"
+          + (f", each after a {args.log_mb:g} MB log" if log else ""))
     for b in binaries:
         print(f"{b}: median {statistics.median(times[b]):.3f} s, max {max(times[b]):.3f} s, "
               f"peak RSS {max(rss[b]) / 1024:.1f} MiB")

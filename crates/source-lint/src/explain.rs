@@ -133,8 +133,7 @@ impl KnowledgeBase {
             }
             patterns.push(read_patterns(e)?);
         }
-        let literals = literals::Index::new(patterns.iter_mut().flatten().map(|p| &mut p.needs))
-            .map_err(|e| format!("explain.toml: {e}"))?;
+        let literals = literals::Index::new(patterns.iter_mut().flatten().map(|p| &mut p.needs));
         let mut by_priority: Vec<usize> = (0..file.entry.len()).collect();
         by_priority.sort_by_key(|&i| std::cmp::Reverse(file.entry[i].priority));
         Ok(KnowledgeBase {

@@ -5,13 +5,20 @@
 //! The check may let through a pattern that then does not match (it is only a filter), but it
 //! never turns away a pattern that would match: every literal it asks for is in every match.
 //!
-//! All the knowledge base's literals are looked for in one pass over the text ([`Index`]):
-//! testing each pattern's literals with `str::contains` read the text once per literal, which
-//! was most of the time on a long log (8 MB: 9 s).
+//! In a long text all the knowledge base's literals are looked for in one pass ([`Index`]):
+//! testing each literal with `str::contains` reads the text once per literal, which was most of
+//! the time on a long log (8 MB: 9 s). A short message is still read once per literal: building
+//! the one-pass automaton costs more than that, unless many texts are read (the tests, a server).
 
 use aho_corasick::{AhoCorasick, MatchKind};
 use regex_syntax::hir::{Class, Hir, HirKind};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+/// Once the texts read (this one included) total this many bytes, texts are searched in one
+/// pass for all literals.
+const ONE_PASS_FROM: usize = 16 * 1024;
 
 /// Clauses kept per pattern, most selective first; dropping clauses only weakens the filter.
 const MAX_CLAUSES: usize = 4;
@@ -25,15 +32,19 @@ pub struct Needs {
     ids: Vec<Vec<usize>>,
 }
 
-/// Every literal a set of patterns needs, found in a text in one pass.
+/// Every literal a set of patterns needs, numbered, and (built for the first long text) one
+/// automaton that finds them all in one pass.
 pub struct Index {
-    searcher: AhoCorasick,
-    literals: usize,
+    literals: Vec<String>,
+    /// `None` if the automaton could not be built (too large): texts are then read per literal.
+    searcher: OnceLock<Option<AhoCorasick>>,
+    /// Bytes of the texts read so far.
+    read: AtomicUsize,
 }
 
 impl Index {
-    /// Numbers the literals of every pattern's needs and builds one searcher for all of them.
-    pub fn new<'a>(needs: impl IntoIterator<Item = &'a mut Needs>) -> Result<Index, String> {
+    /// Numbers the literals of every pattern's needs.
+    pub fn new<'a>(needs: impl IntoIterator<Item = &'a mut Needs>) -> Index {
         let mut number: HashMap<String, usize> = HashMap::new();
         let mut literals: Vec<String> = Vec::new();
         for n in needs {
@@ -52,23 +63,46 @@ impl Index {
                 })
                 .collect();
         }
-        let searcher = AhoCorasick::builder()
-            .match_kind(MatchKind::Standard)
-            .build(&literals)
-            .map_err(|e| format!("the patterns' literals: {e}"))?;
-        Ok(Index {
-            searcher,
-            literals: literals.len(),
-        })
+        Index {
+            literals,
+            searcher: OnceLock::new(),
+            read: AtomicUsize::new(0),
+        }
     }
 
     /// Which literals occur in a text (passed through [`folded`]), by number.
     pub fn found_in(&self, folded: &str) -> Vec<bool> {
-        let mut found = vec![false; self.literals];
-        for m in self.searcher.find_overlapping_iter(folded) {
+        let read = self.read.fetch_add(folded.len(), Ordering::Relaxed) + folded.len();
+        if read >= ONE_PASS_FROM {
+            if let Some(found) = self.found_in_one_pass(folded) {
+                return found;
+            }
+        }
+        self.found_by_literal(folded)
+    }
+
+    /// Reads the text once per literal.
+    fn found_by_literal(&self, folded: &str) -> Vec<bool> {
+        self.literals
+            .iter()
+            .map(|l| folded.contains(l.as_str()))
+            .collect()
+    }
+
+    /// Reads the text once for all literals; `None` if the automaton could not be built.
+    fn found_in_one_pass(&self, folded: &str) -> Option<Vec<bool>> {
+        let searcher = self.searcher.get_or_init(|| {
+            AhoCorasick::builder()
+                .match_kind(MatchKind::Standard)
+                .build(&self.literals)
+                .ok()
+        });
+        let searcher = searcher.as_ref()?;
+        let mut found = vec![false; self.literals.len()];
+        for m in searcher.find_overlapping_iter(folded) {
             found[m.pattern().as_usize()] = true;
         }
-        found
+        Some(found)
     }
 }
 
@@ -271,14 +305,44 @@ mod tests {
         let mut a = needs("(?:CUDA|TensorRT) failure").unwrap();
         let mut b = needs("tensor").unwrap();
         let mut c = needs("sorted").unwrap();
-        let index = Index::new([&mut a, &mut b, &mut c]).unwrap();
-        let found = index.found_in(&folded("TensorRT failure"));
+        let index = Index::new([&mut a, &mut b, &mut c]);
+        let one_pass = |t: &str| index.found_in_one_pass(&folded(t)).unwrap();
+        let found = one_pass("TensorRT failure");
         assert!(a.met_by(&found) && b.met_by(&found));
         assert!(!c.met_by(&found));
-        let found = index.found_in(&folded("cuda failure; tensorted"));
+        let found = one_pass("cuda failure; tensorted");
         assert!(a.met_by(&found) && b.met_by(&found) && c.met_by(&found));
-        let found = index.found_in(&folded("CUDA error"));
+        let found = one_pass("CUDA error");
         assert!(!a.met_by(&found));
+    }
+
+    /// The one pass and the per-literal reading find the same literals of the built-in base in
+    /// every fixture message, and in all of them joined into one long log.
+    #[test]
+    fn one_pass_and_per_literal_find_the_same() {
+        let kb = crate::explain::KnowledgeBase::parse(crate::explain::DATA).unwrap();
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/explain_cases.toml"
+        );
+        let cases: toml::Table = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let texts: Vec<String> = cases["case"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| folded(c["text"].as_str().unwrap()))
+            .collect();
+        assert!(texts.len() > 4_000);
+        let index = &kb.literals;
+        for t in texts.iter().chain([&texts.join("\n")]) {
+            assert_eq!(
+                index.found_in_one_pass(t).unwrap(),
+                index.found_by_literal(t),
+                "{}",
+                &t[..t.len().min(200)]
+            );
+        }
+        assert!(texts.join("\n").len() >= ONE_PASS_FROM);
     }
 
     #[test]
@@ -314,7 +378,7 @@ mod tests {
             }
         }
         let mut n = needs("kernels").unwrap();
-        let index = Index::new([&mut n]).unwrap();
+        let index = Index::new([&mut n]);
         assert!(n.met_by(&index.found_in(&folded("\u{212A}ernel\u{17F}"))));
         assert!(!n.met_by(&index.found_in(&folded("kernel"))));
     }
