@@ -43,7 +43,7 @@ pub struct KnowledgeBase {
     patterns: Vec<Vec<Pattern>>,
     /// Whether to skip the patterns whose literals are not in the text (see [`literals`]).
     prefilter: bool,
-    /// Every pattern's literals, searched for in one pass.
+    /// Every pattern's literals, numbered, and how to find them in a text.
     literals: literals::Index,
     /// Entry indices from the highest priority down (file order within a priority).
     by_priority: Vec<usize>,
@@ -746,6 +746,53 @@ mod tests {
         assert_eq!(
             fill("{? unclosed {dtype}", &[]),
             "{? unclosed (see the message)"
+        );
+    }
+
+    /// A knowledge base of entries `(id, priority, pattern)`, in file order.
+    fn base(entries: &[(&str, i32, &str)]) -> KnowledgeBase {
+        let text: String = entries
+            .iter()
+            .map(|(id, priority, pattern)| {
+                format!(
+                    "[[entry]]\nid = \"{id}\"\ntitle = \"t\"\norigin = \"onnx\"\npriority = {priority}\n\
+                     patterns = ['{pattern}']\ncause = \"c\"\nfix = \"f\"\nfacts = [\"f (s)\"]\n\
+                     links = [\"https://onnx.ai\"]\n\n"
+                )
+            })
+            .collect();
+        KnowledgeBase::parse(&text).unwrap()
+    }
+
+    /// Entries are tried from the highest priority down, but the answer is the one the ranking
+    /// gives: priority, then the latest start, then the longest match, then file order.
+    #[test]
+    fn the_search_order_does_not_change_the_ranking() {
+        let id = |kb: &KnowledgeBase, text: &str| kb.recognise(text).map(|m| m.entry.id.clone());
+        // Same priority and the same match: the entry first in the file wins, whichever way
+        // round they are written.
+        let kb = base(&[("first", 2, "bad shape"), ("second", 2, "bad shape")]);
+        assert_eq!(id(&kb, "error: bad shape"), Some("first".into()));
+        let kb = base(&[("second", 2, "bad shape"), ("first", 2, "bad shape")]);
+        assert_eq!(id(&kb, "error: bad shape"), Some("second".into()));
+        // A higher priority later in the file wins over an earlier, longer match.
+        let kb = base(&[("low", 1, "error: bad shape"), ("high", 3, "shape")]);
+        assert_eq!(id(&kb, "error: bad shape"), Some("high".into()));
+        // Among equal priorities the later start, then the longer match, wins.
+        let kb = base(&[("early", 2, "error"), ("late", 2, "shape")]);
+        assert_eq!(id(&kb, "error: bad shape"), Some("late".into()));
+        let kb = base(&[("short", 2, "shape"), ("long", 2, "shape!")]);
+        assert_eq!(id(&kb, "bad shape!"), Some("long".into()));
+        // On a warning line both count WARNING_PRIORITY: the entry first in the file wins,
+        // although the later one, of higher priority, is tried first.
+        let kb = base(&[("plain", 2, "slow path"), ("urgent", 5, "slow path")]);
+        assert_eq!(id(&kb, "[W] slow path taken"), Some("plain".into()));
+        // A high-priority match on a warning line counts at most WARNING_PRIORITY: a
+        // lower-priority error on another line, tried after it, still wins.
+        let kb = base(&[("warned", 5, "slow path"), ("failed", 0, "bad shape")]);
+        assert_eq!(
+            id(&kb, "[W] slow path taken\nerror: bad shape"),
+            Some("failed".into())
         );
     }
 
