@@ -219,12 +219,13 @@ impl KnowledgeBase {
 
     /// The best match in `text` with its effective priority and byte span, among the entries of
     /// priority above `above`: highest effective priority, then the match that starts last, then
-    /// the longest, then the entry and pattern first in the file. Entries are tried from the
+    /// the longest, then the higher priority of the entry itself (which differs from the effective
+    /// one on a warning line), then the entry and pattern first in the file. Entries are tried from the
     /// highest priority down, and the search stops at the first entry that can no longer win (a
     /// match's effective priority is at most its entry's), so lower-priority patterns are not
     /// compiled or run.
     fn best(&self, text: &str, above: i32) -> Option<(i32, (usize, usize), Match<'_>)> {
-        let mut best: Option<(i32, usize, usize, usize, regex::Captures<'_>)> = None;
+        let mut best: Option<((i32, usize, usize, i32), usize, regex::Captures<'_>)> = None;
         let found = if self.prefilter {
             self.literals.found_in(&literals::folded(text))
         } else {
@@ -232,7 +233,7 @@ impl KnowledgeBase {
         };
         for &i in &self.by_priority {
             let entry = &self.entries[i];
-            if entry.priority <= above || best.as_ref().is_some_and(|b| entry.priority < b.0) {
+            if entry.priority <= above || best.as_ref().is_some_and(|b| entry.priority < b.0 .0) {
                 break;
             }
             for pat in &self.patterns[i] {
@@ -251,18 +252,22 @@ impl KnowledgeBase {
                 if is_warning_line(text, m.start()) {
                     priority = priority.min(WARNING_PRIORITY);
                 }
-                let key = (priority, m.start(), m.len());
-                // On a tie the entry first in the file wins; within an entry, the first pattern.
+                // Two matches that a warning line brought down to the same priority keep the
+                // order of their entries' own priorities: the same text matched on a warning
+                // line goes to the specific entry, not the catch-all.
+                let key = (priority, m.start(), m.len(), entry.priority);
+                // On a full tie the entry first in the file wins; within an entry, the first
+                // pattern.
                 let better = match &best {
                     None => true,
-                    Some((p, s, l, b, _)) => key > (*p, *s, *l) || (key == (*p, *s, *l) && i < *b),
+                    Some((k, b, _)) => key > *k || (key == *k && i < *b),
                 };
                 if better {
-                    best = Some((key.0, key.1, key.2, i, caps));
+                    best = Some((key, i, caps));
                 }
             }
         }
-        let (priority, start, len, i, caps) = best?;
+        let ((priority, start, len, _), i, caps) = best?;
         let entry = &self.entries[i];
         let mut values = Vec::new();
         let mut groups: Vec<String> = Vec::new();
@@ -783,9 +788,17 @@ mod tests {
         assert_eq!(id(&kb, "error: bad shape"), Some("late".into()));
         let kb = base(&[("short", 2, "shape"), ("long", 2, "shape!")]);
         assert_eq!(id(&kb, "bad shape!"), Some("long".into()));
-        // On a warning line both count WARNING_PRIORITY: the entry first in the file wins,
-        // although the later one, of higher priority, is tried first.
+        // On a warning line both count WARNING_PRIORITY: the same match then goes to the
+        // entry of higher priority of its own, wherever it is in the file; the entry first in
+        // the file wins only among equal priorities.
         let kb = base(&[("plain", 2, "slow path"), ("urgent", 5, "slow path")]);
+        assert_eq!(id(&kb, "[W] slow path taken"), Some("urgent".into()));
+        let kb = base(&[("urgent", 5, "slow path"), ("plain", 2, "slow path")]);
+        assert_eq!(id(&kb, "[W] slow path taken"), Some("urgent".into()));
+        let kb = base(&[("plain", 2, "slow path"), ("also", 2, "slow path")]);
+        assert_eq!(id(&kb, "[W] slow path taken"), Some("plain".into()));
+        // A later match on a warning line still beats an earlier one of higher priority there.
+        let kb = base(&[("urgent", 5, "slow"), ("plain", 2, "path")]);
         assert_eq!(id(&kb, "[W] slow path taken"), Some("plain".into()));
         // A high-priority match on a warning line counts at most WARNING_PRIORITY: a
         // lower-priority error on another line, tried after it, still wins.
