@@ -225,7 +225,7 @@ impl KnowledgeBase {
     /// match's effective priority is at most its entry's), so lower-priority patterns are not
     /// compiled or run.
     fn best(&self, text: &str, above: i32) -> Option<(i32, (usize, usize), Match<'_>)> {
-        let mut best: Option<((i32, usize, usize, i32), usize, regex::Captures<'_>)> = None;
+        let mut best: Option<(Rank, usize, regex::Captures<'_>)> = None;
         let found = if self.prefilter {
             self.literals.found_in(&literals::folded(text))
         } else {
@@ -447,6 +447,10 @@ fn unwrapped(text: &str) -> [(String, Vec<usize>); 2] {
     }
     [spaced, glued]
 }
+
+/// How a match ranks: effective priority, start, length, then its entry's own priority (compared
+/// as a tuple, higher wins).
+type Rank = (i32, usize, usize, i32);
 
 /// The highest priority a match on a warning line can have: a logged warning (TensorRT's
 /// `[W]`, ONNX Runtime's `[W:onnxruntime:…]`, Python's `UserWarning:`) loses to any specific entry
