@@ -219,11 +219,11 @@ impl KnowledgeBase {
 
     /// The best match in `text` with its effective priority and byte span, among the entries of
     /// priority above `above`: highest effective priority, then the match that starts last, then
-    /// the longest, then the higher priority of the entry itself (which differs from the effective
-    /// one on a warning line), then the entry and pattern first in the file. Entries are tried from the
-    /// highest priority down, and the search stops at the first entry that can no longer win (a
-    /// match's effective priority is at most its entry's), so lower-priority patterns are not
-    /// compiled or run.
+    /// the longest, then the higher priority of the entry itself (which differs from the
+    /// effective one on a warning line), then the entry and pattern first in the file. Entries
+    /// are tried from the highest priority down, and the search stops at the first entry that can
+    /// no longer win (a match's effective priority is at most its entry's), so lower-priority
+    /// patterns are not compiled or run.
     fn best(&self, text: &str, above: i32) -> Option<(i32, (usize, usize), Match<'_>)> {
         let mut best: Option<(Rank, usize, regex::Captures<'_>)> = None;
         let found = if self.prefilter {
