@@ -18,6 +18,7 @@ BASE defaults to `git merge-base HEAD BRANCH`, so the checkout's own changes sin
 checkout has them; a new block is separated from the previous one by a blank line.
 """
 
+import os
 import re
 import subprocess
 import sys
@@ -101,7 +102,7 @@ def merge(path: str, header: str, branch: str, base: str) -> int:
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as out:
         out.write(prefix + "".join(b + t for b, t in zip(blocks, tails)))
-    subprocess.check_call(["mv", tmp, path])
+    os.replace(tmp, path)
     print(f"{path}: {added} added, {edited} edited")
     return problems
 
