@@ -34,6 +34,10 @@ pub(crate) struct FnState {
     pub bools: HashSet<String>,
     pub sizes: HashSet<String>,
     pub frozen: HashSet<String>,
+    /// Names bound to a tensor that does not depend on the inputs (`torch.tensor(0.5)`,
+    /// `torch.rand(1)`), and names bound at least once to one that does.
+    pub consts: HashSet<String>,
+    pub non_consts: HashSet<String>,
     /// The function's own parameters (a bare `if flag:` on one is usually a Python flag).
     pub params: HashSet<String>,
     /// Local names bound to literals (lists of strings for export arguments).
@@ -88,6 +92,27 @@ const NON_TENSOR_METHODS: &[&str] = &[
     "format",
     "join",
     "split_with_sizes_",
+];
+
+/// torch functions that build a tensor from Python values or draw random numbers: with inert
+/// arguments their result does not depend on the model's inputs.
+const CONSTANT_FACTORIES: &[&str] = &[
+    "torch.tensor",
+    "torch.as_tensor",
+    "torch.scalar_tensor",
+    "torch.from_numpy",
+    "torch.rand",
+    "torch.randn",
+    "torch.randint",
+    "torch.randperm",
+    "torch.empty",
+    "torch.zeros",
+    "torch.ones",
+    "torch.full",
+    "torch.arange",
+    "torch.linspace",
+    "torch.logspace",
+    "torch.eye",
 ];
 
 /// Methods that keep a boolean mask boolean.
@@ -311,6 +336,68 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// Whether a tensor expression is built only from Python values, constants and random
+    /// draws (`torch.tensor(scale).log2()`, `torch.rand(1) < self.p`,
+    /// `torch.empty(1).uniform_(lo, hi)`): nothing in it depends on the model's inputs, so
+    /// turning it into a Python number or branching on it freezes nothing the inputs decide.
+    pub fn is_constant_tensor(&self, e: &Expr) -> bool {
+        let st = self.state();
+        // An operand that is either a Python value (not a tensor, not a traced size) or a
+        // constant tensor.
+        let inert = |x: &Expr| {
+            (!self.is_tensor(x) && !self.is_size(x) && !self.is_frozen_int(x))
+                || self.is_constant_tensor(x)
+        };
+        match e {
+            Expr::Name(n) => {
+                let id = n.id.as_str();
+                st.consts.contains(id) && !st.non_consts.contains(id) && !st.params.contains(id)
+            }
+            Expr::Call(c) => {
+                let args_inert = c.arguments.args.iter().all(|a| inert(a))
+                    && c.arguments.keywords.iter().all(|k| inert(&k.value));
+                if let Some(q) = self.torch_fn(c) {
+                    if !torch_returns_tensor(&q) || !args_inert {
+                        return false;
+                    }
+                    // Factories and random draws make a tensor from Python values; any other
+                    // function is constant when it has a constant tensor operand.
+                    return CONSTANT_FACTORIES.contains(&q.as_str())
+                        || c.arguments.args.iter().any(|a| self.is_constant_tensor(a));
+                }
+                if let Some((m, recv)) = self.method(c) {
+                    return !NON_TENSOR_METHODS.contains(&m)
+                        && self.is_constant_tensor(recv)
+                        && args_inert;
+                }
+                false
+            }
+            Expr::Attribute(a) => {
+                matches!(a.attr.id.as_str(), "T" | "mT" | "data" | "real" | "imag")
+                    && self.is_constant_tensor(&a.value)
+            }
+            Expr::Subscript(s) => self.is_constant_tensor(&s.value) && inert(&s.slice),
+            Expr::BinOp(b) => {
+                (self.is_constant_tensor(&b.left) || self.is_constant_tensor(&b.right))
+                    && inert(&b.left)
+                    && inert(&b.right)
+            }
+            Expr::UnaryOp(u) => self.is_constant_tensor(&u.operand),
+            Expr::Compare(c) => {
+                let all: Vec<&Expr> = std::iter::once(c.left.as_ref())
+                    .chain(c.comparators.iter())
+                    .collect();
+                all.iter().any(|x| self.is_constant_tensor(x)) && all.iter().all(|x| inert(x))
+            }
+            Expr::BoolOp(b) => {
+                b.values.iter().any(|v| self.is_constant_tensor(v))
+                    && b.values.iter().all(|v| inert(v))
+            }
+            Expr::Named(n) => self.is_constant_tensor(&n.value),
+            _ => false,
+        }
+    }
+
     /// Whether an expression is most likely a boolean mask tensor.
     pub fn is_bool_mask(&self, e: &Expr) -> bool {
         let st = self.state();
@@ -411,9 +498,9 @@ impl<'a> Checker<'a> {
                     let arg = c.arguments.args.first();
                     return match q.as_str() {
                         "builtins.len" => arg.is_some_and(|a| self.is_tensor(a)),
-                        "builtins.int" | "builtins.float" => {
-                            arg.is_some_and(|a| self.is_size(a) || self.is_tensor(a))
-                        }
+                        "builtins.int" | "builtins.float" => arg.is_some_and(|a| {
+                            (self.is_size(a) || self.is_tensor(a)) && !self.is_constant_tensor(a)
+                        }),
                         _ if q.starts_with("math.") || q.starts_with("numpy.") => c
                             .arguments
                             .args
@@ -423,7 +510,9 @@ impl<'a> Checker<'a> {
                     };
                 }
                 if let Some((m, recv)) = self.method(c) {
-                    return matches!(m, "item" | "tolist") && self.is_tensor(recv);
+                    return matches!(m, "item" | "tolist")
+                        && self.is_tensor(recv)
+                        && !self.is_constant_tensor(recv);
                 }
                 false
             }
@@ -633,12 +722,36 @@ fn model_functions(module: &[Stmt]) -> HashSet<(Option<String>, String)> {
         work.push((None, "forward".into()));
     }
     // In an export script (a file that calls the exporter or the tracer), every module-level
-    // function may be what gets exported (directly, through a lambda or a wrapper), so all of
-    // them are model code; elsewhere only the functions handed to the exporter by name are.
+    // function may be what gets exported (directly, through a lambda or a wrapper), so they are
+    // model code, except the script's own driver code: functions that call the exporter or
+    // check the result on a runtime, and whatever they or the module-level statements call
+    // (`main()`, `parse_args()`, `to_numpy()`). Elsewhere only the functions handed to the
+    // exporter by name are model code.
     let exported = exported_functions(module);
     if exported.script {
+        let mut driver_work: Vec<String> = module_fns
+            .iter()
+            .filter(|(_, body)| exported_functions(body).script || checks_on_runtime(body))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for stmt in module {
+            if !matches!(stmt, Stmt::FunctionDef(_) | Stmt::ClassDef(_)) {
+                let (_, funcs) = called_names(std::slice::from_ref(stmt));
+                driver_work.extend(funcs.into_iter().filter(|f| module_fns.contains_key(f)));
+            }
+        }
+        let mut drivers: HashSet<String> = HashSet::new();
+        while let Some(name) = driver_work.pop() {
+            if !drivers.insert(name.clone()) {
+                continue;
+            }
+            if let Some(body) = module_fns.get(&name) {
+                let (_, funcs) = called_names(body);
+                driver_work.extend(funcs.into_iter().filter(|f| module_fns.contains_key(f)));
+            }
+        }
         for name in module_fns.keys() {
-            if !training_only_name(name) {
+            if !training_only_name(name) && !drivers.contains(name) {
                 work.push((None, name.clone()));
             }
         }
@@ -736,6 +849,37 @@ fn exported_functions(module: &[Stmt]) -> Exported {
     f.out
 }
 
+/// Whether a body runs the exported model on a runtime or compares outputs
+/// (`onnxruntime.InferenceSession`, `np.testing.assert_allclose`): checking code, not model code.
+fn checks_on_runtime(body: &[Stmt]) -> bool {
+    struct Find {
+        hit: bool,
+    }
+    impl<'a> Visitor<'a> for Find {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            let id = match e {
+                Expr::Name(n) => n.id.as_str(),
+                Expr::Attribute(a) => a.attr.id.as_str(),
+                _ => "",
+            };
+            if matches!(
+                id,
+                "onnxruntime"
+                    | "InferenceSession"
+                    | "assert_allclose"
+                    | "assert_almost_equal"
+                    | "assert_array_almost_equal"
+            ) {
+                self.hit = true;
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut f = Find { hit: false };
+    f.visit_body(body);
+    f.hit
+}
+
 fn called_names_expr(e: &Expr) -> (HashSet<String>, HashSet<String>) {
     let stmt = Stmt::Expr(ast::StmtExpr {
         node_index: Default::default(),
@@ -775,8 +919,13 @@ fn scan_locals(ch: &mut Checker, body: &[Stmt], _module: bool) {
                 Stmt::AugAssign(a) => {
                     if let Expr::Name(n) = a.target.as_ref() {
                         if ch.is_tensor(&a.value) {
+                            let constant = ch.is_constant_tensor(&a.value);
                             let id = n.id.to_string();
-                            ch.fns.last_mut().expect("scope").tensors.insert(id);
+                            let st = ch.fns.last_mut().expect("scope");
+                            if !constant {
+                                st.non_consts.insert(id.clone());
+                            }
+                            st.tensors.insert(id);
                         }
                     }
                 }
@@ -826,6 +975,7 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
             let mask = ch.is_bool_mask(value) && !matches!(value, Expr::Name(_));
             let size = ch.is_size(value) && !tensor;
             let frozen = ch.is_frozen_int(value);
+            let constant = tensor && ch.is_constant_tensor(value);
             let literal = matches!(
                 value,
                 Expr::List(_)
@@ -837,6 +987,11 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
             let st = ch.fns.last_mut().expect("scope");
             if tensor {
                 st.tensors.insert(id.clone());
+                if constant {
+                    st.consts.insert(id.clone());
+                } else {
+                    st.non_consts.insert(id.clone());
+                }
             }
             if mask {
                 st.bools.insert(id.clone());
@@ -875,6 +1030,7 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                     } else if frozen {
                         st.frozen.insert(id);
                     } else if tensor {
+                        st.non_consts.insert(id.clone());
                         st.tensors.insert(id);
                     }
                 }
@@ -882,6 +1038,54 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
         }
         _ => {}
     }
+}
+
+/// Parameter names that by convention hold Python sizes (`size`, `target_size`, `x_shape`):
+/// torchvision, timm and mmcv pass tuples of ints under these names.
+fn names_a_size(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    matches!(n.as_str(), "size" | "shape" | "sizes" | "shapes")
+        || ["_size", "_shape", "_sizes", "_shapes"]
+            .iter()
+            .any(|s| n.ends_with(s))
+}
+
+/// Names a function tests with `isinstance(name, int | float | numbers.Number ...)`: it
+/// expects Python numbers there.
+fn number_checked_names(body: &[Stmt]) -> HashSet<String> {
+    struct Find {
+        out: HashSet<String>,
+    }
+    fn is_number_type(e: &Expr) -> bool {
+        match e {
+            Expr::Name(n) => matches!(
+                n.id.as_str(),
+                "int" | "float" | "Number" | "Integral" | "Real"
+            ),
+            Expr::Attribute(a) => matches!(a.attr.id.as_str(), "Number" | "Integral" | "Real"),
+            Expr::Tuple(t) => !t.elts.is_empty() && t.elts.iter().all(is_number_type),
+            _ => false,
+        }
+    }
+    impl<'a> Visitor<'a> for Find {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if let Expr::Call(c) = e {
+                if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "isinstance") {
+                    if let [Expr::Name(v), t] = &c.arguments.args[..] {
+                        if is_number_type(t) {
+                            self.out.insert(v.id.to_string());
+                        }
+                    }
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut f = Find {
+        out: HashSet::new(),
+    };
+    f.visit_body(body);
+    f.out
 }
 
 fn is_literal_non_tensor_default(e: &Expr) -> bool {
@@ -981,6 +1185,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     }
                 }
                 if in_model {
+                    let number_checked = number_checked_names(&f.body);
                     for p in f
                         .parameters
                         .posonlyargs
@@ -995,6 +1200,8 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         if p.default
                             .as_deref()
                             .is_some_and(is_literal_non_tensor_default)
+                            || names_a_size(name)
+                            || number_checked.contains(name)
                         {
                             continue;
                         }

@@ -278,3 +278,127 @@ class Head(torch.nn.Module):
         vec![(5, "ODL004".into()), (7, "ODL016".into())]
     );
 }
+
+#[test]
+fn values_independent_of_the_inputs_are_not_frozen_data() {
+    // torchvision's poolers and transforms: tensors made from Python numbers or random draws.
+    let src = "\
+import torch
+from typing import List
+
+class Pooler(torch.nn.Module):
+    def forward(self, x, scales: List[float]):
+        approx = self.stride / 224.0
+        scale = 2 ** float(torch.tensor(approx).log2().round())
+        lvl = -torch.log2(torch.tensor(scales[0], dtype=torch.float32)).item()
+        if torch.rand(1) < self.p:
+            x = x.flip(-1)
+        brightness = float(torch.empty(1).uniform_(0.5, 1.5))
+        idx = int(torch.randint(len(self.ops), ()))
+        draw = torch.rand(1)
+        if draw < 0.5:
+            x = x * brightness
+        return x * scale, lvl, idx
+";
+    assert_eq!(codes(src), vec![]);
+    // The same forms on the input are findings.
+    let data = "\
+import torch
+
+class Pooler(torch.nn.Module):
+    def forward(self, x):
+        scale = float(torch.tensor(x.shape[-1]).log2())
+        lvl = x.mean().item()
+        if x.mean() < self.p:
+            x = x.flip(-1)
+        draw = torch.rand(1)
+        draw = draw * x.mean()
+        if draw < 0.5:
+            x = x * 2
+        return x * scale, lvl
+";
+    assert_eq!(
+        codes(data),
+        vec![
+            (5, "ODL004".into()),
+            (5, "ODL016".into()),
+            (6, "ODL004".into()),
+            (7, "ODL005".into()),
+            (11, "ODL005".into())
+        ]
+    );
+}
+
+#[test]
+fn export_script_driver_code_is_not_model_code() {
+    // The PyTorch ONNX tutorial's shape: the exporter call, a numpy helper and an onnxruntime
+    // check live next to a module-level function that is model code.
+    let src = "\
+import numpy as np
+import onnxruntime
+import torch
+from model import Net
+
+def to_numpy(tensor):
+    return tensor.detach().cpu().numpy()
+
+def check(path, x, expected):
+    sess = onnxruntime.InferenceSession(path)
+    out = sess.run(None, {'x': x.numpy()})[0]
+    np.testing.assert_allclose(expected.numpy(), out, rtol=1e-3)
+
+def decode(scores):
+    return scores.max().item()
+
+class Wrapper(torch.nn.Module):
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+    def forward(self, x):
+        return decode(self.net(x))
+
+def postprocess(y):
+    return y.max().item()
+
+def export(model, x):
+    torch.onnx.export(model.eval(), x, 'm.onnx', opset_version=17)
+    print(postprocess(model(x)), to_numpy(x).shape)
+
+def main():
+    x = torch.randn(1, 3, 224, 224).cuda()
+    export(Wrapper(Net()), x)
+    check('m.onnx', x, Wrapper(Net())(x))
+
+if __name__ == '__main__':
+    main()
+";
+    assert_eq!(codes(src), vec![(15, "ODL004".into())]);
+}
+
+#[test]
+fn size_parameters_and_number_checks_are_python_values() {
+    // timm's transforms: `size`/`target_size` parameters and `isinstance(v, numbers.Number)`.
+    let src = "\
+import numbers
+import torch
+
+def setup_size(size):
+    if isinstance(size, numbers.Number):
+        return int(size), int(size)
+    return size
+
+def crop_params(img, target_size):
+    delta = img.shape[-1] - target_size[0]
+    if delta == 0:
+        return 0
+    return delta
+
+class Crop(torch.nn.Module):
+    def forward(self, img, size, scale):
+        h, w = setup_size(size)
+        if isinstance(scale, (int, float)):
+            scale = float(scale)
+        return img[..., :h, :w] * scale, crop_params(img, (h, w))
+";
+    assert_eq!(codes(src), vec![]);
+}

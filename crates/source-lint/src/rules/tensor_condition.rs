@@ -40,7 +40,7 @@ pub(crate) const RULE: Rule = Rule {
 };
 
 pub(crate) fn check_test(ch: &mut Checker, test: &Expr, kind: &str) {
-    if !ch.in_model() || !ch.is_tensor(test) {
+    if !ch.in_model() || !ch.is_tensor(test) || ch.is_constant_tensor(test) {
         return;
     }
     // `if flag:` / `if not flag:` on a parameter: far more often a Python option than a tensor.

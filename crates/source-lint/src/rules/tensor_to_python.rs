@@ -45,8 +45,11 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     if !ch.in_model() {
         return;
     }
-    if let Some((m, _)) = ch.method(call) {
-        if matches!(m, "item" | "tolist" | "numpy") && call.arguments.args.is_empty() {
+    if let Some((m, recv)) = ch.method(call) {
+        if matches!(m, "item" | "tolist" | "numpy")
+            && call.arguments.args.is_empty()
+            && !ch.is_constant_tensor(recv)
+        {
             let i = ch.report(
                 &RULE,
                 call.func.range(),
@@ -68,7 +71,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     let Some(arg) = call.arguments.args.first() else {
         return;
     };
-    if call.arguments.args.len() != 1 || !ch.is_tensor(arg) {
+    if call.arguments.args.len() != 1 || !ch.is_tensor(arg) || ch.is_constant_tensor(arg) {
         return;
     }
     let text = ch.text(arg.range()).to_string();
