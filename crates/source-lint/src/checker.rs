@@ -354,7 +354,7 @@ impl<'a> Checker<'a> {
                 st.consts.contains(id) && !st.non_consts.contains(id) && !st.params.contains(id)
             }
             Expr::Call(c) => {
-                let args_inert = c.arguments.args.iter().all(|a| inert(a))
+                let args_inert = c.arguments.args.iter().all(&inert)
                     && c.arguments.keywords.iter().all(|k| inert(&k.value));
                 if let Some(q) = self.torch_fn(c) {
                     if !torch_returns_tensor(&q) || !args_inert {
@@ -390,8 +390,7 @@ impl<'a> Checker<'a> {
                 all.iter().any(|x| self.is_constant_tensor(x)) && all.iter().all(|x| inert(x))
             }
             Expr::BoolOp(b) => {
-                b.values.iter().any(|v| self.is_constant_tensor(v))
-                    && b.values.iter().all(|v| inert(v))
+                b.values.iter().any(|v| self.is_constant_tensor(v)) && b.values.iter().all(inert)
             }
             Expr::Named(n) => self.is_constant_tensor(&n.value),
             _ => false,
