@@ -38,6 +38,11 @@ pub(crate) struct FnState {
     /// `torch.rand(1)`), and names bound at least once to one that does.
     pub consts: HashSet<String>,
     pub non_consts: HashSet<String>,
+    /// Names holding containers of tensors (`outputs: Dict[str, Tensor]`, `feats: List[Tensor]`):
+    /// their items are tensors.
+    pub containers: HashSet<String>,
+    /// Names bound to a submodule (`m = self.model`): calling them applies a module.
+    pub modules: HashSet<String>,
     /// The function's own parameters (a bare `if flag:` on one is usually a Python flag).
     pub params: HashSet<String>,
     /// Local names bound to literals (lists of strings for export arguments).
@@ -58,6 +63,11 @@ pub(crate) struct Checker<'a> {
     pub classes: Vec<String>,
     /// Method names of each enclosing class: `self.m(x)` calls a method, not a submodule.
     class_methods: Vec<HashSet<String>>,
+    /// Attributes of each enclosing class that hold tensors: buffers, parameters and tensors
+    /// assigned to `self.<name>`.
+    class_tensor_attrs: Vec<HashSet<String>>,
+    /// Functions (class `None`) and methods whose return annotation names `Tensor`.
+    returns_tensor: HashSet<(Option<String>, String)>,
     pub fns: Vec<FnState>,
     pub loops: Vec<LoopInfo>,
     /// Statements of the innermost function (or the module) that encloses the current node.
@@ -152,6 +162,7 @@ impl<'a> Checker<'a> {
             .values()
             .any(|q| q == "torch" || q.starts_with("torch."));
         let model_fns = model_functions(module);
+        let returns_tensor = tensor_returning_functions(module);
         Checker {
             source,
             file,
@@ -161,6 +172,8 @@ impl<'a> Checker<'a> {
             model_fns,
             classes: Vec::new(),
             class_methods: Vec::new(),
+            class_tensor_attrs: Vec::new(),
+            returns_tensor,
             fns: Vec::new(),
             loops: Vec::new(),
             bodies: vec![module],
@@ -290,12 +303,25 @@ impl<'a> Checker<'a> {
                 if let Some(q) = self.torch_fn(c) {
                     return torch_returns_tensor(&q);
                 }
+                if let Expr::Name(n) = c.func.as_ref() {
+                    if self.returns_tensor.contains(&(None, n.id.to_string())) {
+                        return true;
+                    }
+                }
                 if self.qualify(&c.func).is_some() {
                     return false;
                 }
                 if let Some((m, recv)) = self.method(c) {
                     if NON_TENSOR_METHODS.contains(&m) {
                         return false;
+                    }
+                    if matches!(recv, Expr::Name(n) if n.id.as_str() == "self")
+                        && self.classes.last().is_some_and(|class| {
+                            self.returns_tensor
+                                .contains(&(Some(class.clone()), m.to_string()))
+                        })
+                    {
+                        return true;
                     }
                     if self.is_tensor(recv) {
                         return true;
@@ -306,7 +332,14 @@ impl<'a> Checker<'a> {
                             .class_methods
                             .last()
                             .is_some_and(|m| m.contains(m_name(c)));
-                    if !own_method && is_self_chain(recv) {
+                    let alias = |e: &Expr| match e {
+                        Expr::Name(n) => st.modules.contains(n.id.as_str()),
+                        Expr::Attribute(a) => {
+                            matches!(a.value.as_ref(), Expr::Name(n) if st.modules.contains(n.id.as_str()))
+                        }
+                        _ => false,
+                    };
+                    if !own_method && (is_self_chain(recv) || alias(recv)) {
                         return c.arguments.args.iter().any(|x| self.is_tensor(x));
                     }
                     return false;
@@ -314,12 +347,21 @@ impl<'a> Checker<'a> {
                 false
             }
             Expr::Attribute(a) => {
+                if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") {
+                    return self
+                        .class_tensor_attrs
+                        .last()
+                        .is_some_and(|attrs| attrs.contains(a.attr.id.as_str()));
+                }
                 matches!(
                     a.attr.id.as_str(),
                     "T" | "mT" | "data" | "real" | "imag" | "grad"
                 ) && self.is_tensor(&a.value)
             }
-            Expr::Subscript(s) => self.is_tensor(&s.value),
+            Expr::Subscript(s) => {
+                self.is_tensor(&s.value)
+                    || matches!(s.value.as_ref(), Expr::Name(n) if st.containers.contains(n.id.as_str()))
+            }
             Expr::BinOp(b) => self.is_tensor(&b.left) || self.is_tensor(&b.right),
             Expr::UnaryOp(u) => !matches!(u.op, ast::UnaryOp::Not) && self.is_tensor(&u.operand),
             Expr::Compare(c) => {
@@ -450,8 +492,29 @@ impl<'a> Checker<'a> {
                             | "torch.isin"
                     );
                 }
+                // `make_pad_mask(lens, T)`, `self._sequence_mask(x)`: helpers named for masks.
+                let helper = match c.func.as_ref() {
+                    Expr::Name(n) => Some(n.id.as_str()),
+                    Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") => {
+                        Some(a.attr.id.as_str())
+                    }
+                    _ => None,
+                };
+                if helper.is_some_and(|h| h.to_ascii_lowercase().ends_with("mask"))
+                    && self
+                        .qualify(&c.func)
+                        .is_none_or(|q| q != "torch" && !q.starts_with("torch."))
+                {
+                    return true;
+                }
                 if let Some((m, recv)) = self.method(c) {
                     if m == "bool" {
+                        return self.is_tensor(recv) || self.is_bool_mask(recv);
+                    }
+                    // `(x > 0).all(dim=1)`: a reduction over a dim keeps a mask.
+                    if matches!(m, "any" | "all")
+                        && !(c.arguments.args.is_empty() && c.arguments.keywords.is_empty())
+                    {
                         return self.is_tensor(recv) || self.is_bool_mask(recv);
                     }
                     if matches!(
@@ -498,7 +561,8 @@ impl<'a> Checker<'a> {
                     return match q.as_str() {
                         "builtins.len" => arg.is_some_and(|a| self.is_tensor(a)),
                         "builtins.int" | "builtins.float" => arg.is_some_and(|a| {
-                            (self.is_size(a) || self.is_tensor(a)) && !self.is_constant_tensor(a)
+                            ((self.is_size(a) || self.is_tensor(a)) && !self.is_constant_tensor(a))
+                                || self.is_frozen_int(a)
                         }),
                         _ if q.starts_with("math.") || q.starts_with("numpy.") => c
                             .arguments
@@ -711,6 +775,11 @@ fn model_functions(module: &[Stmt]) -> HashSet<(Option<String>, String)> {
     let mut out: HashSet<(Option<String>, String)> = HashSet::new();
     let mut work: Vec<(Option<String>, String)> = Vec::new();
     for (class, methods) in &classes {
+        // Losses and metrics are modules too, but they run beside the exported model.
+        let lower = class.to_ascii_lowercase();
+        if lower.contains("loss") || lower.contains("criterion") || lower.ends_with("metric") {
+            continue;
+        }
         for name in methods.keys() {
             if is_root(name) {
                 work.push((Some(class.clone()), name.clone()));
@@ -749,8 +818,12 @@ fn model_functions(module: &[Stmt]) -> HashSet<(Option<String>, String)> {
                 driver_work.extend(funcs.into_iter().filter(|f| module_fns.contains_key(f)));
             }
         }
+        // What is left may still be traced when it is handed around as a value (a wrapper's
+        // argument, `functools.partial`); a function only ever called directly is reached
+        // from the `forward` that calls it, or not traced at all.
+        let referenced = referenced_names(module);
         for name in module_fns.keys() {
-            if !training_only_name(name) && !drivers.contains(name) {
+            if !training_only_name(name) && !drivers.contains(name) && referenced.contains(name) {
                 work.push((None, name.clone()));
             }
         }
@@ -788,6 +861,14 @@ fn model_functions(module: &[Stmt]) -> HashSet<(Option<String>, String)> {
         for name in funcs {
             if module_fns.contains_key(&name) && !training_only_name(&name) {
                 work.push((None, name));
+            } else if let Some((class, methods)) = classes.iter().find(|(c, _)| *c == name) {
+                // A helper object built in model code (RAFT's `CorrBlock(f1, f2)`): its
+                // constructor and `__call__` run in the trace.
+                for m in ["__init__", "__call__"] {
+                    if methods.contains_key(m) {
+                        work.push((Some(class.clone()), m.to_string()));
+                    }
+                }
             }
         }
     }
@@ -843,6 +924,39 @@ fn exported_functions(module: &[Stmt]) -> Exported {
             script: false,
             names: Vec::new(),
         },
+    };
+    f.visit_body(module);
+    f.out
+}
+
+/// Names used as values anywhere in a module (not as the function of a call).
+fn referenced_names(module: &[Stmt]) -> HashSet<String> {
+    struct Find {
+        out: HashSet<String>,
+    }
+    impl<'a> Visitor<'a> for Find {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            match e {
+                Expr::Call(c) => {
+                    if !matches!(c.func.as_ref(), Expr::Name(_)) {
+                        self.visit_expr(&c.func);
+                    }
+                    for a in &c.arguments.args {
+                        self.visit_expr(a);
+                    }
+                    for k in &c.arguments.keywords {
+                        self.visit_expr(&k.value);
+                    }
+                }
+                Expr::Name(n) => {
+                    self.out.insert(n.id.to_string());
+                }
+                _ => visitor::walk_expr(self, e),
+            }
+        }
+    }
+    let mut f = Find {
+        out: HashSet::new(),
     };
     f.visit_body(module);
     f.out
@@ -915,6 +1029,7 @@ fn scan_locals(ch: &mut Checker, body: &[Stmt], _module: bool) {
                         bind(ch, &a.target, v);
                     }
                 }
+                Stmt::For(f) => bind_loop(ch, &f.target, &f.iter),
                 Stmt::AugAssign(a) => {
                     if let Expr::Name(n) = a.target.as_ref() {
                         if ch.is_tensor(&a.value) {
@@ -975,6 +1090,7 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
             let size = ch.is_size(value) && !tensor;
             let frozen = ch.is_frozen_int(value);
             let constant = tensor && ch.is_constant_tensor(value);
+            let module = matches!(value, Expr::Attribute(_)) && is_self_chain(value) && !tensor;
             let literal = matches!(
                 value,
                 Expr::List(_)
@@ -982,7 +1098,8 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                     | Expr::Dict(_)
                     | Expr::StringLiteral(_)
                     | Expr::NumberLiteral(_)
-            );
+            ) || matches!(value, Expr::DictComp(_))
+                || matches!(value, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "dict"));
             let st = ch.fns.last_mut().expect("scope");
             if tensor {
                 st.tensors.insert(id.clone());
@@ -1000,6 +1117,9 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
             }
             if frozen {
                 st.frozen.insert(id.clone());
+            }
+            if module {
+                st.modules.insert(id.clone());
             }
             if literal {
                 st.literals.insert(id, value.clone());
@@ -1039,14 +1159,194 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
     }
 }
 
+/// Whether iterating `e` yields tensors: a tensor (rows) or a container of tensors.
+fn yields_tensors(ch: &Checker, e: &Expr) -> bool {
+    ch.is_tensor(e)
+        || matches!(e, Expr::Name(n) if ch.state().containers.contains(n.id.as_str()))
+        || matches!(e, Expr::Subscript(s) if matches!(s.value.as_ref(), Expr::Name(n) if ch.state().containers.contains(n.id.as_str())))
+}
+
+/// Binds `for` targets that receive tensors: `for t in feats`, `for a, b in zip(x, y)`,
+/// `for i, t in enumerate(feats)`.
+fn bind_loop(ch: &mut Checker, target: &Expr, iter: &Expr) {
+    let mark = |ch: &mut Checker, t: &Expr| {
+        if let Expr::Name(n) = t {
+            let st = ch.fns.last_mut().expect("scope");
+            st.tensors.insert(n.id.to_string());
+            st.non_consts.insert(n.id.to_string());
+        }
+    };
+    if let Expr::Call(c) = iter {
+        let func = match c.func.as_ref() {
+            Expr::Name(n) if !ch.imports.contains_key(n.id.as_str()) => n.id.as_str(),
+            _ => "",
+        };
+        match (func, target) {
+            ("zip", Expr::Tuple(t)) if t.elts.len() == c.arguments.args.len() => {
+                for (elt, arg) in t.elts.iter().zip(c.arguments.args.iter()) {
+                    if yields_tensors(ch, arg) {
+                        mark(ch, elt);
+                    }
+                }
+                return;
+            }
+            ("enumerate", Expr::Tuple(t)) if t.elts.len() == 2 => {
+                if c.arguments
+                    .args
+                    .first()
+                    .is_some_and(|a| yields_tensors(ch, a))
+                {
+                    mark(ch, &t.elts[1]);
+                }
+                return;
+            }
+            _ => {}
+        }
+    }
+    if matches!(target, Expr::Name(_)) && yields_tensors(ch, iter) {
+        mark(ch, target);
+    }
+}
+
+/// Whether an annotation names `Tensor` anywhere (`List[Tensor]`, `Dict[str, torch.Tensor]`).
+fn mentions_tensor_anywhere(e: &Expr) -> bool {
+    match e {
+        Expr::Name(n) => n.id.as_str() == "Tensor",
+        Expr::Attribute(a) => a.attr.id.as_str() == "Tensor",
+        Expr::Subscript(s) => mentions_tensor_anywhere(&s.slice),
+        Expr::Tuple(t) => t.elts.iter().any(mentions_tensor_anywhere),
+        Expr::List(l) => l.elts.iter().any(mentions_tensor_anywhere),
+        Expr::BinOp(b) => mentions_tensor_anywhere(&b.left) || mentions_tensor_anywhere(&b.right),
+        Expr::StringLiteral(l) => l.value.to_str().contains("Tensor"),
+        _ => false,
+    }
+}
+
+/// Functions and methods of a module whose return annotation is a tensor or a tuple of tensors
+/// (`-> Tensor`, `-> Tuple[Tensor, Tensor]`, `-> Optional[Tensor]`), not a list or dict of them.
+fn tensor_returning_functions(module: &[Stmt]) -> HashSet<(Option<String>, String)> {
+    fn returns_tensor(f: &ast::StmtFunctionDef) -> bool {
+        let Some(r) = f.returns.as_deref() else {
+            return false;
+        };
+        if let Expr::Subscript(s) = r {
+            let outer = match s.value.as_ref() {
+                Expr::Name(n) => n.id.as_str(),
+                Expr::Attribute(a) => a.attr.id.as_str(),
+                _ => "",
+            };
+            if matches!(
+                outer,
+                "List"
+                    | "list"
+                    | "Dict"
+                    | "dict"
+                    | "Sequence"
+                    | "Mapping"
+                    | "Iterable"
+                    | "Iterator"
+            ) {
+                return false;
+            }
+        }
+        mentions_tensor_anywhere(r)
+    }
+    let mut out = HashSet::new();
+    for stmt in module {
+        match stmt {
+            Stmt::FunctionDef(f) if returns_tensor(f) => {
+                out.insert((None, f.name.id.to_string()));
+            }
+            Stmt::ClassDef(c) => {
+                for s in &c.body {
+                    if let Stmt::FunctionDef(f) = s {
+                        if returns_tensor(f) {
+                            out.insert((Some(c.name.id.to_string()), f.name.id.to_string()));
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Attributes a class body binds to tensors: `self.register_buffer("name", ...)`,
+/// `self.register_parameter("name", ...)`, `self.name = nn.Parameter(...)` or a torch tensor.
+fn tensor_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
+    let mut out = HashSet::new();
+    for s in class_body {
+        let Stmt::FunctionDef(f) = s else { continue };
+        let mut stmts = Vec::new();
+        flatten(&f.body, &mut stmts);
+        for stmt in stmts {
+            match stmt {
+                Stmt::Expr(e) => {
+                    if let Expr::Call(c) = e.value.as_ref() {
+                        if let Expr::Attribute(a) = c.func.as_ref() {
+                            if matches!(
+                                a.attr.id.as_str(),
+                                "register_buffer" | "register_parameter"
+                            ) && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self")
+                            {
+                                if let Some(name) = c.arguments.args.first().and_then(|x| match x {
+                                    Expr::StringLiteral(l) => Some(l.value.to_str().to_string()),
+                                    _ => None,
+                                }) {
+                                    out.insert(name);
+                                }
+                            }
+                        }
+                    }
+                }
+                Stmt::Assign(a) => {
+                    let is_tensor_call = |v: &Expr| {
+                        let Expr::Call(c) = v else { return false };
+                        ch.qualify(&c.func).is_some_and(|q| {
+                            q.ends_with("nn.Parameter")
+                                || ((q == "torch" || q.starts_with("torch."))
+                                    && torch_returns_tensor(&q))
+                        }) || matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "Parameter")
+                    };
+                    let self_attr = |t: &Expr| match t {
+                        Expr::Attribute(at) if matches!(at.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") => {
+                            Some(at.attr.id.to_string())
+                        }
+                        _ => None,
+                    };
+                    for t in &a.targets {
+                        match (t, a.value.as_ref()) {
+                            // `self.drop, self.alpha = nn.Dropout(p), nn.Parameter(...)`
+                            (Expr::Tuple(ts), Expr::Tuple(vs))
+                                if ts.elts.len() == vs.elts.len() =>
+                            {
+                                for (t, v) in ts.elts.iter().zip(vs.elts.iter()) {
+                                    if let Some(name) = self_attr(t).filter(|_| is_tensor_call(v)) {
+                                        out.insert(name);
+                                    }
+                                }
+                            }
+                            (t, v) => {
+                                if let Some(name) = self_attr(t).filter(|_| is_tensor_call(v)) {
+                                    out.insert(name);
+                                }
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
 /// Parameter names that by convention hold Python sizes (`size`, `target_size`, `x_shape`):
 /// torchvision, timm and mmcv pass tuples of ints under these names.
 fn names_a_size(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
-    matches!(n.as_str(), "size" | "shape" | "sizes" | "shapes")
-        || ["_size", "_shape", "_sizes", "_shapes"]
-            .iter()
-            .any(|s| n.ends_with(s))
+    matches!(n.as_str(), "size" | "shape") || n.ends_with("_size") || n.ends_with("_shape")
 }
 
 /// Names a function tests with `isinstance(name, int | float | numbers.Number ...)`: it
@@ -1181,6 +1481,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         st.bools = outer.bools.clone();
                         st.sizes = outer.sizes.clone();
                         st.frozen = outer.frozen.clone();
+                        st.containers = outer.containers.clone();
                     }
                 }
                 if in_model {
@@ -1196,19 +1497,21 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         if name == "self" || name == "cls" {
                             continue;
                         }
+                        let annotation = p.parameter.annotation.as_deref();
+                        let annotated_tensor =
+                            annotation.is_some_and(|a| !annotation_is_non_tensor(a));
                         if p.default
                             .as_deref()
                             .is_some_and(is_literal_non_tensor_default)
-                            || names_a_size(name)
+                            || (names_a_size(name) && !annotated_tensor)
                             || number_checked.contains(name)
                         {
                             continue;
                         }
-                        if p.parameter
-                            .annotation
-                            .as_deref()
-                            .is_some_and(annotation_is_non_tensor)
-                        {
+                        if annotation.is_some_and(annotation_is_non_tensor) {
+                            if annotation.is_some_and(mentions_tensor_anywhere) {
+                                st.containers.insert(name.to_string());
+                            }
                             continue;
                         }
                         st.tensors.insert(name.to_string());
@@ -1242,7 +1545,10 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         })
                         .collect(),
                 );
+                self.class_tensor_attrs
+                    .push(tensor_attributes(self, &c.body));
                 self.visit_body(&c.body);
+                self.class_tensor_attrs.pop();
                 self.class_methods.pop();
                 self.classes.pop();
             }

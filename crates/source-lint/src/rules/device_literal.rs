@@ -66,7 +66,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         }
         return;
     }
-    let Some((m, recv)) = ch.method(call) else {
+    let Some((m, _)) = ch.method(call) else {
         return;
     };
     let hit = match m {
@@ -78,7 +78,8 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
             .is_some_and(|a| literal_device(ch, a).is_some()),
         _ => false,
     };
-    if !hit || !ch.is_tensor(recv) {
+    // In model code whatever is moved (a tensor, a buffer, a submodule) ends up on that device.
+    if !hit {
         return;
     }
     let i = ch.report(

@@ -1,6 +1,8 @@
 //! ## What it does
 //! Flags `dynamic_axes` keys of a `torch.onnx.export` call that are neither in its
-//! `input_names` nor in its `output_names` (literals, or locals bound to literals).
+//! `input_names` nor in its `output_names` (literals, or locals bound to literals). The dict may
+//! be a display, a `dict(name=...)` call or a local extended with `axes["name"] = {...}`; the
+//! finding is on the key.
 //!
 //! ## Why is this bad?
 //! The exporter matches `dynamic_axes` by name. A key that names no input or output is ignored
@@ -28,8 +30,8 @@ use crate::registry::{FixKind, Rule};
 use crate::rules::export_without_eval::is_export;
 use crate::rules::{keyword, string_literal};
 use diagnostics::Severity;
-use ruff_python_ast::{self as ast, Expr};
-use ruff_text_size::Ranged;
+use ruff_python_ast::{self as ast, Expr, Stmt};
+use ruff_text_size::{Ranged, TextRange, TextSize};
 
 pub(crate) const RULE: Rule = Rule {
     code: "ODL018",
@@ -60,6 +62,71 @@ fn names(ch: &Checker, call: &ast::ExprCall, kw: &str) -> Option<Vec<String>> {
         .collect()
 }
 
+/// The keys of a `dynamic_axes` value with where each is written: a dict display, a
+/// `dict(name={...})` call, or a name bound to one of them and extended with
+/// `axes["name"] = {...}` before the export.
+fn keys(ch: &Checker, value: &Expr, before: TextSize) -> Option<Vec<(String, TextRange)>> {
+    let mut out = Vec::new();
+    let bound = resolve(ch, value)?;
+    match bound {
+        Expr::Dict(dict) => {
+            for item in &dict.items {
+                let key = item.key.as_ref()?;
+                out.push((string_literal(key)?.to_string(), key.range()));
+            }
+        }
+        Expr::Call(c)
+            if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "dict")
+                && c.arguments.args.is_empty() =>
+        {
+            for k in &c.arguments.keywords {
+                let arg = k.arg.as_ref()?;
+                out.push((arg.id.to_string(), k.range()));
+            }
+        }
+        // `{name: {0: "batch"} for name in input_names}`: keys checked only when added later.
+        Expr::DictComp(_) => {}
+        _ => return None,
+    }
+    if let Expr::Name(n) = value {
+        let mut stmts = Vec::new();
+        for body in ch.bodies.iter().rev().take(1) {
+            collect(body, &mut stmts);
+        }
+        for s in stmts.into_iter().filter(|s| s.range().start() < before) {
+            let Stmt::Assign(a) = s else { continue };
+            for t in &a.targets {
+                let Expr::Subscript(sub) = t else { continue };
+                if !matches!(sub.value.as_ref(), Expr::Name(m) if m.id == n.id) {
+                    continue;
+                }
+                if let Some(k) = string_literal(&sub.slice) {
+                    out.push((k.to_string(), sub.slice.range()));
+                }
+            }
+        }
+    }
+    Some(out)
+}
+
+fn collect<'s>(body: &'s [Stmt], out: &mut Vec<&'s Stmt>) {
+    for s in body {
+        out.push(s);
+        match s {
+            Stmt::If(i) => {
+                collect(&i.body, out);
+                for c in &i.elif_else_clauses {
+                    collect(&c.body, out);
+                }
+            }
+            Stmt::With(w) => collect(&w.body, out),
+            Stmt::For(f) => collect(&f.body, out),
+            Stmt::Try(t) => collect(&t.body, out),
+            _ => {}
+        }
+    }
+}
+
 pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     if !is_export(ch, call) {
         return;
@@ -67,7 +134,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     let Some(axes) = keyword(call, "dynamic_axes") else {
         return;
     };
-    let Some(Expr::Dict(dict)) = resolve(ch, &axes.value) else {
+    let Some(keys) = keys(ch, &axes.value, call.range().start()) else {
         return;
     };
     let (Some(inputs), Some(outputs)) = (
@@ -76,25 +143,14 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     ) else {
         return;
     };
-    let mut hits = Vec::new();
-    for item in &dict.items {
-        let Some(key) = item.key.as_ref() else {
+    for (k, range) in keys {
+        if inputs.contains(&k) || outputs.contains(&k) {
             continue;
-        };
-        let Some(k) = string_literal(key) else {
-            continue;
-        };
-        if !inputs.iter().any(|n| n == k) && !outputs.iter().any(|n| n == k) {
-            hits.push((k.to_string(), key.range()));
         }
-    }
-    // A key of a dict bound elsewhere points at that dict; report at the call's keyword then.
-    let local = matches!(axes.value, Expr::Dict(_));
-    for (k, range) in hits {
-        let at = if local { range } else { axes.range() };
+        // Reported at the key itself, where the fix goes, even when the dict is bound earlier.
         let i = ch.report(
             &RULE,
-            at,
+            range,
             format!("dynamic_axes key \"{k}\" is not in input_names {inputs:?} or output_names {outputs:?}: that axis stays fixed"),
         );
         ch.help(

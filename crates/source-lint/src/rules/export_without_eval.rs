@@ -134,7 +134,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     }
     let i = ch.report(
         &RULE,
-        model.range(),
+        call.func.range(),
         format!("`{name}` is exported without `{name}.eval()`: dropout and batch-norm statistics export in training mode"),
     );
     ch.help(i, format!("call `{name}.eval()` before `torch.onnx.export` (the default dynamo exporter does not switch modes)"));

@@ -93,7 +93,14 @@ pub(crate) fn check_aug_store(ch: &mut Checker, target: &ast::ExprSubscript) {
     let tensor_index = index_elements(&target.slice)
         .iter()
         .any(|e| !matches!(e, Expr::Slice(_) | Expr::EllipsisLiteral(_)) && ch.is_tensor(e));
-    if !tensor_index {
+    // `x[:, self.ids] += v`, `coords[n, j] += d`: a computed position updated in place.
+    let computed_index = index_elements(&target.slice).iter().any(|e| {
+        matches!(
+            e,
+            Expr::Name(_) | Expr::Attribute(_) | Expr::Subscript(_) | Expr::Call(_)
+        )
+    });
+    if !(tensor_index || (computed_index && ch.is_tensor(&target.value))) {
         return;
     }
     let text = ch.text(target.range()).to_string();

@@ -27,7 +27,7 @@
 use crate::checker::Checker;
 use crate::registry::{FixKind, Rule};
 use diagnostics::Severity;
-use ruff_python_ast::Expr;
+use ruff_python_ast::{self as ast, Expr};
 use ruff_text_size::Ranged;
 
 pub(crate) const RULE: Rule = Rule {
@@ -39,8 +39,51 @@ pub(crate) const RULE: Rule = Rule {
     source: include_str!("tensor_condition.rs"),
 };
 
+/// Whether a condition reads a tensor's value through Python: `bool(t)`, `t.item()`,
+/// `float(t)`, `int(t)` on a tensor that depends on the inputs.
+fn reads_tensor_value(ch: &Checker, e: &Expr) -> bool {
+    match e {
+        Expr::Call(c) => {
+            if let Some((m, recv)) = ch.method(c) {
+                if m == "item" && ch.is_tensor(recv) && !ch.is_constant_tensor(recv) {
+                    return true;
+                }
+            } else if let Some(q) = ch.qualify(&c.func) {
+                if matches!(
+                    q.as_str(),
+                    "builtins.bool" | "builtins.int" | "builtins.float"
+                ) {
+                    return c
+                        .arguments
+                        .args
+                        .first()
+                        .is_some_and(|a| ch.is_tensor(a) && !ch.is_constant_tensor(a));
+                }
+            }
+            false
+        }
+        Expr::UnaryOp(u) => reads_tensor_value(ch, &u.operand),
+        Expr::BoolOp(b) => b.values.iter().any(|v| reads_tensor_value(ch, v)),
+        Expr::Compare(c) => {
+            reads_tensor_value(ch, &c.left)
+                || c.comparators.iter().any(|x| reads_tensor_value(ch, x))
+        }
+        Expr::BinOp(b) => reads_tensor_value(ch, &b.left) || reads_tensor_value(ch, &b.right),
+        _ => false,
+    }
+}
+
 pub(crate) fn check_test(ch: &mut Checker, test: &Expr, kind: &str) {
-    if !ch.in_model() || !ch.is_tensor(test) || ch.is_constant_tensor(test) {
+    if !ch.in_model() {
+        return;
+    }
+    // `if not mask.all():` branches on the tensor as much as `if mask.all():` does.
+    let inner = match test {
+        Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not) => u.operand.as_ref(),
+        e => e,
+    };
+    let on_tensor = ch.is_tensor(inner) && !ch.is_constant_tensor(inner);
+    if !on_tensor && !reads_tensor_value(ch, inner) {
         return;
     }
     // `if flag:` / `if not flag:` on a parameter: far more often a Python option than a tensor.
