@@ -182,3 +182,99 @@ fn mixed_fixtures_detect_every_marked_hazard() {
         );
     }
 }
+
+#[derive(serde::Deserialize)]
+struct CorpusEntry {
+    file: String,
+    line: usize,
+    code: String,
+    why: String,
+}
+
+#[derive(serde::Deserialize)]
+struct ExpectedMisses {
+    missed: Vec<CorpusEntry>,
+    clean: Vec<CorpusEntry>,
+}
+
+#[test]
+fn corpus_hazards_are_found_and_clean_code_is_quiet() {
+    // The held-out corpus (tests/fixtures/corpus/README.md): every marked hazard is found and
+    // the clean files stay quiet, except the explained entries of expected_misses.toml, which
+    // must still fail (fixed ones are removed from the list, so it only shrinks).
+    let root = crate_dir().join("tests/fixtures/corpus");
+    let expected: ExpectedMisses =
+        toml::from_str(&std::fs::read_to_string(root.join("expected_misses.toml")).unwrap())
+            .unwrap();
+    for e in expected.missed.iter().chain(&expected.clean) {
+        assert!(e.why.len() > 20, "{}:{} needs a reason", e.file, e.line);
+    }
+    let key = |e: &CorpusEntry| (e.file.clone(), e.line, e.code.clone());
+    let allowed_missed: BTreeSet<_> = expected.missed.iter().map(key).collect();
+    let allowed_clean: BTreeSet<_> = expected.clean.iter().map(key).collect();
+    let (mut want_all, mut hit_all, mut clean_lines) = (0, 0, 0);
+    let mut missed = BTreeSet::new();
+    let mut clean_findings = BTreeSet::new();
+    for dir in ["vision", "sequence", "misc"] {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(root.join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "py"))
+            .collect();
+        files.sort();
+        let refs: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
+        let reports = lint(&refs, &[]);
+        for (path, report) in files.iter().zip(&reports) {
+            let name = format!("{dir}/{}", path.file_name().unwrap().to_string_lossy());
+            let text = std::fs::read_to_string(path).unwrap();
+            let got: BTreeSet<(usize, String)> = report
+                .findings
+                .iter()
+                .map(|f| (f.line(), f.diagnostic.code.clone()))
+                .collect();
+            if name.contains("/clean_") {
+                clean_lines += text.lines().count();
+                for (line, code) in got {
+                    clean_findings.insert((name.clone(), line, code));
+                }
+                continue;
+            }
+            for (i, l) in text.lines().enumerate() {
+                let Some(pos) = l.find("# expect: ") else {
+                    continue;
+                };
+                for code in l[pos + 10..].split(',') {
+                    let code = code.trim().to_string();
+                    want_all += 1;
+                    if got.contains(&(i + 1, code.clone())) {
+                        hit_all += 1;
+                    } else {
+                        missed.insert((name.clone(), i + 1, code));
+                    }
+                }
+            }
+        }
+    }
+    println!(
+        "corpus: {hit_all} of {want_all} marked hazards found; {} findings in {clean_lines} clean lines",
+        clean_findings.len()
+    );
+    assert!(want_all >= 250, "the corpus has {want_all} marked hazards");
+    let new_misses: Vec<_> = missed.difference(&allowed_missed).collect();
+    let fixed: Vec<_> = allowed_missed.difference(&missed).collect();
+    assert!(
+        new_misses.is_empty(),
+        "hazards no longer found: {new_misses:?}"
+    );
+    assert!(
+        fixed.is_empty(),
+        "found now, remove from expected_misses.toml: {fixed:?}"
+    );
+    let new_fp: Vec<_> = clean_findings.difference(&allowed_clean).collect();
+    let gone: Vec<_> = allowed_clean.difference(&clean_findings).collect();
+    assert!(new_fp.is_empty(), "findings on clean files: {new_fp:?}");
+    assert!(
+        gone.is_empty(),
+        "quiet now, remove from expected_misses.toml: {gone:?}"
+    );
+}

@@ -1,6 +1,8 @@
 //! ## What it does
 //! Flags tensor values turned into Python values inside model code: `.item()`, `.tolist()`,
-//! `.numpy()`, and `int(t)`, `float(t)`, `bool(t)` on a tensor.
+//! `.numpy()`, and `int(t)`, `float(t)`, `bool(t)` on a tensor. Tensors made only from Python
+//! numbers or random draws (`torch.tensor(scale).log2().item()`, `int(torch.randint(n, ()))`)
+//! are not reported: nothing the inputs decide is frozen.
 //!
 //! ## Why is this bad?
 //! The tracer cannot record a Python number: it reads the example's value once and bakes it into
