@@ -67,7 +67,8 @@ pub(crate) struct Checker<'a> {
     /// assigned to `self.<name>`.
     class_tensor_attrs: Vec<HashSet<String>>,
     /// Functions (class `None`) and methods whose return annotation names `Tensor`.
-    returns_tensor: HashSet<(Option<String>, String)>,
+    /// For a tuple annotation, which elements are tensors (empty: the whole value is one).
+    returns_tensor: HashMap<(Option<String>, String), Vec<bool>>,
     pub fns: Vec<FnState>,
     pub loops: Vec<LoopInfo>,
     /// Statements of the innermost function (or the module) that encloses the current node.
@@ -304,7 +305,7 @@ impl<'a> Checker<'a> {
                     return torch_returns_tensor(&q);
                 }
                 if let Expr::Name(n) = c.func.as_ref() {
-                    if self.returns_tensor.contains(&(None, n.id.to_string())) {
+                    if self.returns_tensor.contains_key(&(None, n.id.to_string())) {
                         return true;
                     }
                 }
@@ -318,7 +319,7 @@ impl<'a> Checker<'a> {
                     if matches!(recv, Expr::Name(n) if n.id.as_str() == "self")
                         && self.classes.last().is_some_and(|class| {
                             self.returns_tensor
-                                .contains(&(Some(class.clone()), m.to_string()))
+                                .contains_key(&(Some(class.clone()), m.to_string()))
                         })
                     {
                         return true;
@@ -378,17 +379,48 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// Which elements of a call's tuple result are tensors, from the callee's annotation
+    /// (`-> Tuple[int, Tensor]`), for a function of this file or a method of this class.
+    pub fn tuple_return(&self, c: &ast::ExprCall) -> Option<&[bool]> {
+        let key = match c.func.as_ref() {
+            Expr::Name(n) => (None, n.id.to_string()),
+            Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") => {
+                (self.classes.last().cloned(), a.attr.id.to_string())
+            }
+            _ => return None,
+        };
+        self.returns_tensor
+            .get(&key)
+            .map(Vec::as_slice)
+            .filter(|v| !v.is_empty())
+    }
+
     /// Whether a tensor expression is built only from Python values, constants and random
     /// draws (`torch.tensor(scale).log2()`, `torch.rand(1) < self.p`,
     /// `torch.empty(1).uniform_(lo, hi)`): nothing in it depends on the model's inputs, so
     /// turning it into a Python number or branching on it freezes nothing the inputs decide.
     pub fn is_constant_tensor(&self, e: &Expr) -> bool {
         let st = self.state();
-        // An operand that is either a Python value (not a tensor, not a traced size) or a
-        // constant tensor.
-        let inert = |x: &Expr| {
-            (!self.is_tensor(x) && !self.is_size(x) && !self.is_frozen_int(x))
-                || self.is_constant_tensor(x)
+        // Each operand is judged once (a chain `a + b + c + ...` stays linear): whether it is a
+        // constant tensor, and whether it is inert, i.e. either that or a Python value (not a
+        // tensor, not a traced size).
+        let judge = |x: &Expr| {
+            let constant = self.is_constant_tensor(x);
+            let inert =
+                constant || (!self.is_tensor(x) && !self.is_size(x) && !self.is_frozen_int(x));
+            (constant, inert)
+        };
+        let all = |xs: &mut dyn Iterator<Item = &Expr>| {
+            let (mut any_constant, mut all_inert) = (false, true);
+            for x in xs {
+                let (c, i) = judge(x);
+                any_constant |= c;
+                all_inert &= i;
+                if !all_inert {
+                    break;
+                }
+            }
+            (any_constant, all_inert)
         };
         match e {
             Expr::Name(n) => {
@@ -396,21 +428,24 @@ impl<'a> Checker<'a> {
                 st.consts.contains(id) && !st.non_consts.contains(id) && !st.params.contains(id)
             }
             Expr::Call(c) => {
-                let args_inert = c.arguments.args.iter().all(&inert)
-                    && c.arguments.keywords.iter().all(|k| inert(&k.value));
+                let (_, keywords_inert) = all(&mut c.arguments.keywords.iter().map(|k| &k.value));
+                if !keywords_inert {
+                    return false;
+                }
                 if let Some(q) = self.torch_fn(c) {
-                    if !torch_returns_tensor(&q) || !args_inert {
+                    if !torch_returns_tensor(&q) {
                         return false;
                     }
+                    let (any_constant, args_inert) = all(&mut c.arguments.args.iter());
                     // Factories and random draws make a tensor from Python values; any other
                     // function is constant when it has a constant tensor operand.
-                    return CONSTANT_FACTORIES.contains(&q.as_str())
-                        || c.arguments.args.iter().any(|a| self.is_constant_tensor(a));
+                    return args_inert
+                        && (CONSTANT_FACTORIES.contains(&q.as_str()) || any_constant);
                 }
                 if let Some((m, recv)) = self.method(c) {
                     return !NON_TENSOR_METHODS.contains(&m)
                         && self.is_constant_tensor(recv)
-                        && args_inert;
+                        && all(&mut c.arguments.args.iter()).1;
                 }
                 false
             }
@@ -418,21 +453,21 @@ impl<'a> Checker<'a> {
                 matches!(a.attr.id.as_str(), "T" | "mT" | "data" | "real" | "imag")
                     && self.is_constant_tensor(&a.value)
             }
-            Expr::Subscript(s) => self.is_constant_tensor(&s.value) && inert(&s.slice),
+            Expr::Subscript(s) => self.is_constant_tensor(&s.value) && judge(&s.slice).1,
             Expr::BinOp(b) => {
-                (self.is_constant_tensor(&b.left) || self.is_constant_tensor(&b.right))
-                    && inert(&b.left)
-                    && inert(&b.right)
+                let (any_constant, all_inert) =
+                    all(&mut [b.left.as_ref(), b.right.as_ref()].into_iter());
+                any_constant && all_inert
             }
             Expr::UnaryOp(u) => self.is_constant_tensor(&u.operand),
             Expr::Compare(c) => {
-                let all: Vec<&Expr> = std::iter::once(c.left.as_ref())
-                    .chain(c.comparators.iter())
-                    .collect();
-                all.iter().any(|x| self.is_constant_tensor(x)) && all.iter().all(|x| inert(x))
+                let (any_constant, all_inert) =
+                    all(&mut std::iter::once(c.left.as_ref()).chain(c.comparators.iter()));
+                any_constant && all_inert
             }
             Expr::BoolOp(b) => {
-                b.values.iter().any(|v| self.is_constant_tensor(v)) && b.values.iter().all(inert)
+                let (any_constant, all_inert) = all(&mut b.values.iter());
+                any_constant && all_inert
             }
             Expr::Named(n) => self.is_constant_tensor(&n.value),
             _ => false,
@@ -1136,6 +1171,19 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                 Expr::Tuple(v) if v.elts.len() == elts.len() => Some(&v.elts),
                 _ => None,
             };
+            if let Expr::Call(c) = value {
+                if let Some(flags) = ch.tuple_return(c).filter(|f| f.len() == elts.len()) {
+                    let flags = flags.to_vec();
+                    for (elt, tensor) in elts.iter().zip(flags) {
+                        if let (Expr::Name(n), true) = (elt, tensor) {
+                            let st = ch.fns.last_mut().expect("scope");
+                            st.tensors.insert(n.id.to_string());
+                            st.non_consts.insert(n.id.to_string());
+                        }
+                    }
+                    return;
+                }
+            }
             for (i, elt) in elts.iter().enumerate() {
                 if let Some(vals) = elts_values {
                     bind(ch, elt, &vals[i]);
@@ -1224,7 +1272,26 @@ fn mentions_tensor_anywhere(e: &Expr) -> bool {
 
 /// Functions and methods of a module whose return annotation is a tensor or a tuple of tensors
 /// (`-> Tensor`, `-> Tuple[Tensor, Tensor]`, `-> Optional[Tensor]`), not a list or dict of them.
-fn tensor_returning_functions(module: &[Stmt]) -> HashSet<(Option<String>, String)> {
+fn tensor_returning_functions(module: &[Stmt]) -> HashMap<(Option<String>, String), Vec<bool>> {
+    // `-> Tuple[int, Tensor, Tensor]`: which elements are tensors.
+    fn elements(f: &ast::StmtFunctionDef) -> Vec<bool> {
+        let Some(Expr::Subscript(s)) = f.returns.as_deref() else {
+            return Vec::new();
+        };
+        let outer = match s.value.as_ref() {
+            Expr::Name(n) => n.id.as_str(),
+            Expr::Attribute(a) => a.attr.id.as_str(),
+            _ => "",
+        };
+        match (outer, s.slice.as_ref()) {
+            ("Tuple" | "tuple", Expr::Tuple(t))
+                if !t.elts.iter().any(|e| matches!(e, Expr::EllipsisLiteral(_))) =>
+            {
+                t.elts.iter().map(mentions_tensor_anywhere).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
     fn returns_tensor(f: &ast::StmtFunctionDef) -> bool {
         let Some(r) = f.returns.as_deref() else {
             return false;
@@ -1251,17 +1318,20 @@ fn tensor_returning_functions(module: &[Stmt]) -> HashSet<(Option<String>, Strin
         }
         mentions_tensor_anywhere(r)
     }
-    let mut out = HashSet::new();
+    let mut out = HashMap::new();
     for stmt in module {
         match stmt {
             Stmt::FunctionDef(f) if returns_tensor(f) => {
-                out.insert((None, f.name.id.to_string()));
+                out.insert((None, f.name.id.to_string()), elements(f));
             }
             Stmt::ClassDef(c) => {
                 for s in &c.body {
                     if let Stmt::FunctionDef(f) = s {
                         if returns_tensor(f) {
-                            out.insert((Some(c.name.id.to_string()), f.name.id.to_string()));
+                            out.insert(
+                                (Some(c.name.id.to_string()), f.name.id.to_string()),
+                                elements(f),
+                            );
                         }
                     }
                 }
