@@ -156,13 +156,21 @@ const SHAPE_ONLY_METHODS: &[&str] = &[
 ];
 
 impl<'a> Checker<'a> {
-    pub fn new(source: &'a str, file: &'a str, index: &'a LineIndex, module: &'a [Stmt]) -> Self {
+    /// `extra_roots` names module-level functions and classes of this file that other files of
+    /// the project call from their model code (see [`imported_model_calls`]).
+    pub fn new(
+        source: &'a str,
+        file: &'a str,
+        index: &'a LineIndex,
+        module: &'a [Stmt],
+        extra_roots: &HashSet<String>,
+    ) -> Self {
         let mut imports = HashMap::new();
         collect_imports(module, &mut imports);
         let torch_imported = imports
             .values()
             .any(|q| q == "torch" || q.starts_with("torch."));
-        let model_fns = model_functions(module);
+        let model_fns = model_functions(module, extra_roots);
         let returns_tensor = tensor_returning_functions(module);
         Checker {
             source,
@@ -785,7 +793,10 @@ fn called_names(body: &[Stmt]) -> (HashSet<String>, HashSet<String>) {
 
 /// Model code: every `forward` (and `forward_*`/`_forward*`) method, plus — transitively —
 /// the methods of the same class it calls through `self.` and the module functions it calls.
-fn model_functions(module: &[Stmt]) -> HashSet<(Option<String>, String)> {
+fn model_functions(
+    module: &[Stmt],
+    extra_roots: &HashSet<String>,
+) -> HashSet<(Option<String>, String)> {
     let mut module_fns: HashMap<String, &[Stmt]> = HashMap::new();
     let mut classes: Vec<(String, HashMap<String, &[Stmt]>)> = Vec::new();
     for stmt in module {
@@ -868,6 +879,18 @@ fn model_functions(module: &[Stmt]) -> HashSet<(Option<String>, String)> {
             work.push((None, name));
         }
     }
+    // Helpers another file's model code calls (`from .utils import make_pad_mask`).
+    for name in extra_roots {
+        if module_fns.contains_key(name) {
+            work.push((None, name.clone()));
+        } else if let Some((class, methods)) = classes.iter().find(|(c, _)| c == name) {
+            for m in ["__init__", "__call__"] {
+                if methods.contains_key(m) {
+                    work.push((Some(class.clone()), m.to_string()));
+                }
+            }
+        }
+    }
     while let Some(item) = work.pop() {
         if !out.insert(item.clone()) {
             continue;
@@ -908,6 +931,130 @@ fn model_functions(module: &[Stmt]) -> HashSet<(Option<String>, String)> {
         }
     }
     out
+}
+
+/// A call from this file's model code to a name imported from another module:
+/// `from .utils import pad_mask` (level 1, module `utils`, name `pad_mask`) or
+/// `import box_ops as B` then `B.decode(...)` (level 0, module `box_ops`, name `decode`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct ImportedCall {
+    pub level: u32,
+    pub module: String,
+    pub name: String,
+}
+
+/// The imported functions and classes this file's model code calls, so that the project pass
+/// can treat them as model code in the files that define them.
+pub(crate) fn imported_model_calls(module: &[Stmt]) -> Vec<ImportedCall> {
+    // local name -> (level, module, name) for `from M import name [as local]`;
+    // local name -> module for `import M [as local]`.
+    let mut from_imports: HashMap<String, (u32, String, String)> = HashMap::new();
+    let mut module_imports: HashMap<String, String> = HashMap::new();
+    for stmt in module {
+        match stmt {
+            Stmt::ImportFrom(i) => {
+                let m = i
+                    .module
+                    .as_ref()
+                    .map(|m| m.id.to_string())
+                    .unwrap_or_default();
+                for a in &i.names {
+                    let local = a.asname.as_ref().unwrap_or(&a.name).id.to_string();
+                    from_imports.insert(local, (i.level, m.clone(), a.name.id.to_string()));
+                }
+            }
+            Stmt::Import(i) => {
+                for a in &i.names {
+                    if let Some(asname) = &a.asname {
+                        module_imports.insert(asname.id.to_string(), a.name.id.to_string());
+                    } else if !a.name.id.contains('.') {
+                        module_imports.insert(a.name.id.to_string(), a.name.id.to_string());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if from_imports.is_empty() && module_imports.is_empty() {
+        return Vec::new();
+    }
+    let roots = model_functions(module, &HashSet::new());
+    struct Calls<'m> {
+        from_imports: &'m HashMap<String, (u32, String, String)>,
+        module_imports: &'m HashMap<String, String>,
+        out: HashSet<ImportedCall>,
+    }
+    impl<'a> Visitor<'a> for Calls<'_> {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if let Expr::Call(c) = e {
+                match c.func.as_ref() {
+                    Expr::Name(n) => {
+                        if let Some((level, module, name)) = self.from_imports.get(n.id.as_str()) {
+                            self.out.insert(ImportedCall {
+                                level: *level,
+                                module: module.clone(),
+                                name: name.clone(),
+                            });
+                        }
+                    }
+                    Expr::Attribute(a) => {
+                        if let Expr::Name(n) = a.value.as_ref() {
+                            if let Some(module) = self.module_imports.get(n.id.as_str()) {
+                                self.out.insert(ImportedCall {
+                                    level: 0,
+                                    module: module.clone(),
+                                    name: a.attr.id.to_string(),
+                                });
+                            } else if let Some((level, module, name)) =
+                                self.from_imports.get(n.id.as_str())
+                            {
+                                // `from pkg import ops as O` then `O.keep(...)`.
+                                let module = if module.is_empty() {
+                                    name.clone()
+                                } else {
+                                    format!("{module}.{name}")
+                                };
+                                self.out.insert(ImportedCall {
+                                    level: *level,
+                                    module,
+                                    name: a.attr.id.to_string(),
+                                });
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut calls = Calls {
+        from_imports: &from_imports,
+        module_imports: &module_imports,
+        out: HashSet::new(),
+    };
+    for stmt in module {
+        match stmt {
+            Stmt::FunctionDef(f) if roots.contains(&(None, f.name.id.to_string())) => {
+                calls.visit_body(&f.body);
+            }
+            Stmt::ClassDef(c) => {
+                for s in &c.body {
+                    if let Stmt::FunctionDef(f) = s {
+                        if roots.contains(&(Some(c.name.id.to_string()), f.name.id.to_string())) {
+                            calls.visit_body(&f.body);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    calls
+        .out
+        .into_iter()
+        .filter(|c| c.module != "torch" && !c.module.starts_with("torch."))
+        .collect()
 }
 
 /// What a module hands to the exporter: whether it calls `*.onnx.export(...)`,

@@ -21,6 +21,7 @@ pub use registry::{rule, FixKind, Rule, RULES, SECTIONS};
 
 use diagnostics::{Diagnostic, Location};
 use rayon::prelude::*;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 /// One replacement of a byte range of a file's text.
@@ -94,8 +95,26 @@ pub struct FileLint {
 /// Lints one file's text. `file` is the name findings carry. Unparseable Python is a finding
 /// (`ODL000`), never a panic.
 pub fn lint_source(file: &str, source: &str) -> FileLint {
+    lint_parsed(file, source, &parse(source), &HashSet::new())
+}
+
+type Parsed =
+    Result<ruff_python_parser::Parsed<ruff_python_ast::ModModule>, ruff_python_parser::ParseError>;
+
+fn parse(source: &str) -> Parsed {
+    ruff_python_parser::parse_module(source)
+}
+
+/// Lints a parsed file; `extra_roots` are its functions and classes that other files' model code
+/// calls.
+fn lint_parsed(
+    file: &str,
+    source: &str,
+    parsed: &Parsed,
+    extra_roots: &HashSet<String>,
+) -> FileLint {
     let index = LineIndex::new(source);
-    let parsed = match ruff_python_parser::parse_module(source) {
+    let parsed = match parsed {
         Ok(p) => p,
         Err(e) => {
             let (line, column) = index.line_col(source, e.location.start().to_usize());
@@ -119,12 +138,55 @@ pub fn lint_source(file: &str, source: &str) -> FileLint {
         }
     };
     let module = parsed.syntax();
-    let mut ch = checker::Checker::new(source, file, &index, &module.body);
+    let mut ch = checker::Checker::new(source, file, &index, &module.body, extra_roots);
     ch.run(&module.body);
     FileLint {
         findings: ch.findings,
         facts: ch.facts,
     }
+}
+
+/// Whether `from <call.module> import ...` written in `importer` (relative when `call.level` > 0)
+/// names the file `target`: `from .utils import f` in `pkg/model.py` is `pkg/utils.py`,
+/// `from pkg.utils import f` is any `.../pkg/utils.py` (or `pkg/utils/__init__.py`).
+fn import_resolves_to(importer: &Path, call: &checker::ImportedCall, target: &Path) -> bool {
+    if target == importer || call.module.is_empty() {
+        return false;
+    }
+    let parts: Vec<&str> = call.module.split('.').collect();
+    let stem_matches = |t: &Path| -> Option<PathBuf> {
+        // The directory that must hold the module's first component.
+        let mut dir = if t.file_name().is_some_and(|n| n == "__init__.py") {
+            t.parent()?.to_path_buf()
+        } else {
+            t.with_extension("")
+        };
+        for part in parts.iter().rev() {
+            if dir.file_name().is_none_or(|n| n != *part) {
+                return None;
+            }
+            dir = dir.parent().map(Path::to_path_buf).unwrap_or_default();
+        }
+        Some(dir)
+    };
+    let Some(base) = stem_matches(target) else {
+        return false;
+    };
+    if call.level == 0 {
+        return true;
+    }
+    // Relative: the module's base directory is the importer's package, `level - 1` levels up.
+    let mut package = importer.parent().map(Path::to_path_buf).unwrap_or_default();
+    for _ in 1..call.level {
+        package = package.parent().map(Path::to_path_buf).unwrap_or_default();
+    }
+    normalize(&package) == normalize(&base)
+}
+
+fn normalize(p: &Path) -> PathBuf {
+    p.components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect()
 }
 
 /// Which rules to report: `select` and `ignore` hold codes or code prefixes (`ODL0`).
@@ -285,7 +347,18 @@ fn display_path(p: &Path) -> String {
 /// Lints files in parallel, then runs project-level rules, then applies noqa and selection.
 /// Files that cannot be read (or are not UTF-8) are returned as errors, the rest still linted.
 pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>, Vec<ReadError>) {
-    let results: Vec<Result<(FileReport, Facts), ReadError>> = files
+    // Pass 1: read, parse and check every file, and note which imported helpers its model code
+    // calls. The syntax tree is dropped right away: only files whose helpers turn out to be
+    // model code elsewhere are parsed and checked again (pass 2), which keeps memory flat and
+    // the cost close to one pass.
+    struct Read {
+        path: PathBuf,
+        display: String,
+        source: String,
+        lint: FileLint,
+        calls: Vec<checker::ImportedCall>,
+    }
+    let read: Vec<Result<Read, ReadError>> = files
         .par_iter()
         .map(|path| {
             let bytes = std::fs::read(path).map_err(|e| ReadError {
@@ -300,13 +373,71 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
                     e.utf8_error().valid_up_to()
                 ),
             })?;
+            let parsed = parse(&source);
+            let calls = match &parsed {
+                Ok(p) => checker::imported_model_calls(&p.syntax().body),
+                Err(_) => Vec::new(),
+            };
             let display = display_path(path);
-            let lint = lint_source(&display, &source);
+            let lint = lint_parsed(&display, &source, &parsed, &HashSet::new());
+            Ok(Read {
+                display,
+                path: path.clone(),
+                source,
+                lint,
+                calls,
+            })
+        })
+        .collect();
+    // Which names each file must treat as model code because another file's model code calls
+    // them through an import that resolves to it.
+    let paths: Vec<Option<&Path>> = read
+        .iter()
+        .map(|r| r.as_ref().ok().map(|r| r.path.as_path()))
+        .collect();
+    // Files by module name (`utils` for `utils.py` and `utils/__init__.py`).
+    let mut by_stem: std::collections::HashMap<String, Vec<usize>> = Default::default();
+    for (i, p) in paths.iter().enumerate() {
+        let Some(p) = p else { continue };
+        let stem = if p.file_name().is_some_and(|n| n == "__init__.py") {
+            p.parent().and_then(Path::file_name)
+        } else {
+            p.file_stem()
+        };
+        if let Some(stem) = stem {
+            by_stem
+                .entry(stem.to_string_lossy().into_owned())
+                .or_default()
+                .push(i);
+        }
+    }
+    let mut extra: Vec<HashSet<String>> = vec![HashSet::new(); read.len()];
+    for r in read.iter().flatten() {
+        for call in &r.calls {
+            let last = call.module.rsplit('.').next().unwrap_or_default();
+            for &i in by_stem.get(last).into_iter().flatten() {
+                if paths[i].is_some_and(|p| import_resolves_to(&r.path, call, p)) {
+                    extra[i].insert(call.name.clone());
+                }
+            }
+        }
+    }
+    // Pass 2: check again the files with extra roots.
+    let results: Vec<Result<(FileReport, Facts), ReadError>> = read
+        .into_par_iter()
+        .zip(extra.into_par_iter())
+        .map(|(r, extra)| {
+            let r = r?;
+            let lint = if extra.is_empty() {
+                r.lint
+            } else {
+                lint_parsed(&r.display, &r.source, &parse(&r.source), &extra)
+            };
             Ok((
                 FileReport {
-                    path: path.clone(),
-                    display,
-                    source,
+                    path: r.path,
+                    display: r.display,
+                    source: r.source,
                     findings: lint.findings,
                 },
                 lint.facts,

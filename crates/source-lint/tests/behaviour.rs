@@ -402,3 +402,71 @@ class Crop(torch.nn.Module):
 ";
     assert_eq!(codes(src), vec![]);
 }
+
+#[test]
+fn helpers_imported_by_model_code_are_model_code() {
+    // A project split in modules: the model calls helpers of sibling files through relative,
+    // absolute and module imports; a helper nobody's model code calls stays unchecked.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    std::fs::create_dir_all(p.join("proj/pkg")).unwrap();
+    std::fs::write(p.join("proj/pkg/__init__.py"), "").unwrap();
+    let helpers = "\
+import torch
+
+def pad_mask(lengths):
+    return torch.arange(int(lengths.max())) < lengths[:, None]
+
+def unused(x):
+    return x.item()
+
+class Box:
+    def __init__(self, boxes):
+        self.n = boxes.sum().item()
+";
+    std::fs::write(p.join("proj/pkg/utils.py"), helpers).unwrap();
+    std::fs::write(
+        p.join("proj/pkg/ops.py"),
+        "import torch\n\ndef keep(scores):\n    return torch.nonzero(scores > 0.5)\n",
+    )
+    .unwrap();
+    let model = "\
+import torch
+from .utils import pad_mask, Box
+from proj.pkg import ops as O
+import torch.nn.functional as F
+
+class M(torch.nn.Module):
+    def forward(self, x, lengths):
+        b = Box(x)
+        return x * pad_mask(lengths)[..., None], O.keep(x)
+";
+    std::fs::write(p.join("proj/pkg/model.py"), model).unwrap();
+    let files = discover(&[p.to_path_buf()]).unwrap();
+    let (reports, errors) = lint_files(&files, &Selection::default());
+    assert!(errors.is_empty());
+    let mut got: Vec<(String, usize, String)> = reports
+        .iter()
+        .flat_map(|r| {
+            let name = r
+                .path
+                .strip_prefix(p)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            r.findings
+                .iter()
+                .map(move |f| (name.clone(), f.line(), f.diagnostic.code.clone()))
+        })
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            ("proj/pkg/ops.py".into(), 4, "ODL007".into()),
+            ("proj/pkg/utils.py".into(), 4, "ODL004".into()),
+            ("proj/pkg/utils.py".into(), 4, "ODL016".into()),
+            ("proj/pkg/utils.py".into(), 11, "ODL004".into()),
+        ]
+    );
+}
