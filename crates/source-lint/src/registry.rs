@@ -126,7 +126,9 @@ pub fn rules_markdown() -> String {
          and the like, so rules see what the code calls.\n\
          - **Model code** is what export traces: every `forward` (and `forward_*`, `_forward*`) \
          method, the methods and module functions it calls (and `__init__`/`__call__` of helper \
-         objects it builds), functions handed to the exporter, and, in a file that calls \
+         objects it builds), functions and classes of other linted files it calls through imports \
+         (`from .utils import make_pad_mask`, `import box_ops as B; B.decode(...)`), functions \
+         handed to the exporter, and, in a file that calls \
          `torch.onnx.export`/`torch.jit.trace`, every module-level function passed around as a \
          value. Branches taken only in training (`if self.training:`, `if targets is not None:`), \
          export-aware code (under `torch.jit.is_tracing()`, `torch.onnx.is_in_onnx_export()`, ...), \
