@@ -506,8 +506,10 @@ impl<'a> Checker<'a> {
                     )
                 }) && (self.is_tensor(&c.left) || c.comparators.iter().any(|x| self.is_tensor(x)))
             }
+            // `~t` only applies to bool (or integer) tensors: on a tensor it is a mask.
             Expr::UnaryOp(u) => {
-                matches!(u.op, ast::UnaryOp::Invert) && self.is_bool_mask(&u.operand)
+                matches!(u.op, ast::UnaryOp::Invert)
+                    && (self.is_bool_mask(&u.operand) || self.is_tensor(&u.operand))
             }
             Expr::BinOp(b) => {
                 matches!(
@@ -517,6 +519,21 @@ impl<'a> Checker<'a> {
             }
             Expr::Call(c) => {
                 if let Some(q) = self.torch_fn(c) {
+                    // `torch.ones_like(x, dtype=torch.bool)`
+                    if c.arguments.keywords.iter().any(|k| {
+                        k.arg.as_ref().is_some_and(|a| a.as_str() == "dtype")
+                            && self.qualify(&k.value).is_some_and(|d| d == "torch.bool")
+                    }) {
+                        return true;
+                    }
+                    // `torch.cat([ones, scores >= thr], dim=1)`: joining masks gives a mask.
+                    if matches!(q.as_str(), "torch.cat" | "torch.concat" | "torch.stack") {
+                        return c.arguments.args.first().is_some_and(|a| match a {
+                            Expr::List(l) => l.elts.iter().any(|e| self.is_bool_mask(e)),
+                            Expr::Tuple(t) => t.elts.iter().any(|e| self.is_bool_mask(e)),
+                            _ => false,
+                        });
+                    }
                     return matches!(
                         q.as_str(),
                         "torch.isnan"
@@ -879,6 +896,38 @@ fn model_functions(
             work.push((None, name));
         }
     }
+    // For each class, its attributes bound to an instance of another class of this file.
+    let class_names: HashSet<&str> = classes.iter().map(|(c, _)| c.as_str()).collect();
+    let mut submodule_classes: HashMap<String, HashMap<String, String>> = HashMap::new();
+    for stmt in module {
+        let Stmt::ClassDef(c) = stmt else { continue };
+        let mut attrs = HashMap::new();
+        for s in &c.body {
+            let Stmt::FunctionDef(f) = s else { continue };
+            let mut stmts = Vec::new();
+            flatten(&f.body, &mut stmts);
+            for st in stmts {
+                let Stmt::Assign(a) = st else { continue };
+                let Expr::Call(call) = a.value.as_ref() else {
+                    continue;
+                };
+                let Expr::Name(ctor) = call.func.as_ref() else {
+                    continue;
+                };
+                if !class_names.contains(ctor.id.as_str()) {
+                    continue;
+                }
+                for t in &a.targets {
+                    if let Expr::Attribute(at) = t {
+                        if matches!(at.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") {
+                            attrs.insert(at.attr.id.to_string(), ctor.id.to_string());
+                        }
+                    }
+                }
+            }
+        }
+        submodule_classes.insert(c.name.id.to_string(), attrs);
+    }
     // Helpers another file's model code calls (`from .utils import make_pad_mask`).
     for name in extra_roots {
         if module_fns.contains_key(name) {
@@ -905,6 +954,20 @@ fn model_functions(
         let Some(body) = body else { continue };
         let (methods, funcs) = called_names(body);
         if let Some(class) = &item.0 {
+            // `self.revin.normalize(x)` where `self.revin = RevIN(...)`: a method of a
+            // submodule defined in this file, other than its `forward`, runs in the trace too.
+            if let Some(attrs) = submodule_classes.get(class) {
+                for (attr, method) in submodule_calls(body) {
+                    if let Some(sub) = attrs.get(&attr) {
+                        if classes
+                            .iter()
+                            .any(|(c, m)| c == sub && m.contains_key(&method))
+                        {
+                            work.push((Some(sub.clone()), method));
+                        }
+                    }
+                }
+            }
             if let Some((_, m)) = classes.iter().find(|(c, _)| c == class) {
                 for name in methods {
                     if m.contains_key(&name)
@@ -1108,6 +1171,33 @@ fn exported_functions(module: &[Stmt]) -> Exported {
         },
     };
     f.visit_body(module);
+    f.out
+}
+
+/// `self.<attr>.<method>(...)` calls in a body.
+fn submodule_calls(body: &[Stmt]) -> HashSet<(String, String)> {
+    struct Find {
+        out: HashSet<(String, String)>,
+    }
+    impl<'a> Visitor<'a> for Find {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if let Expr::Call(c) = e {
+                if let Expr::Attribute(m) = c.func.as_ref() {
+                    if let Expr::Attribute(attr) = m.value.as_ref() {
+                        if matches!(attr.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") {
+                            self.out
+                                .insert((attr.attr.id.to_string(), m.attr.id.to_string()));
+                        }
+                    }
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut f = Find {
+        out: HashSet::new(),
+    };
+    f.visit_body(body);
     f.out
 }
 

@@ -128,9 +128,14 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         return;
     };
     let text = ch.text(arg.range()).to_string();
+    // Reported at the op (`torch.full(` or `.view(`), where a call spread over lines starts.
+    let at = match call.func.as_ref() {
+        Expr::Attribute(a) if ch.method(call).is_some() => a.attr.range(),
+        f => f.range(),
+    };
     let i = ch.report(
         &RULE,
-        arg.range(),
+        at,
         format!("`{text}` is a Python number passed to `{op}`: the exported shape is frozen to the example's"),
     );
     ch.help(i, "pass `x.size(i)` / `x.shape[i]` directly (the tracer records them); avoid `len()`, `int()`, `math.*`, `.item()`");
