@@ -126,8 +126,17 @@ const CONSTANT_FACTORIES: &[&str] = &[
     "torch.eye",
 ];
 
-/// Methods that keep a boolean mask boolean.
+/// Methods that keep a boolean mask boolean (they move, copy or select its elements).
 const SHAPE_ONLY_METHODS: &[&str] = &[
+    "clone",
+    "detach",
+    "scatter",
+    "gather",
+    "roll",
+    "flip",
+    "index_select",
+    "repeat",
+    "narrow",
     "unsqueeze",
     "squeeze",
     "expand",
