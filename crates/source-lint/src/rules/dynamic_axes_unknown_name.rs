@@ -27,7 +27,7 @@
 
 use crate::checker::Checker;
 use crate::registry::{FixKind, Rule};
-use crate::rules::export_without_eval::is_export;
+use crate::rules::export_without_eval::{collect, is_export};
 use crate::rules::{keyword, string_literal};
 use diagnostics::Severity;
 use ruff_python_ast::{self as ast, Expr, Stmt};
@@ -107,24 +107,6 @@ fn keys(ch: &Checker, value: &Expr, before: TextSize) -> Option<Vec<(String, Tex
         }
     }
     Some(out)
-}
-
-fn collect<'s>(body: &'s [Stmt], out: &mut Vec<&'s Stmt>) {
-    for s in body {
-        out.push(s);
-        match s {
-            Stmt::If(i) => {
-                collect(&i.body, out);
-                for c in &i.elif_else_clauses {
-                    collect(&c.body, out);
-                }
-            }
-            Stmt::With(w) => collect(&w.body, out),
-            Stmt::For(f) => collect(&f.body, out),
-            Stmt::Try(t) => collect(&t.body, out),
-            _ => {}
-        }
-    }
 }
 
 pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {

@@ -217,7 +217,8 @@ fn mentions(e: &Expr, name: &str) -> bool {
     f.found
 }
 
-fn collect<'s>(body: &'s [Stmt], out: &mut Vec<&'s Stmt>) {
+/// The statements of a body and of its nested blocks (not nested functions), in order.
+pub(crate) fn collect<'s>(body: &'s [Stmt], out: &mut Vec<&'s Stmt>) {
     for s in body {
         out.push(s);
         match s {
