@@ -51,6 +51,8 @@ pub(crate) struct FnState {
 
 pub(crate) struct LoopInfo {
     pub targets: Vec<String>,
+    /// Names bound in the loop body: values computed per iteration.
+    pub assigned: Vec<String>,
 }
 
 pub(crate) struct Checker<'a> {
@@ -365,6 +367,13 @@ impl<'a> Checker<'a> {
                 false
             }
             Expr::Attribute(a) => {
+                // `self.query_embed.weight`, `self.proj.bias`: a submodule's parameters.
+                if matches!(a.attr.id.as_str(), "weight" | "bias")
+                    && matches!(a.value.as_ref(), Expr::Attribute(_))
+                    && is_self_chain(&a.value)
+                {
+                    return true;
+                }
                 if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") {
                     return self
                         .class_tensor_attrs
@@ -1752,11 +1761,13 @@ impl<'a> Visitor<'a> for Checker<'a> {
         for (i, stmt) in body.iter().enumerate() {
             self.visit_stmt(stmt);
             // `if torch.jit.is_tracing(): return traced_version(...)`: what follows in this
-            // block is the eager path, never exported.
+            // block is the eager path, never exported; after `if not self.training: return`,
+            // the training path.
             if let Stmt::If(s) = stmt {
                 let positive = !matches!(s.test.as_ref(), Expr::UnaryOp(_));
-                if positive
-                    && guard_of(&s.test) == Guard::ExportAware
+                // `if not self.training: return x`: what follows only runs in training.
+                let eval_exit = guard_of(&s.test) == Guard::NotTraining;
+                if ((positive && guard_of(&s.test) == Guard::ExportAware) || eval_exit)
                     && s.elif_else_clauses.is_empty()
                     && always_exits(&s.body)
                 {
@@ -1872,7 +1883,17 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 self.visit_expr(&f.iter);
                 let mut targets = Vec::new();
                 collect_names(&f.target, &mut targets);
-                self.loops.push(LoopInfo { targets });
+                let mut stmts = Vec::new();
+                flatten(&f.body, &mut stmts);
+                let mut assigned = Vec::new();
+                for s in stmts {
+                    if let Stmt::Assign(a) = s {
+                        for t in &a.targets {
+                            collect_names(t, &mut assigned);
+                        }
+                    }
+                }
+                self.loops.push(LoopInfo { targets, assigned });
                 self.visit_body(&f.body);
                 self.loops.pop();
                 self.visit_body(&f.orelse);
@@ -1924,7 +1945,21 @@ impl<'a> Visitor<'a> for Checker<'a> {
     fn visit_expr(&mut self, expr: &'a Expr) {
         match expr {
             Expr::Call(c) => self.on_call(c),
-            Expr::If(i) => self.on_test(&i.test, "conditional expression", &[], &[]),
+            // `a if self.training else b`: the two sides play the branches' part.
+            Expr::If(i) if self.torch_imported => {
+                let wrap = |e: &Expr| {
+                    Stmt::Expr(ast::StmtExpr {
+                        node_index: Default::default(),
+                        range: Default::default(),
+                        value: Box::new(e.clone()),
+                    })
+                };
+                let (body, orelse) = ([wrap(&i.body)], [wrap(&i.orelse)]);
+                let kind = "conditional expression";
+                if !rules::training_branch::check_test(self, &i.test, kind, &body, &orelse) {
+                    rules::tensor_condition::check_test(self, &i.test, kind);
+                }
+            }
             Expr::Subscript(s) if matches!(s.ctx, ast::ExprContext::Load) => {
                 rules::data_dependent_shape::check_subscript_load(self, s)
             }

@@ -71,7 +71,10 @@ fn keys(ch: &Checker, value: &Expr, before: TextSize) -> Option<Vec<(String, Tex
     match bound {
         Expr::Dict(dict) => {
             for item in &dict.items {
-                let key = item.key.as_ref()?;
+                // `**{n: {0: "batch"} for n in names}` splices keys it cannot name: skipped.
+                let Some(key) = item.key.as_ref() else {
+                    continue;
+                };
                 out.push((string_literal(key)?.to_string(), key.range()));
             }
         }

@@ -53,6 +53,8 @@ pub(crate) fn check_store(ch: &mut Checker, target: &ast::ExprSubscript) -> bool
         return false;
     }
     let loop_vars: Vec<String> = ch.loops.iter().flat_map(|l| l.targets.clone()).collect();
+    // `n = len(keep)` / `y0, y1 = bbox(mask[i])` inside the loop: a bound computed per sample.
+    let per_iteration: Vec<String> = ch.loops.iter().flat_map(|l| l.assigned.clone()).collect();
     // `x[i, n[i]:]` and the chained spelling `x[i][n[i]:]` alike.
     let mut elements = index_elements(&target.slice);
     let mut base = target.value.as_ref();
@@ -67,7 +69,10 @@ pub(crate) fn check_store(ch: &mut Checker, target: &ast::ExprSubscript) -> bool
         Expr::Slice(s) => [&s.lower, &s.upper].into_iter().flatten().any(|b| {
             !is_constant(b)
                 && (mentions(b, &loop_vars)
+                    || mentions(b, &per_iteration)
                     || ch.is_tensor(b)
+                    || ch.is_size(b)
+                    || ch.is_frozen_int(b)
                     || matches!(b.as_ref(), Expr::Subscript(_)))
         }),
         _ => false,
