@@ -202,6 +202,11 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// The functions and methods this file's checks treat as model code.
+    pub fn model_functions(&self) -> &HashSet<(Option<String>, String)> {
+        &self.model_fns
+    }
+
     pub fn run(&mut self, module: &'a [Stmt]) {
         self.fns.push(FnState::default());
         scan_locals(self, module, true);
@@ -1026,7 +1031,10 @@ pub(crate) struct ImportedCall {
 
 /// The imported functions and classes this file's model code calls, so that the project pass
 /// can treat them as model code in the files that define them.
-pub(crate) fn imported_model_calls(module: &[Stmt]) -> Vec<ImportedCall> {
+pub(crate) fn imported_model_calls(
+    module: &[Stmt],
+    roots: &HashSet<(Option<String>, String)>,
+) -> Vec<ImportedCall> {
     // local name -> (level, module, name) for `from M import name [as local]`;
     // local name -> module for `import M [as local]`.
     let mut from_imports: HashMap<String, (u32, String, String)> = HashMap::new();
@@ -1059,7 +1067,6 @@ pub(crate) fn imported_model_calls(module: &[Stmt]) -> Vec<ImportedCall> {
     if from_imports.is_empty() && module_imports.is_empty() {
         return Vec::new();
     }
-    let roots = model_functions(module, &HashSet::new());
     struct Calls<'m> {
         from_imports: &'m HashMap<String, (u32, String, String)>,
         module_imports: &'m HashMap<String, String>,

@@ -90,6 +90,8 @@ impl LineIndex {
 pub struct FileLint {
     pub findings: Vec<Finding>,
     pub facts: Facts,
+    /// Helpers of other files this file's model code calls (for the project pass).
+    calls: Vec<checker::ImportedCall>,
 }
 
 /// Lints one file's text. `file` is the name findings carry. Unparseable Python is a finding
@@ -134,15 +136,18 @@ fn lint_parsed(
                     edits: vec![],
                 }],
                 facts: Facts::default(),
+                calls: Vec::new(),
             };
         }
     };
     let module = parsed.syntax();
     let mut ch = checker::Checker::new(source, file, &index, &module.body, extra_roots);
+    let calls = checker::imported_model_calls(&module.body, ch.model_functions());
     ch.run(&module.body);
     FileLint {
         findings: ch.findings,
         facts: ch.facts,
+        calls,
     }
 }
 
@@ -374,12 +379,9 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
                 ),
             })?;
             let parsed = parse(&source);
-            let calls = match &parsed {
-                Ok(p) => checker::imported_model_calls(&p.syntax().body),
-                Err(_) => Vec::new(),
-            };
             let display = display_path(path);
-            let lint = lint_parsed(&display, &source, &parsed, &HashSet::new());
+            let mut lint = lint_parsed(&display, &source, &parsed, &HashSet::new());
+            let calls = std::mem::take(&mut lint.calls);
             Ok(Read {
                 display,
                 path: path.clone(),
