@@ -2,7 +2,9 @@
 //! Flags branches on `self.training` in model code whose training side changes the numbers the
 //! model computes: random ops (`torch.rand*`, `randn_like`, `bernoulli`, `dropout`, `normal_`)
 //! or updates of module state (`self.x = ...`, `self.x += ...`, `self.x.mul_(...)`). Branches
-//! that only compute losses or pick training targets are left alone.
+//! that only compute losses or pick training targets are left alone (an eval-mode export drops
+//! them, and torchvision's detection models are full of them). Conditional expressions count too:
+//! `x + noise if self.training else x`.
 //!
 //! ## Why is this bad?
 //! The branch is resolved when the model is traced: only the side matching the module's mode at
