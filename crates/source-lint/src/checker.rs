@@ -166,23 +166,37 @@ const SHAPE_ONLY_METHODS: &[&str] = &[
     "isfinite",
 ];
 
+/// What the other files of a project tell one file.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Project {
+    /// Module-level functions and classes of this file that other files' model code calls
+    /// (see [`imported_model_calls`]).
+    pub roots: HashSet<String>,
+    /// Imported callables (as called here: `pad_mask`, `U.decode`) whose defining file annotates
+    /// them as returning tensors; the flags as in `returns_tensor`.
+    pub returns: HashMap<String, Vec<bool>>,
+}
+
 impl<'a> Checker<'a> {
-    /// `extra_roots` names module-level functions and classes of this file that other files of
-    /// the project call from their model code (see [`imported_model_calls`]).
     pub fn new(
         source: &'a str,
         file: &'a str,
         index: &'a LineIndex,
         module: &'a [Stmt],
-        extra_roots: &HashSet<String>,
+        project: &Project,
     ) -> Self {
         let mut imports = HashMap::new();
         collect_imports(module, &mut imports);
         let torch_imported = imports
             .values()
             .any(|q| q == "torch" || q.starts_with("torch."));
-        let model_fns = model_functions(module, extra_roots);
-        let returns_tensor = tensor_returning_functions(module);
+        let model_fns = model_functions(module, &project.roots);
+        let mut returns_tensor = tensor_returning_functions(module);
+        for (callee, flags) in &project.returns {
+            returns_tensor
+                .entry((Some(IMPORTED.to_string()), callee.clone()))
+                .or_insert_with(|| flags.clone());
+        }
         Checker {
             source,
             file,
@@ -200,6 +214,15 @@ impl<'a> Checker<'a> {
             findings: Vec::new(),
             facts: Facts::default(),
         }
+    }
+
+    /// Module-level functions of this file annotated as returning tensors (for importers).
+    pub fn module_returns(&self) -> HashMap<String, Vec<bool>> {
+        self.returns_tensor
+            .iter()
+            .filter(|((class, _), _)| class.is_none())
+            .map(|((_, name), flags)| (name.clone(), flags.clone()))
+            .collect()
     }
 
     /// The functions and methods this file's checks treat as model code.
@@ -333,6 +356,12 @@ impl<'a> Checker<'a> {
                         return true;
                     }
                 }
+                if imported_callee(c).is_some_and(|callee| {
+                    self.returns_tensor
+                        .contains_key(&(Some(IMPORTED.to_string()), callee))
+                }) {
+                    return true;
+                }
                 if self.qualify(&c.func).is_some() {
                     return false;
                 }
@@ -413,6 +442,15 @@ impl<'a> Checker<'a> {
     /// Which elements of a call's tuple result are tensors, from the callee's annotation
     /// (`-> Tuple[int, Tensor]`), for a function of this file or a method of this class.
     pub fn tuple_return(&self, c: &ast::ExprCall) -> Option<&[bool]> {
+        if let Some(callee) = imported_callee(c) {
+            if let Some(v) = self
+                .returns_tensor
+                .get(&(Some(IMPORTED.to_string()), callee))
+                .filter(|v| !v.is_empty())
+            {
+                return Some(v);
+            }
+        }
         let key = match c.func.as_ref() {
             Expr::Name(n) => (None, n.id.to_string()),
             Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") => {
@@ -1027,6 +1065,23 @@ pub(crate) struct ImportedCall {
     pub level: u32,
     pub module: String,
     pub name: String,
+    /// How this file spells the callee (`pad_mask`, `U.decode`).
+    pub callee: String,
+}
+
+/// The class-name slot under which `returns_tensor` keeps imported callees.
+const IMPORTED: &str = "<imported>";
+
+/// `f` for `f(...)`, `M.f` for `M.f(...)`: how an imported callee is spelled at a call.
+fn imported_callee(c: &ast::ExprCall) -> Option<String> {
+    match c.func.as_ref() {
+        Expr::Name(n) => Some(n.id.to_string()),
+        Expr::Attribute(a) => match a.value.as_ref() {
+            Expr::Name(m) if m.id.as_str() != "self" => Some(format!("{}.{}", m.id, a.attr.id)),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// The imported functions and classes this file's model code calls, so that the project pass
@@ -1082,6 +1137,7 @@ pub(crate) fn imported_model_calls(
                                 level: *level,
                                 module: module.clone(),
                                 name: name.clone(),
+                                callee: n.id.to_string(),
                             });
                         }
                     }
@@ -1092,6 +1148,7 @@ pub(crate) fn imported_model_calls(
                                     level: 0,
                                     module: module.clone(),
                                     name: a.attr.id.to_string(),
+                                    callee: format!("{}.{}", n.id, a.attr.id),
                                 });
                             } else if let Some((level, module, name)) =
                                 self.from_imports.get(n.id.as_str())
@@ -1106,6 +1163,7 @@ pub(crate) fn imported_model_calls(
                                     level: *level,
                                     module,
                                     name: a.attr.id.to_string(),
+                                    callee: format!("{}.{}", n.id, a.attr.id),
                                 });
                             }
                         }

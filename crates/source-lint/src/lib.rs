@@ -21,7 +21,6 @@ pub use registry::{rule, FixKind, Rule, RULES, SECTIONS};
 
 use diagnostics::{Diagnostic, Location};
 use rayon::prelude::*;
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 /// One replacement of a byte range of a file's text.
@@ -92,12 +91,16 @@ pub struct FileLint {
     pub facts: Facts,
     /// Helpers of other files this file's model code calls (for the project pass).
     calls: Vec<checker::ImportedCall>,
+    /// This file's module-level functions annotated as returning tensors (for importers).
+    returns: std::collections::HashMap<String, Vec<bool>>,
+    /// Whether the file has model code at all.
+    has_model_code: bool,
 }
 
 /// Lints one file's text. `file` is the name findings carry. Unparseable Python is a finding
 /// (`ODL000`), never a panic.
 pub fn lint_source(file: &str, source: &str) -> FileLint {
-    lint_parsed(file, source, &parse(source), &HashSet::new())
+    lint_parsed(file, source, &parse(source), &checker::Project::default())
 }
 
 type Parsed =
@@ -107,14 +110,9 @@ fn parse(source: &str) -> Parsed {
     ruff_python_parser::parse_module(source)
 }
 
-/// Lints a parsed file; `extra_roots` are its functions and classes that other files' model code
+/// Lints a parsed file; `project` says which of its functions and classes other files' model code
 /// calls.
-fn lint_parsed(
-    file: &str,
-    source: &str,
-    parsed: &Parsed,
-    extra_roots: &HashSet<String>,
-) -> FileLint {
+fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Project) -> FileLint {
     let index = LineIndex::new(source);
     let parsed = match parsed {
         Ok(p) => p,
@@ -137,17 +135,23 @@ fn lint_parsed(
                 }],
                 facts: Facts::default(),
                 calls: Vec::new(),
+                returns: Default::default(),
+                has_model_code: false,
             };
         }
     };
     let module = parsed.syntax();
-    let mut ch = checker::Checker::new(source, file, &index, &module.body, extra_roots);
+    let mut ch = checker::Checker::new(source, file, &index, &module.body, project);
     let calls = checker::imported_model_calls(&module.body, ch.model_functions());
+    let returns = ch.module_returns();
+    let has_model_code = !ch.model_functions().is_empty();
     ch.run(&module.body);
     FileLint {
         findings: ch.findings,
         facts: ch.facts,
         calls,
+        returns,
+        has_model_code,
     }
 }
 
@@ -380,7 +384,7 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
             })?;
             let parsed = parse(&source);
             let display = display_path(path);
-            let mut lint = lint_parsed(&display, &source, &parsed, &HashSet::new());
+            let mut lint = lint_parsed(&display, &source, &parsed, &checker::Project::default());
             let calls = std::mem::take(&mut lint.calls);
             Ok(Read {
                 display,
@@ -413,13 +417,24 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
                 .push(i);
         }
     }
-    let mut extra: Vec<HashSet<String>> = vec![HashSet::new(); read.len()];
-    for r in read.iter().flatten() {
+    // Each file learns which of its helpers other files' model code calls, and which of the
+    // helpers its own model code imports are annotated as returning tensors.
+    let mut extra: Vec<checker::Project> = vec![checker::Project::default(); read.len()];
+    for (j, r) in read.iter().enumerate() {
+        let Ok(r) = r else { continue };
         for call in &r.calls {
             let last = call.module.rsplit('.').next().unwrap_or_default();
             for &i in by_stem.get(last).into_iter().flatten() {
-                if paths[i].is_some_and(|p| import_resolves_to(&r.path, call, p)) {
-                    extra[i].insert(call.name.clone());
+                if !paths[i].is_some_and(|p| import_resolves_to(&r.path, call, p)) {
+                    continue;
+                }
+                extra[i].roots.insert(call.name.clone());
+                if let Ok(defining) = &read[i] {
+                    if let Some(flags) = defining.lint.returns.get(&call.name) {
+                        if r.lint.has_model_code {
+                            extra[j].returns.insert(call.callee.clone(), flags.clone());
+                        }
+                    }
                 }
             }
         }
@@ -430,7 +445,7 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
         .zip(extra.into_par_iter())
         .map(|(r, extra)| {
             let r = r?;
-            let lint = if extra.is_empty() {
+            let lint = if extra.roots.is_empty() && extra.returns.is_empty() {
                 r.lint
             } else {
                 lint_parsed(&r.display, &r.source, &parse(&r.source), &extra)

@@ -138,7 +138,7 @@ pub fn rules_markdown() -> String {
          - Values are guessed from the code: parameters are tensors unless annotated or defaulted \
          otherwise or named like sizes (`size`, `*_shape`); items of `List[Tensor]`/`Dict[str, Tensor]` \
          parameters, loop variables over tensors, buffers and `nn.Parameter`s on `self`, and results of \
-         functions annotated `-> Tensor` are tensors. Tensors built only from Python numbers or random \
+         functions annotated `-> Tensor` (here or in another linted file) are tensors. Tensors built only from Python numbers or random \
          draws (`torch.tensor(0.5)`, `torch.rand(1)`) do not depend on the inputs and are not frozen data.\n\
          - `# noqa` on a line silences it; `# noqa: ODL001, ODL004` silences those codes (prefixes \
          work too). `--select`/`--ignore` take codes or prefixes (`ODL01`).\n\

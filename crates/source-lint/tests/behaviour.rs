@@ -470,3 +470,63 @@ class M(torch.nn.Module):
         ]
     );
 }
+
+#[test]
+fn return_annotations_of_imported_helpers_are_read() {
+    // `counts = histogram(labels)` with `def histogram(...) -> Tensor` in another file: the
+    // result is a tensor, so branching on it in `forward` is a finding; `-> int` is not.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    std::fs::write(
+        p.join("utils.py"),
+        "\
+import torch
+from torch import Tensor
+from typing import Tuple
+
+def histogram(labels: Tensor, n: int) -> Tensor:
+    return torch.bincount(labels.flatten(), minlength=n)
+
+def split_ids(ids: Tensor) -> Tuple[Tensor, Tensor]:
+    return ids.unique(return_inverse=True)
+
+def num_levels(depth: int) -> int:
+    return depth // 2
+",
+    )
+    .unwrap();
+    std::fs::write(
+        p.join("model.py"),
+        "\
+import torch
+import utils as U
+from utils import histogram, num_levels
+
+class M(torch.nn.Module):
+    def forward(self, labels, ids):
+        counts = histogram(labels, 4)
+        if counts[0] < 10:
+            labels = labels * 0
+        _, idx = U.split_ids(ids)
+        n = int(idx.max()) + 1
+        k = num_levels(labels)
+        if k > 2:
+            labels = labels + 1
+        return labels, n
+",
+    )
+    .unwrap();
+    let files = discover(&[p.to_path_buf()]).unwrap();
+    let (reports, errors) = lint_files(&files, &Selection::default());
+    assert!(errors.is_empty());
+    let model = reports
+        .iter()
+        .find(|r| r.path.ends_with("model.py"))
+        .unwrap();
+    let got: Vec<(usize, String)> = model
+        .findings
+        .iter()
+        .map(|f| (f.line(), f.diagnostic.code.clone()))
+        .collect();
+    assert_eq!(got, vec![(8, "ODL005".into()), (11, "ODL004".into())]);
+}
