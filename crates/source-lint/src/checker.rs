@@ -71,6 +71,8 @@ pub(crate) struct Checker<'a> {
     /// Functions (class `None`) and methods whose return annotation names `Tensor`.
     /// For a tuple annotation, which elements are tensors (empty: the whole value is one).
     returns_tensor: HashMap<(Option<String>, String), Vec<bool>>,
+    /// The same for imported callees, as this file spells them (`pad_mask`, `U.decode`).
+    imported_returns: HashMap<String, Vec<bool>>,
     pub fns: Vec<FnState>,
     pub loops: Vec<LoopInfo>,
     /// Statements of the innermost function (or the module) that encloses the current node.
@@ -191,12 +193,7 @@ impl<'a> Checker<'a> {
             .values()
             .any(|q| q == "torch" || q.starts_with("torch."));
         let model_fns = model_functions(module, &project.roots);
-        let mut returns_tensor = tensor_returning_functions(module);
-        for (callee, flags) in &project.returns {
-            returns_tensor
-                .entry((Some(IMPORTED.to_string()), callee.clone()))
-                .or_insert_with(|| flags.clone());
-        }
+        let returns_tensor = tensor_returning_functions(module);
         Checker {
             source,
             file,
@@ -208,6 +205,7 @@ impl<'a> Checker<'a> {
             class_methods: Vec::new(),
             class_tensor_attrs: Vec::new(),
             returns_tensor,
+            imported_returns: project.returns.clone(),
             fns: Vec::new(),
             loops: Vec::new(),
             bodies: vec![module],
@@ -336,8 +334,7 @@ impl<'a> Checker<'a> {
     }
 
     pub fn is_self_attr(e: &Expr, attr: &str) -> bool {
-        matches!(e, Expr::Attribute(a) if a.attr.id.as_str() == attr
-            && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self"))
+        self_attr(e) == Some(attr)
     }
 
     // ---- value guesses -----------------------------------------------------------------------
@@ -356,10 +353,9 @@ impl<'a> Checker<'a> {
                         return true;
                     }
                 }
-                if imported_callee(c).is_some_and(|callee| {
-                    self.returns_tensor
-                        .contains_key(&(Some(IMPORTED.to_string()), callee))
-                }) {
+                if imported_callee(c)
+                    .is_some_and(|callee| self.imported_returns.contains_key(&callee))
+                {
                     return true;
                 }
                 if self.qualify(&c.func).is_some() {
@@ -369,7 +365,7 @@ impl<'a> Checker<'a> {
                     if NON_TENSOR_METHODS.contains(&m) {
                         return false;
                     }
-                    if matches!(recv, Expr::Name(n) if n.id.as_str() == "self")
+                    if is_self(recv)
                         && self.classes.last().is_some_and(|class| {
                             self.returns_tensor
                                 .contains_key(&(Some(class.clone()), m.to_string()))
@@ -408,11 +404,11 @@ impl<'a> Checker<'a> {
                 {
                     return true;
                 }
-                if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") {
+                if let Some(attr) = self_attr(e) {
                     return self
                         .class_tensor_attrs
                         .last()
-                        .is_some_and(|attrs| attrs.contains(a.attr.id.as_str()));
+                        .is_some_and(|attrs| attrs.contains(attr));
                 }
                 matches!(
                     a.attr.id.as_str(),
@@ -442,21 +438,15 @@ impl<'a> Checker<'a> {
     /// Which elements of a call's tuple result are tensors, from the callee's annotation
     /// (`-> Tuple[int, Tensor]`), for a function of this file or a method of this class.
     pub fn tuple_return(&self, c: &ast::ExprCall) -> Option<&[bool]> {
-        if let Some(callee) = imported_callee(c) {
-            if let Some(v) = self
-                .returns_tensor
-                .get(&(Some(IMPORTED.to_string()), callee))
-                .filter(|v| !v.is_empty())
-            {
-                return Some(v);
-            }
+        if let Some(v) = imported_callee(c)
+            .and_then(|callee| self.imported_returns.get(&callee))
+            .filter(|v| !v.is_empty())
+        {
+            return Some(v);
         }
         let key = match c.func.as_ref() {
             Expr::Name(n) => (None, n.id.to_string()),
-            Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") => {
-                (self.classes.last().cloned(), a.attr.id.to_string())
-            }
-            _ => return None,
+            f => (self.classes.last().cloned(), self_attr(f)?.to_string()),
         };
         self.returns_tensor
             .get(&key)
@@ -616,10 +606,7 @@ impl<'a> Checker<'a> {
                 // `make_pad_mask(lens, T)`, `self._sequence_mask(x)`: helpers named for masks.
                 let helper = match c.func.as_ref() {
                     Expr::Name(n) => Some(n.id.as_str()),
-                    Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") => {
-                        Some(a.attr.id.as_str())
-                    }
-                    _ => None,
+                    f => self_attr(f),
                 };
                 if helper.is_some_and(|h| h.to_ascii_lowercase().ends_with("mask"))
                     && self
@@ -963,26 +950,11 @@ fn model_functions(
     for stmt in module {
         let Stmt::ClassDef(c) = stmt else { continue };
         let mut attrs = HashMap::new();
-        for s in &c.body {
-            let Stmt::FunctionDef(f) = s else { continue };
-            let mut stmts = Vec::new();
-            flatten(&f.body, &mut stmts);
-            for st in stmts {
-                let Stmt::Assign(a) = st else { continue };
-                let Expr::Call(call) = a.value.as_ref() else {
-                    continue;
-                };
-                let Expr::Name(ctor) = call.func.as_ref() else {
-                    continue;
-                };
-                if !class_names.contains(ctor.id.as_str()) {
-                    continue;
-                }
-                for t in &a.targets {
-                    if let Expr::Attribute(at) = t {
-                        if matches!(at.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") {
-                            attrs.insert(at.attr.id.to_string(), ctor.id.to_string());
-                        }
+        for (attr, value) in self_assignments(&c.body) {
+            if let Expr::Call(call) = value {
+                if let Expr::Name(ctor) = call.func.as_ref() {
+                    if class_names.contains(ctor.id.as_str()) {
+                        attrs.insert(attr.to_string(), ctor.id.to_string());
                     }
                 }
             }
@@ -1068,9 +1040,6 @@ pub(crate) struct ImportedCall {
     /// How this file spells the callee (`pad_mask`, `U.decode`).
     pub callee: String,
 }
-
-/// The class-name slot under which `returns_tensor` keeps imported callees.
-const IMPORTED: &str = "<imported>";
 
 /// `f` for `f(...)`, `M.f` for `M.f(...)`: how an imported callee is spelled at a call.
 fn imported_callee(c: &ast::ExprCall) -> Option<String> {
@@ -1266,11 +1235,8 @@ fn submodule_calls(body: &[Stmt]) -> HashSet<(String, String)> {
         fn visit_expr(&mut self, e: &'a Expr) {
             if let Expr::Call(c) = e {
                 if let Expr::Attribute(m) = c.func.as_ref() {
-                    if let Expr::Attribute(attr) = m.value.as_ref() {
-                        if matches!(attr.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") {
-                            self.out
-                                .insert((attr.attr.id.to_string(), m.attr.id.to_string()));
-                        }
+                    if let Some(attr) = self_attr(&m.value) {
+                        self.out.insert((attr.to_string(), m.attr.id.to_string()));
                     }
                 }
             }
@@ -1348,13 +1314,17 @@ fn checks_on_runtime(body: &[Stmt]) -> bool {
     f.hit
 }
 
-fn called_names_expr(e: &Expr) -> (HashSet<String>, HashSet<String>) {
-    let stmt = Stmt::Expr(ast::StmtExpr {
+pub(crate) fn called_names_expr(e: &Expr) -> (HashSet<String>, HashSet<String>) {
+    called_names(std::slice::from_ref(&expr_stmt(e)))
+}
+
+/// An expression as a statement, for checks written over statement bodies.
+fn expr_stmt(e: &Expr) -> Stmt {
+    Stmt::Expr(ast::StmtExpr {
         node_index: Default::default(),
         range: Default::default(),
         value: Box::new(e.clone()),
-    });
-    called_names(std::slice::from_ref(&stmt))
+    })
 }
 
 /// Functions that by name only run in training (losses, target assignment, sampling).
@@ -1590,6 +1560,15 @@ fn mentions_tensor_anywhere(e: &Expr) -> bool {
     }
 }
 
+/// `Tuple` for `Tuple[...]` / `typing.Tuple[...]`.
+fn generic_name(s: &ast::ExprSubscript) -> &str {
+    match s.value.as_ref() {
+        Expr::Name(n) => n.id.as_str(),
+        Expr::Attribute(a) => a.attr.id.as_str(),
+        _ => "",
+    }
+}
+
 /// Functions and methods of a module whose return annotation is a tensor or a tuple of tensors
 /// (`-> Tensor`, `-> Tuple[Tensor, Tensor]`, `-> Optional[Tensor]`), not a list or dict of them.
 fn tensor_returning_functions(module: &[Stmt]) -> HashMap<(Option<String>, String), Vec<bool>> {
@@ -1598,12 +1577,7 @@ fn tensor_returning_functions(module: &[Stmt]) -> HashMap<(Option<String>, Strin
         let Some(Expr::Subscript(s)) = f.returns.as_deref() else {
             return Vec::new();
         };
-        let outer = match s.value.as_ref() {
-            Expr::Name(n) => n.id.as_str(),
-            Expr::Attribute(a) => a.attr.id.as_str(),
-            _ => "",
-        };
-        match (outer, s.slice.as_ref()) {
+        match (generic_name(s), s.slice.as_ref()) {
             ("Tuple" | "tuple", Expr::Tuple(t))
                 if !t.elts.iter().any(|e| matches!(e, Expr::EllipsisLiteral(_))) =>
             {
@@ -1617,13 +1591,8 @@ fn tensor_returning_functions(module: &[Stmt]) -> HashMap<(Option<String>, Strin
             return false;
         };
         if let Expr::Subscript(s) = r {
-            let outer = match s.value.as_ref() {
-                Expr::Name(n) => n.id.as_str(),
-                Expr::Attribute(a) => a.attr.id.as_str(),
-                _ => "",
-            };
             if matches!(
-                outer,
+                generic_name(s),
                 "List"
                     | "list"
                     | "Dict"
@@ -1665,67 +1634,64 @@ fn tensor_returning_functions(module: &[Stmt]) -> HashMap<(Option<String>, Strin
 /// Attributes a class body binds to tensors: `self.register_buffer("name", ...)`,
 /// `self.register_parameter("name", ...)`, `self.name = nn.Parameter(...)` or a torch tensor.
 fn tensor_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
-    let mut out = HashSet::new();
+    let is_tensor_call = |v: &Expr| {
+        let Expr::Call(c) = v else { return false };
+        ch.qualify(&c.func).is_some_and(|q| {
+            q.ends_with("nn.Parameter")
+                || ((q == "torch" || q.starts_with("torch.")) && torch_returns_tensor(&q))
+        }) || matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "Parameter")
+    };
+    let mut out: HashSet<String> = self_assignments(class_body)
+        .into_iter()
+        .filter(|(_, value)| is_tensor_call(value))
+        .map(|(attr, _)| attr.to_string())
+        .collect();
     for s in class_body {
         let Stmt::FunctionDef(f) = s else { continue };
         let mut stmts = Vec::new();
         flatten(&f.body, &mut stmts);
         for stmt in stmts {
-            match stmt {
-                Stmt::Expr(e) => {
-                    if let Expr::Call(c) = e.value.as_ref() {
-                        if let Expr::Attribute(a) = c.func.as_ref() {
-                            if matches!(
-                                a.attr.id.as_str(),
-                                "register_buffer" | "register_parameter"
-                            ) && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self")
-                            {
-                                if let Some(name) = c.arguments.args.first().and_then(|x| match x {
-                                    Expr::StringLiteral(l) => Some(l.value.to_str().to_string()),
-                                    _ => None,
-                                }) {
-                                    out.insert(name);
-                                }
+            let Stmt::Expr(e) = stmt else { continue };
+            let Expr::Call(c) = e.value.as_ref() else {
+                continue;
+            };
+            let registered = self_attr(&c.func)
+                .is_some_and(|m| matches!(m, "register_buffer" | "register_parameter"));
+            if let Some(name) = c.arguments.args.first().and_then(rules::string_literal) {
+                if registered {
+                    out.insert(name.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `self.<attr> = <value>` assignments in the methods of a class body, including
+/// `self.a, self.b = va, vb`.
+fn self_assignments(class_body: &[Stmt]) -> Vec<(&str, &Expr)> {
+    let mut out = Vec::new();
+    for s in class_body {
+        let Stmt::FunctionDef(f) = s else { continue };
+        let mut stmts = Vec::new();
+        flatten(&f.body, &mut stmts);
+        for stmt in stmts {
+            let Stmt::Assign(a) = stmt else { continue };
+            for t in &a.targets {
+                match (t, a.value.as_ref()) {
+                    (Expr::Tuple(ts), Expr::Tuple(vs)) if ts.elts.len() == vs.elts.len() => {
+                        for (t, v) in ts.elts.iter().zip(vs.elts.iter()) {
+                            if let Some(attr) = self_attr(t) {
+                                out.push((attr, v));
                             }
                         }
                     }
-                }
-                Stmt::Assign(a) => {
-                    let is_tensor_call = |v: &Expr| {
-                        let Expr::Call(c) = v else { return false };
-                        ch.qualify(&c.func).is_some_and(|q| {
-                            q.ends_with("nn.Parameter")
-                                || ((q == "torch" || q.starts_with("torch."))
-                                    && torch_returns_tensor(&q))
-                        }) || matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "Parameter")
-                    };
-                    let self_attr = |t: &Expr| match t {
-                        Expr::Attribute(at) if matches!(at.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") => {
-                            Some(at.attr.id.to_string())
-                        }
-                        _ => None,
-                    };
-                    for t in &a.targets {
-                        match (t, a.value.as_ref()) {
-                            // `self.drop, self.alpha = nn.Dropout(p), nn.Parameter(...)`
-                            (Expr::Tuple(ts), Expr::Tuple(vs))
-                                if ts.elts.len() == vs.elts.len() =>
-                            {
-                                for (t, v) in ts.elts.iter().zip(vs.elts.iter()) {
-                                    if let Some(name) = self_attr(t).filter(|_| is_tensor_call(v)) {
-                                        out.insert(name);
-                                    }
-                                }
-                            }
-                            (t, v) => {
-                                if let Some(name) = self_attr(t).filter(|_| is_tensor_call(v)) {
-                                    out.insert(name);
-                                }
-                            }
+                    (t, v) => {
+                        if let Some(attr) = self_attr(t) {
+                            out.push((attr, v));
                         }
                     }
                 }
-                _ => {}
             }
         }
     }
@@ -2012,18 +1978,8 @@ impl<'a> Visitor<'a> for Checker<'a> {
             Expr::Call(c) => self.on_call(c),
             // `a if self.training else b`: the two sides play the branches' part.
             Expr::If(i) if self.torch_imported => {
-                let wrap = |e: &Expr| {
-                    Stmt::Expr(ast::StmtExpr {
-                        node_index: Default::default(),
-                        range: Default::default(),
-                        value: Box::new(e.clone()),
-                    })
-                };
-                let (body, orelse) = ([wrap(&i.body)], [wrap(&i.orelse)]);
-                let kind = "conditional expression";
-                if !rules::training_branch::check_test(self, &i.test, kind, &body, &orelse) {
-                    rules::tensor_condition::check_test(self, &i.test, kind);
-                }
+                let (body, orelse) = ([expr_stmt(&i.body)], [expr_stmt(&i.orelse)]);
+                self.on_test(&i.test, "conditional expression", &body, &orelse);
             }
             Expr::Subscript(s) if matches!(s.ctx, ast::ExprContext::Load) => {
                 rules::data_dependent_shape::check_subscript_load(self, s)
@@ -2112,6 +2068,18 @@ fn m_name(c: &ast::ExprCall) -> &str {
     }
 }
 
+/// `x` for `self.x`.
+fn self_attr(e: &Expr) -> Option<&str> {
+    match e {
+        Expr::Attribute(a) if is_self(&a.value) => Some(a.attr.id.as_str()),
+        _ => None,
+    }
+}
+
+fn is_self(e: &Expr) -> bool {
+    matches!(e, Expr::Name(n) if n.id.as_str() == "self")
+}
+
 fn is_self_chain(e: &Expr) -> bool {
     match e {
         Expr::Name(n) => n.id.as_str() == "self",
@@ -2182,7 +2150,7 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn on_test(&mut self, test: &'a Expr, kind: &str, body: &'a [Stmt], orelse: &'a [Stmt]) {
+    fn on_test(&mut self, test: &Expr, kind: &str, body: &[Stmt], orelse: &[Stmt]) {
         if !self.torch_imported {
             return;
         }

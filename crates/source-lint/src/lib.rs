@@ -365,7 +365,6 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
         display: String,
         source: String,
         lint: FileLint,
-        calls: Vec<checker::ImportedCall>,
     }
     let read: Vec<Result<Read, ReadError>> = files
         .par_iter()
@@ -384,14 +383,12 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
             })?;
             let parsed = parse(&source);
             let display = display_path(path);
-            let mut lint = lint_parsed(&display, &source, &parsed, &checker::Project::default());
-            let calls = std::mem::take(&mut lint.calls);
+            let lint = lint_parsed(&display, &source, &parsed, &checker::Project::default());
             Ok(Read {
                 display,
                 path: path.clone(),
                 source,
                 lint,
-                calls,
             })
         })
         .collect();
@@ -422,7 +419,7 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
     let mut extra: Vec<checker::Project> = vec![checker::Project::default(); read.len()];
     for (j, r) in read.iter().enumerate() {
         let Ok(r) = r else { continue };
-        for call in &r.calls {
+        for call in &r.lint.calls {
             let last = call.module.rsplit('.').next().unwrap_or_default();
             for &i in by_stem.get(last).into_iter().flatten() {
                 if !paths[i].is_some_and(|p| import_resolves_to(&r.path, call, p)) {

@@ -27,9 +27,9 @@
 //! torch.onnx.export(model, (x,), "net.onnx")
 //! ```
 
-use crate::checker::Checker;
+use crate::checker::{called_names_expr, Checker};
 use crate::registry::{FixKind, Rule};
-use crate::rules::keyword;
+use crate::rules::{keyword, mentions};
 use diagnostics::Severity;
 use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{self as ast, Expr, Stmt};
@@ -53,88 +53,74 @@ pub(crate) fn is_export(ch: &Checker, call: &ast::ExprCall) -> bool {
     })
 }
 
-/// Whether `e` mentions `<name>.eval()`, `<name>.train(False)`, or (with `on_calls`) `.eval()`
-/// on a call (`Net().eval()`).
-fn has_eval(e: &Expr, name: &str, on_calls: bool) -> bool {
-    struct Find<'n> {
-        name: &'n str,
-        on_calls: bool,
-        found: bool,
-    }
-    impl<'a> Visitor<'a> for Find<'_> {
-        fn visit_expr(&mut self, e: &'a Expr) {
-            if let Expr::Call(c) = e {
-                if let Expr::Attribute(a) = c.func.as_ref() {
-                    let on_name =
-                        matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == self.name);
-                    let on_call = self.on_calls && matches!(a.value.as_ref(), Expr::Call(_));
-                    let eval = a.attr.id.as_str() == "eval";
-                    let train_false = a.attr.id.as_str() == "train"
-                        && matches!(c.arguments.args.first(), Some(Expr::BooleanLiteral(b)) if !b.value);
-                    if (eval || train_false) && (on_name || on_call) {
-                        self.found = true;
+/// Which receivers of `.eval()` / `.train(False)` count.
+#[derive(Clone, Copy)]
+enum Receiver<'n> {
+    /// `<name>.eval()`.
+    Name(&'n str),
+    /// `<name>.eval()` or `.eval()` on a call (`Net().eval()`).
+    NameOrCall(&'n str),
+    /// Any (`m.eval()` inside a helper the model is handed to).
+    Any,
+}
+
+struct EvalFind<'n> {
+    receiver: Receiver<'n>,
+    found: bool,
+}
+
+impl<'a> Visitor<'a> for EvalFind<'_> {
+    fn visit_expr(&mut self, e: &'a Expr) {
+        if let Expr::Call(c) = e {
+            if let Expr::Attribute(a) = c.func.as_ref() {
+                let eval = a.attr.id.as_str() == "eval";
+                let train_false = a.attr.id.as_str() == "train"
+                    && matches!(c.arguments.args.first(), Some(Expr::BooleanLiteral(b)) if !b.value);
+                let on_name =
+                    |name: &str| matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == name);
+                let receiver = match self.receiver {
+                    Receiver::Name(name) => on_name(name),
+                    Receiver::NameOrCall(name) => {
+                        on_name(name) || matches!(a.value.as_ref(), Expr::Call(_))
                     }
+                    Receiver::Any => true,
+                };
+                if (eval || train_false) && receiver {
+                    self.found = true;
                 }
             }
-            visitor::walk_expr(self, e);
         }
+        visitor::walk_expr(self, e);
     }
-    let mut f = Find {
-        name,
-        on_calls,
+}
+
+/// Whether `e` switches a receiver to eval mode (`.eval()` or `.train(False)`).
+fn has_eval(e: &Expr, receiver: Receiver) -> bool {
+    let mut f = EvalFind {
+        receiver,
         found: false,
     };
     f.visit_expr(e);
     f.found
 }
 
-/// Whether a function of this file puts something in eval mode (`def load(m, path): ...;
-/// m.eval(); return m`): handing the model to it counts as switching modes.
+/// Whether a function of this file that `e` calls puts something in eval mode (`def load(m,
+/// path): ...; m.eval(); return m`): handing the model to it counts as switching modes.
 fn helper_evals(ch: &Checker, e: &Expr) -> bool {
-    fn calls_eval(body: &[Stmt]) -> bool {
-        struct Find {
-            found: bool,
-        }
-        impl<'a> Visitor<'a> for Find {
-            fn visit_expr(&mut self, e: &'a Expr) {
-                if let Expr::Call(c) = e {
-                    if let Expr::Attribute(a) = c.func.as_ref() {
-                        let m = a.attr.id.as_str();
-                        if m == "eval"
-                            || (m == "train"
-                                && matches!(c.arguments.args.first(), Some(Expr::BooleanLiteral(b)) if !b.value))
-                        {
-                            self.found = true;
-                        }
-                    }
-                }
-                visitor::walk_expr(self, e);
-            }
-        }
-        let mut f = Find { found: false };
-        f.visit_body(body);
-        f.found
-    }
     let Some(module) = ch.bodies.first() else {
         return false;
     };
-    let mut called = Vec::new();
-    struct Names<'v> {
-        out: &'v mut Vec<String>,
-    }
-    impl<'a> Visitor<'a> for Names<'_> {
-        fn visit_expr(&mut self, e: &'a Expr) {
-            if let Expr::Call(c) = e {
-                if let Expr::Name(n) = c.func.as_ref() {
-                    self.out.push(n.id.to_string());
-                }
-            }
-            visitor::walk_expr(self, e);
+    let (_, called) = called_names_expr(e);
+    module.iter().any(|s| match s {
+        Stmt::FunctionDef(f) if called.contains(f.name.id.as_str()) => {
+            let mut find = EvalFind {
+                receiver: Receiver::Any,
+                found: false,
+            };
+            find.visit_body(&f.body);
+            find.found
         }
-    }
-    Names { out: &mut called }.visit_expr(e);
-    module.iter().any(|s| {
-        matches!(s, Stmt::FunctionDef(f) if called.iter().any(|c| *c == f.name.id.as_str()) && calls_eval(&f.body))
+        _ => false,
     })
 }
 
@@ -172,7 +158,8 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
                 .any(|t| matches!(t, Expr::Name(t) if t.id.as_str() == name))
             {
                 assigned = true;
-                evaluated |= has_eval(&a.value, name, true) || helper_evals(ch, &a.value);
+                evaluated |=
+                    has_eval(&a.value, Receiver::NameOrCall(name)) || helper_evals(ch, &a.value);
                 continue;
             }
         }
@@ -183,9 +170,10 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
             Stmt::With(w) => exprs.extend(w.items.iter().map(|i| &i.context_expr)),
             _ => {}
         }
-        evaluated |= exprs
-            .iter()
-            .any(|e| has_eval(e, name, false) || (mentions(e, name) && helper_evals(ch, e)));
+        evaluated |= exprs.iter().any(|e| {
+            has_eval(e, Receiver::Name(name))
+                || (mentions(e, &[name.to_string()]) && helper_evals(ch, e))
+        });
     }
     if !assigned || evaluated {
         return;
@@ -196,25 +184,6 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         format!("`{name}` is exported without `{name}.eval()`: dropout and batch-norm statistics export in training mode"),
     );
     ch.help(i, format!("call `{name}.eval()` before `torch.onnx.export` (the default dynamo exporter does not switch modes)"));
-}
-
-/// Whether `e` mentions the name (`prepare(model)`).
-fn mentions(e: &Expr, name: &str) -> bool {
-    struct Find<'n> {
-        name: &'n str,
-        found: bool,
-    }
-    impl<'a> Visitor<'a> for Find<'_> {
-        fn visit_expr(&mut self, e: &'a Expr) {
-            if matches!(e, Expr::Name(n) if n.id.as_str() == self.name) {
-                self.found = true;
-            }
-            visitor::walk_expr(self, e);
-        }
-    }
-    let mut f = Find { name, found: false };
-    f.visit_expr(e);
-    f.found
 }
 
 /// The statements of a body and of its nested blocks (not nested functions), in order.
