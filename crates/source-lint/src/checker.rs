@@ -30,6 +30,8 @@ pub struct Facts {
 #[derive(Default)]
 pub(crate) struct FnState {
     pub in_model: bool,
+    /// The function's name (empty for the module).
+    pub name: String,
     pub tensors: HashSet<String>,
     pub bools: HashSet<String>,
     pub sizes: HashSet<String>,
@@ -43,6 +45,9 @@ pub(crate) struct FnState {
     pub containers: HashSet<String>,
     /// Names bound to a submodule (`m = self.model`): calling them applies a module.
     pub modules: HashSet<String>,
+    /// Names bound to NumPy arrays (`present = np.unique(...)`, `a = t.numpy()`): their
+    /// `.tolist()` is host code, already reported where the tensor left the graph.
+    pub arrays: HashSet<String>,
     /// The function's own parameters (a bare `if flag:` on one is usually a Python flag).
     pub params: HashSet<String>,
     /// Local names bound to literals (lists of strings for export arguments).
@@ -61,6 +66,9 @@ pub(crate) struct Checker<'a> {
     pub index: &'a LineIndex,
     pub imports: HashMap<String, String>,
     pub torch_imported: bool,
+    /// The statements after the `if` being visited, in its block: after `if not
+    /// self.training: return x` they are the training side.
+    rest_after_if: &'a [Stmt],
     model_fns: HashSet<(Option<String>, String)>,
     pub classes: Vec<String>,
     /// Method names of each enclosing class: `self.m(x)` calls a method, not a submodule.
@@ -71,6 +79,10 @@ pub(crate) struct Checker<'a> {
     /// Functions (class `None`) and methods whose return annotation names `Tensor`.
     /// For a tuple annotation, which elements are tensors (empty: the whole value is one).
     returns_tensor: HashMap<(Option<String>, String), Vec<bool>>,
+    /// Module-level functions of this file without a return annotation: called on tensors,
+    /// they most likely return one (`heat = _nms(hm)`).
+    unannotated_fns: HashSet<String>,
+    imported_unannotated: HashSet<String>,
     /// The same for imported callees, as this file spells them (`pad_mask`, `U.decode`).
     imported_returns: HashMap<String, Vec<bool>>,
     pub fns: Vec<FnState>,
@@ -177,6 +189,8 @@ pub(crate) struct Project {
     /// Imported callables (as called here: `pad_mask`, `U.decode`) whose defining file annotates
     /// them as returning tensors; the flags as in `returns_tensor`.
     pub returns: HashMap<String, Vec<bool>>,
+    /// Imported callables (as called here) whose defining file gives no return annotation.
+    pub unannotated: HashSet<String>,
 }
 
 impl<'a> Checker<'a> {
@@ -194,17 +208,27 @@ impl<'a> Checker<'a> {
             .any(|q| q == "torch" || q.starts_with("torch."));
         let model_fns = model_functions(module, &project.roots);
         let returns_tensor = tensor_returning_functions(module);
+        let unannotated_fns = module
+            .iter()
+            .filter_map(|s| match s {
+                Stmt::FunctionDef(f) if f.returns.is_none() => Some(f.name.id.to_string()),
+                _ => None,
+            })
+            .collect();
         Checker {
             source,
             file,
             index,
             imports,
             torch_imported,
+            rest_after_if: &[],
             model_fns,
             classes: Vec::new(),
             class_methods: Vec::new(),
             class_tensor_attrs: Vec::new(),
             returns_tensor,
+            unannotated_fns,
+            imported_unannotated: project.unannotated.clone(),
             imported_returns: project.returns.clone(),
             fns: Vec::new(),
             loops: Vec::new(),
@@ -221,6 +245,11 @@ impl<'a> Checker<'a> {
             .filter(|((class, _), _)| class.is_none())
             .map(|((_, name), flags)| (name.clone(), flags.clone()))
             .collect()
+    }
+
+    /// Module-level functions of this file without a return annotation (for importers).
+    pub fn unannotated_functions(&self) -> &HashSet<String> {
+        &self.unannotated_fns
     }
 
     /// The functions and methods this file's checks treat as model code.
@@ -283,6 +312,19 @@ impl<'a> Checker<'a> {
         self.fns.last().is_some_and(|f| f.in_model)
     }
 
+    /// Inside a function that is not model code and does not build modules (not `__init__`),
+    /// in a file that has model code: data, training, loss and evaluation code beside a model,
+    /// where export hazards do not apply. (In a file of helpers alone nothing says which of
+    /// them a model uses, so none is side code.)
+    pub fn in_side_code(&self) -> bool {
+        !self.model_fns.is_empty()
+            && self.fns.len() > 1
+            && self
+                .fns
+                .last()
+                .is_some_and(|f| !f.in_model && f.name != "__init__")
+    }
+
     fn state(&self) -> &FnState {
         self.fns.last().expect("a scope")
     }
@@ -298,7 +340,16 @@ impl<'a> Checker<'a> {
                 }
                 if matches!(
                     id,
-                    "len" | "int" | "float" | "bool" | "range" | "isinstance" | "list" | "tuple"
+                    "len"
+                        | "int"
+                        | "float"
+                        | "bool"
+                        | "range"
+                        | "isinstance"
+                        | "list"
+                        | "tuple"
+                        | "min"
+                        | "max"
                 ) && !self.state().tensors.contains(id)
                 {
                     return Some(format!("builtins.{id}"));
@@ -352,11 +403,19 @@ impl<'a> Checker<'a> {
                     if self.returns_tensor.contains_key(&(None, n.id.to_string())) {
                         return true;
                     }
+                    if self.unannotated_fns.contains(n.id.as_str())
+                        && c.arguments.args.iter().any(|a| self.is_tensor(a))
+                    {
+                        return true;
+                    }
                 }
-                if imported_callee(c)
-                    .is_some_and(|callee| self.imported_returns.contains_key(&callee))
-                {
-                    return true;
+                if let Some(callee) = imported_callee(c) {
+                    if self.imported_returns.contains_key(&callee)
+                        || (self.imported_unannotated.contains(&callee)
+                            && c.arguments.args.iter().any(|a| self.is_tensor(a)))
+                    {
+                        return true;
+                    }
                 }
                 if self.qualify(&c.func).is_some() {
                     return false;
@@ -422,12 +481,21 @@ impl<'a> Checker<'a> {
             Expr::BinOp(b) => self.is_tensor(&b.left) || self.is_tensor(&b.right),
             Expr::UnaryOp(u) => !matches!(u.op, ast::UnaryOp::Not) && self.is_tensor(&u.operand),
             Expr::Compare(c) => {
+                // `padding_type == 'reflect'`: a parameter compared with a string is an option.
+                let string = |x: &Expr| {
+                    matches!(
+                        x,
+                        Expr::StringLiteral(_) | Expr::FString(_) | Expr::NoneLiteral(_)
+                    )
+                };
                 c.ops.iter().all(|op| {
                     !matches!(
                         op,
                         ast::CmpOp::Is | ast::CmpOp::IsNot | ast::CmpOp::In | ast::CmpOp::NotIn
                     )
-                }) && (self.is_tensor(&c.left) || c.comparators.iter().any(|x| self.is_tensor(x)))
+                }) && !string(&c.left)
+                    && !c.comparators.iter().any(string)
+                    && (self.is_tensor(&c.left) || c.comparators.iter().any(|x| self.is_tensor(x)))
             }
             Expr::BoolOp(b) => b.values.iter().any(|v| self.is_tensor(v)),
             Expr::Named(n) => self.is_tensor(&n.value),
@@ -533,6 +601,25 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// Whether an expression is a NumPy array: a `numpy.*` call, `t.numpy()`, or a name bound
+    /// to one.
+    pub fn is_array(&self, e: &Expr) -> bool {
+        match e {
+            Expr::Name(n) => self.state().arrays.contains(n.id.as_str()),
+            Expr::Call(c) => {
+                self.qualify(&c.func)
+                    .is_some_and(|q| q.starts_with("numpy."))
+                    || matches!(self.method(c), Some(("numpy", _)))
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether a name was bound in this function to a mask computed from tensors.
+    pub fn is_computed_mask(&self, e: &Expr) -> bool {
+        matches!(e, Expr::Name(n) if self.state().bools.contains(n.id.as_str()))
+    }
+
     /// Whether an expression is most likely a boolean mask tensor.
     pub fn is_bool_mask(&self, e: &Expr) -> bool {
         let st = self.state();
@@ -540,9 +627,7 @@ impl<'a> Checker<'a> {
             Expr::Name(n) => {
                 let id = n.id.as_str();
                 st.bools.contains(id)
-                    || (id.to_ascii_lowercase().contains("mask")
-                        && !st.sizes.contains(id)
-                        && !st.frozen.contains(id))
+                    || (names_a_mask(id) && !st.sizes.contains(id) && !st.frozen.contains(id))
             }
             Expr::Compare(c) => {
                 c.ops.iter().all(|op| {
@@ -668,6 +753,10 @@ impl<'a> Checker<'a> {
                     let arg = c.arguments.args.first();
                     return match q.as_str() {
                         "builtins.len" => arg.is_some_and(|a| self.is_tensor(a)),
+                        // `min(len(boxes), len(slots))`: still a frozen number.
+                        "builtins.min" | "builtins.max" => {
+                            c.arguments.args.iter().any(|a| self.is_frozen_int(a))
+                        }
                         "builtins.int" | "builtins.float" => arg.is_some_and(|a| {
                             ((self.is_size(a) || self.is_tensor(a)) && !self.is_constant_tensor(a))
                                 || self.is_frozen_int(a)
@@ -811,6 +900,20 @@ fn called_names(body: &[Stmt]) -> (HashSet<String>, HashSet<String>) {
         funcs: HashSet<String>,
     }
     impl<'a> Visitor<'a> for Calls {
+        fn visit_body(&mut self, body: &'a [Stmt]) {
+            for stmt in body {
+                self.visit_stmt(stmt);
+                // `if not self.training: return x`: the rest of the block runs in training.
+                if let Stmt::If(i) = stmt {
+                    if guard_of(&i.test) == Guard::NotTraining
+                        && i.elif_else_clauses.is_empty()
+                        && always_exits(&i.body)
+                    {
+                        return;
+                    }
+                }
+            }
+        }
         fn visit_stmt(&mut self, stmt: &'a Stmt) {
             if let Stmt::If(i) = stmt {
                 match guard_of(&i.test) {
@@ -886,9 +989,14 @@ fn model_functions(
     let mut out: HashSet<(Option<String>, String)> = HashSet::new();
     let mut work: Vec<(Option<String>, String)> = Vec::new();
     for (class, methods) in &classes {
-        // Losses and metrics are modules too, but they run beside the exported model.
+        // Losses and metrics are modules too, but they run beside the exported model; so do
+        // heads whose `forward` always computes a loss (`AAMSoftmax`, `OhemCrossEntropy`).
         let lower = class.to_ascii_lowercase();
-        if lower.contains("loss") || lower.contains("criterion") || lower.ends_with("metric") {
+        if lower.contains("loss")
+            || lower.contains("criterion")
+            || lower.ends_with("metric")
+            || methods.get("forward").is_some_and(|b| computes_loss(b))
+        {
             continue;
         }
         for name in methods.keys() {
@@ -906,11 +1014,14 @@ fn model_functions(
     // check the result on a runtime, and whatever they or the module-level statements call
     // (`main()`, `parse_args()`, `to_numpy()`). Elsewhere only the functions handed to the
     // exporter by name are model code.
-    let exported = exported_functions(module);
+    let aliases = exporter_aliases(module);
+    let exported = exported_functions(module, &aliases);
     if exported.script {
         let mut driver_work: Vec<String> = module_fns
             .iter()
-            .filter(|(_, body)| exported_functions(body).script || checks_on_runtime(body))
+            .filter(|(_, body)| {
+                exported_functions(body, &aliases).script || checks_on_runtime(body)
+            })
             .map(|(name, _)| name.clone())
             .collect();
         for stmt in module {
@@ -997,6 +1108,14 @@ fn model_functions(
                             .any(|(c, m)| c == sub && m.contains_key(&method))
                         {
                             work.push((Some(sub.clone()), method));
+                        }
+                    } else if !method.starts_with("__") && !training_only_name(&method) {
+                        // `self.ac.split_heads(x)` where `self.ac = ac` came in as an argument:
+                        // the classes of this file that define that method.
+                        for (c, m) in &classes {
+                            if m.contains_key(&method) {
+                                work.push((Some(c.clone()), method.clone()));
+                            }
                         }
                     }
                 }
@@ -1180,36 +1299,65 @@ struct Exported {
     names: Vec<String>,
 }
 
-fn exported_functions(module: &[Stmt]) -> Exported {
-    struct Find {
-        out: Exported,
+/// Local names a module binds to the exporter or the tracer by importing them
+/// (`from torch.onnx import export as onnx_export`, `from torch.jit import trace`).
+fn exporter_aliases(module: &[Stmt]) -> HashSet<String> {
+    let mut out = HashSet::new();
+    for stmt in module {
+        let Stmt::ImportFrom(i) = stmt else { continue };
+        let Some(m) = i.module.as_ref() else { continue };
+        for a in &i.names {
+            let hit = matches!(
+                (m.id.as_str(), a.name.id.as_str()),
+                (
+                    "torch.onnx" | "torch.onnx.utils",
+                    "export" | "dynamo_export"
+                ) | ("torch.jit", "trace")
+                    | ("torch.export", "export")
+            );
+            if hit {
+                out.insert(a.asname.as_ref().unwrap_or(&a.name).id.to_string());
+            }
+        }
     }
-    impl<'a> Visitor<'a> for Find {
+    out
+}
+
+fn exported_functions(module: &[Stmt], aliases: &HashSet<String>) -> Exported {
+    struct Find<'s> {
+        out: Exported,
+        aliases: &'s HashSet<String>,
+    }
+    impl<'a> Visitor<'a> for Find<'_> {
         fn visit_expr(&mut self, e: &'a Expr) {
             if let Expr::Call(c) = e {
-                if let Expr::Attribute(a) = c.func.as_ref() {
-                    let owner = match a.value.as_ref() {
-                        Expr::Attribute(o) => o.attr.id.as_str(),
-                        Expr::Name(n) => n.id.as_str(),
-                        _ => "",
-                    };
-                    let hit = matches!(
-                        (owner, a.attr.id.as_str()),
-                        ("onnx", "export")
-                            | ("jit", "trace")
-                            | ("export", "export")
-                            | ("onnx", "dynamo_export")
-                    );
-                    if hit {
-                        self.out.script = true;
-                        match c.arguments.args.first() {
-                            Some(Expr::Name(n)) => self.out.names.push(n.id.to_string()),
-                            Some(Expr::Lambda(l)) => {
-                                let (_, funcs) = called_names_expr(&l.body);
-                                self.out.names.extend(funcs);
-                            }
-                            _ => {}
+                let hit = match c.func.as_ref() {
+                    Expr::Attribute(a) => {
+                        let owner = match a.value.as_ref() {
+                            Expr::Attribute(o) => o.attr.id.as_str(),
+                            Expr::Name(n) => n.id.as_str(),
+                            _ => "",
+                        };
+                        matches!(
+                            (owner, a.attr.id.as_str()),
+                            ("onnx", "export")
+                                | ("jit", "trace")
+                                | ("export", "export")
+                                | ("onnx", "dynamo_export")
+                        )
+                    }
+                    Expr::Name(n) => self.aliases.contains(n.id.as_str()),
+                    _ => false,
+                };
+                if hit {
+                    self.out.script = true;
+                    match c.arguments.args.first() {
+                        Some(Expr::Name(n)) => self.out.names.push(n.id.to_string()),
+                        Some(Expr::Lambda(l)) => {
+                            let (_, funcs) = called_names_expr(&l.body);
+                            self.out.names.extend(funcs);
                         }
+                        _ => {}
                     }
                 }
             }
@@ -1221,6 +1369,7 @@ fn exported_functions(module: &[Stmt]) -> Exported {
             script: false,
             names: Vec::new(),
         },
+        aliases,
     };
     f.visit_body(module);
     f.out
@@ -1327,6 +1476,47 @@ fn expr_stmt(e: &Expr) -> Stmt {
     })
 }
 
+/// Whether a `forward` body always computes a loss: a statement of its own (not one under an
+/// `if`, like a model's `if labels is not None: loss = ...`) calls `F.cross_entropy`,
+/// `F.nll_loss`, `self.criterion(...)` or the like.
+fn computes_loss(body: &[Stmt]) -> bool {
+    body.iter()
+        .filter(|s| {
+            matches!(
+                s,
+                Stmt::Assign(_)
+                    | Stmt::AugAssign(_)
+                    | Stmt::AnnAssign(_)
+                    | Stmt::Expr(_)
+                    | Stmt::Return(_)
+            )
+        })
+        .any(|s| {
+            let (methods, funcs) = called_names(std::slice::from_ref(s));
+            let mut attrs = HashSet::new();
+            struct Find<'h> {
+                out: &'h mut HashSet<String>,
+            }
+            impl<'a> Visitor<'a> for Find<'_> {
+                fn visit_expr(&mut self, e: &'a Expr) {
+                    if let Expr::Call(c) = e {
+                        if let Expr::Attribute(a) = c.func.as_ref() {
+                            self.out.insert(a.attr.id.to_string());
+                        }
+                    }
+                    visitor::walk_expr(self, e);
+                }
+            }
+            Find { out: &mut attrs }.visit_stmt(s);
+            methods.iter().chain(&funcs).chain(&attrs).any(|n| {
+                let n = n.to_ascii_lowercase();
+                n.ends_with("_loss")
+                    || n.contains("cross_entropy")
+                    || matches!(n.as_str(), "kl_div" | "criterion" | "loss_fn")
+            })
+        })
+}
+
 /// Functions that by name only run in training (losses, target assignment, sampling).
 fn training_only_name(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
@@ -1424,8 +1614,17 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                     | Expr::StringLiteral(_)
                     | Expr::NumberLiteral(_)
             ) || matches!(value, Expr::DictComp(_))
-                || matches!(value, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "dict"));
+                || matches!(value, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "dict"))
+                // `DEVICE = torch.device("cuda")`
+                || matches!(value, Expr::Call(c) if ch.torch_fn(c).is_some_and(|q| q == "torch.device")
+                    && matches!(c.arguments.args.first(), Some(Expr::StringLiteral(_))));
+            let array = ch.is_array(value);
             let st = ch.fns.last_mut().expect("scope");
+            if array {
+                st.arrays.insert(id.clone());
+            } else {
+                st.arrays.remove(&id);
+            }
             if tensor {
                 st.tensors.insert(id.clone());
                 if constant {
@@ -1448,6 +1647,8 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
             }
             if literal {
                 st.literals.insert(id, value.clone());
+            } else {
+                st.literals.remove(&id);
             }
         }
         Expr::Tuple(ast::ExprTuple { elts, .. }) | Expr::List(ast::ExprList { elts, .. }) => {
@@ -1455,8 +1656,14 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                 || matches!(value, Expr::Call(c) if matches!(ch.method(c), Some(("size", _))))
                 || matches!(value, Expr::Subscript(s) if matches!(s.value.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "shape"));
             let tensor = ch.is_tensor(value);
-            let frozen =
-                matches!(value, Expr::Call(c) if matches!(ch.method(c), Some(("tolist", _))));
+            // `x.tolist()`, `[int(s) for s in x.size()]`: the sizes as Python numbers.
+            let frozen = matches!(value, Expr::Call(c) if matches!(ch.method(c), Some(("tolist", _))))
+                || matches!(value, Expr::ListComp(l)
+                if matches!(l.elt.as_ref(), Expr::Call(c)
+                    if matches!(ch.qualify(&c.func).as_deref(), Some("builtins.int" | "builtins.float")))
+                && l.generators.first().is_some_and(|g| {
+                    ch.is_size(&g.iter) || ch.is_tensor(&g.iter)
+                }));
             let elts_values: Option<&[Expr]> = match value {
                 Expr::Tuple(v) if v.elts.len() == elts.len() => Some(&v.elts),
                 _ => None,
@@ -1698,6 +1905,17 @@ fn self_assignments(class_body: &[Stmt]) -> Vec<(&str, &Expr)> {
     out
 }
 
+/// Names that by convention hold boolean masks: `mask`, `pad_mask`, `valid`, `is_valid`,
+/// `done` (reinforcement learning's episode ends).
+fn names_a_mask(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    n.contains("mask")
+        || matches!(n.as_str(), "valid" | "done" | "dones" | "terminated")
+        || n.starts_with("valid_")
+        || n.ends_with("_valid")
+        || (n.starts_with("is_") && n.len() > 3)
+}
+
 /// Parameter names that by convention hold Python sizes (`size`, `target_size`, `x_shape`):
 /// torchvision, timm and mmcv pass tuples of ints under these names.
 fn names_a_size(name: &str) -> bool {
@@ -1790,6 +2008,7 @@ fn always_exits(body: &[Stmt]) -> bool {
 impl<'a> Visitor<'a> for Checker<'a> {
     fn visit_body(&mut self, body: &'a [Stmt]) {
         for (i, stmt) in body.iter().enumerate() {
+            self.rest_after_if = &body[i + 1..];
             self.visit_stmt(stmt);
             // `if torch.jit.is_tracing(): return traced_version(...)`: what follows in this
             // block is the eager path, never exported; after `if not self.training: return`,
@@ -1830,6 +2049,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 let in_model = self.torch_imported && (direct || nested_in_model) && !scripted;
                 let mut st = FnState {
                     in_model,
+                    name: f.name.id.to_string(),
                     ..FnState::default()
                 };
                 // Inherit the enclosing function's view of names (closures).
@@ -1840,6 +2060,20 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         st.sizes = outer.sizes.clone();
                         st.frozen = outer.frozen.clone();
                         st.containers = outer.containers.clone();
+                    }
+                }
+                // `def resize(x, size, mode="bilinear")`: a string default is what the
+                // callers that leave the argument out get.
+                for p in f
+                    .parameters
+                    .posonlyargs
+                    .iter()
+                    .chain(&f.parameters.args)
+                    .chain(&f.parameters.kwonlyargs)
+                {
+                    if let Some(d @ Expr::StringLiteral(_)) = p.default.as_deref() {
+                        st.literals
+                            .insert(p.parameter.name.id.to_string(), d.clone());
                     }
                 }
                 if in_model {
@@ -1944,7 +2178,13 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 visitor::walk_stmt(self, stmt);
             }
             Stmt::If(i) => {
-                let orelse: &[Stmt] = i.elif_else_clauses.first().map_or(&[], |c| &c.body);
+                let rest = std::mem::take(&mut self.rest_after_if);
+                let orelse: &[Stmt] = match i.elif_else_clauses.first() {
+                    Some(c) => &c.body,
+                    // `if not self.training: return x`: the rest of the block is the else.
+                    None if always_exits(&i.body) => rest,
+                    None => &[],
+                };
                 self.on_test(&i.test, "if", &i.body, orelse);
                 let guard = guard_of(&i.test);
                 let (body_on, else_on) = match guard {

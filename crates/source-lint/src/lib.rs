@@ -93,6 +93,9 @@ pub struct FileLint {
     calls: Vec<checker::ImportedCall>,
     /// This file's module-level functions annotated as returning tensors (for importers).
     returns: std::collections::HashMap<String, Vec<bool>>,
+    /// This file's module-level functions without a return annotation (for importers: called on
+    /// tensors, they most likely return one).
+    unannotated: std::collections::HashSet<String>,
     /// Whether the file has model code at all.
     has_model_code: bool,
 }
@@ -136,6 +139,7 @@ fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Pro
                 facts: Facts::default(),
                 calls: Vec::new(),
                 returns: Default::default(),
+                unannotated: Default::default(),
                 has_model_code: false,
             };
         }
@@ -144,6 +148,7 @@ fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Pro
     let mut ch = checker::Checker::new(source, file, &index, &module.body, project);
     let calls = checker::imported_model_calls(&module.body, ch.model_functions());
     let returns = ch.module_returns();
+    let unannotated = ch.unannotated_functions().clone();
     let has_model_code = !ch.model_functions().is_empty();
     ch.run(&module.body);
     FileLint {
@@ -151,6 +156,7 @@ fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Pro
         facts: ch.facts,
         calls,
         returns,
+        unannotated,
         has_model_code,
     }
 }
@@ -431,6 +437,10 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
                         if r.lint.has_model_code {
                             extra[j].returns.insert(call.callee.clone(), flags.clone());
                         }
+                    } else if defining.lint.unannotated.contains(&call.name)
+                        && r.lint.has_model_code
+                    {
+                        extra[j].unannotated.insert(call.callee.clone());
                     }
                 }
             }
@@ -442,7 +452,10 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
         .zip(extra.into_par_iter())
         .map(|(r, extra)| {
             let r = r?;
-            let lint = if extra.roots.is_empty() && extra.returns.is_empty() {
+            let lint = if extra.roots.is_empty()
+                && extra.returns.is_empty()
+                && extra.unannotated.is_empty()
+            {
                 r.lint
             } else {
                 lint_parsed(&r.display, &r.source, &parse(&r.source), &extra)

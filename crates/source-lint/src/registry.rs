@@ -126,19 +126,23 @@ pub fn rules_markdown() -> String {
          and the like, so rules see what the code calls.\n\
          - **Model code** is what export traces: every `forward` (and `forward_*`, `_forward*`) \
          method, the methods and module functions it calls (and `__init__`/`__call__` of helper \
-         objects it builds), functions and classes of other linted files it calls through imports \
+         objects it builds, and methods called on submodules: `self.head.split(x)`), functions and \
+         classes of other linted files it calls through imports \
          (`from .utils import make_pad_mask`, `import box_ops as B; B.decode(...)`), functions \
          handed to the exporter, and, in a file that calls \
          `torch.onnx.export`/`torch.jit.trace`, every module-level function passed around as a \
          value. Branches taken only in training (`if self.training:`, `if targets is not None:`), \
          export-aware code (under `torch.jit.is_tracing()`, `torch.onnx.is_in_onnx_export()`, ...), \
-         functions compiled with `torch.jit.script`, functions named like losses, `*Loss`/`*Criterion` \
-         modules, and an export script's driver code (functions that call the exporter or check the \
+         functions compiled with `torch.jit.script`, functions named like losses, `*Loss`/`*Criterion`/`*Metric` \
+         modules and modules whose `forward` always computes a loss (`F.cross_entropy(...)`), code \
+         after `if not self.training: return x`, and an export script's driver code (functions that call the exporter or check the \
          result on onnxruntime, and what they or module-level statements call) are not model code.\n\
          - Values are guessed from the code: parameters are tensors unless annotated or defaulted \
          otherwise or named like sizes (`size`, `*_shape`); items of `List[Tensor]`/`Dict[str, Tensor]` \
-         parameters, loop variables over tensors, buffers and `nn.Parameter`s on `self`, and results of \
-         functions annotated `-> Tensor` (here or in another linted file) are tensors. Tensors built only from Python numbers or random \
+         parameters, loop variables over tensors, buffers and `nn.Parameter`s on `self`, results of \
+         functions annotated `-> Tensor` (here or in another linted file) and of unannotated ones \
+         called on tensors are tensors; names like `mask`, `valid`, `is_*` and `done` hold boolean \
+         masks; a comparison with a string is a Python option, and `np.*` results are arrays. Tensors built only from Python numbers or random \
          draws (`torch.tensor(0.5)`, `torch.rand(1)`) do not depend on the inputs and are not frozen data.\n\
          - `# noqa` on a line silences it; `# noqa: ODL001, ODL004` silences those codes (prefixes \
          work too). `--select`/`--ignore` take codes or prefixes (`ODL01`).\n\

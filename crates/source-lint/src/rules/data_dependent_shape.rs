@@ -87,10 +87,19 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
 }
 
 pub(crate) fn check_subscript_load(ch: &mut Checker, s: &ast::ExprSubscript) {
-    if !ch.in_model() || !ch.is_tensor(&s.value) {
+    if !ch.in_model() {
         return;
     }
-    if !index_elements(&s.slice).iter().any(|e| ch.is_bool_mask(e)) {
+    // A mask computed from tensors in this function (`l_mask = c_mask.expand_as(boxes)`)
+    // selects from a tensor even when the receiver's type is unknown.
+    let elements = index_elements(&s.slice);
+    let computed_mask = elements.iter().any(|e| ch.is_computed_mask(e));
+    if !(ch.is_tensor(&s.value)
+        || (computed_mask && matches!(s.value.as_ref(), ast::Expr::Name(_))))
+    {
+        return;
+    }
+    if !elements.iter().any(|e| ch.is_bool_mask(e)) {
         return;
     }
     let text = ch.text(s.range()).to_string();

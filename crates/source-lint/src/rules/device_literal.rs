@@ -1,7 +1,9 @@
 //! ## What it does
 //! Flags tensors placed on a device spelled as a literal inside model code:
 //! `torch.zeros(n, device="cuda")`, `torch.tensor(v, device=torch.device("cuda:0"))`,
-//! `t.cuda()`, `t.to("cuda")`.
+//! `t.cuda()`, `t.to("cuda")`, also through a name bound to such a literal in the function or at
+//! module level (`DEVICE = "cuda"`, `GPU = torch.device("cuda:0")`), and the legacy CUDA tensor
+//! types (`t.type(torch.cuda.FloatTensor)`, `torch.cuda.LongTensor(n)`).
 //!
 //! ## Why is this bad?
 //! The trace records the device of every tensor it creates. A literal device ties the module to
@@ -42,16 +44,33 @@ pub(crate) const RULE: Rule = Rule {
     source: include_str!("device_literal.rs"),
 };
 
-fn literal_device<'e>(ch: &Checker, e: &'e Expr) -> Option<&'e str> {
+/// The device a literal names: `"cuda:0"`, `torch.device("cuda")`, or a name bound to such a
+/// string in this function or at module level (`DEVICE = "cuda"`).
+fn literal_device(ch: &Checker, e: &Expr) -> Option<String> {
     let s = match e {
         Expr::StringLiteral(_) => string_literal(e)?,
         Expr::Call(c) if ch.torch_fn(c).is_some_and(|q| q == "torch.device") => {
             string_literal(c.arguments.args.first()?)?
         }
+        Expr::Name(n) => {
+            return ch
+                .literal(n.id.as_str())
+                .filter(|v| !matches!(v, Expr::Name(_)))
+                .and_then(|v| literal_device(ch, v))
+        }
         _ => return None,
     };
     let kind = s.split(':').next().unwrap_or(s);
-    matches!(kind, "cuda" | "cpu" | "mps" | "xpu" | "npu" | "hip").then_some(s)
+    matches!(kind, "cuda" | "cpu" | "mps" | "xpu" | "npu" | "hip").then(|| s.to_string())
+}
+
+/// `torch.cuda.FloatTensor` (or its name as a string): a tensor type tied to the GPU.
+fn cuda_tensor_type(ch: &Checker, e: &Expr) -> bool {
+    let name = match e {
+        Expr::StringLiteral(_) => string_literal(e).map(str::to_string),
+        _ => ch.qualify(e),
+    };
+    name.is_some_and(|n| n.starts_with("torch.cuda.") && n.ends_with("Tensor"))
 }
 
 pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
@@ -60,10 +79,25 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     }
     if let Some(k) = keyword(call, "device") {
         if let Some(dev) = literal_device(ch, &k.value) {
-            let dev = dev.to_string();
             let i = ch.report(&RULE, k.range(), format!("device \"{dev}\" is a literal in model code: the export is tied to that device"));
             ch.help(i, "use the input's device: `device=x.device`");
         }
+        return;
+    }
+    // `torch.cuda.FloatTensor(n)`: a GPU tensor built in model code.
+    if ch
+        .qualify(&call.func)
+        .is_some_and(|q| q.starts_with("torch.cuda.") && q.ends_with("Tensor"))
+    {
+        let i = ch.report(
+            &RULE,
+            call.func.range(),
+            "a `torch.cuda` tensor type is built in model code: the export is tied to the GPU",
+        );
+        ch.help(
+            i,
+            "build it with `x.new_tensor(...)` or `torch.tensor(..., device=x.device)`",
+        );
         return;
     }
     let Some((m, _)) = ch.method(call) else {
@@ -71,6 +105,12 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     };
     let hit = match m {
         "cuda" => true,
+        // `.type(torch.cuda.FloatTensor)`: a cast that also moves to the GPU.
+        "type" => call
+            .arguments
+            .args
+            .first()
+            .is_some_and(|a| cuda_tensor_type(ch, a)),
         "to" => call
             .arguments
             .args

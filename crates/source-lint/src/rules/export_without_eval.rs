@@ -2,7 +2,9 @@
 //! Flags `torch.onnx.export(model, ...)` where `model` is a local built in the same scope and
 //! nothing before the call puts it in eval mode (`model.eval()`, `model.train(False)`,
 //! `model = Net().eval()`), unless the call asks for the TorchScript exporter (`dynamo=False`),
-//! which switches to eval mode itself.
+//! which switches to eval mode itself. A `model.train()` after the `eval()` (to re-estimate batch
+//! norm statistics, say) puts it back in training mode. The exporter may be imported under another
+//! name (`from torch.onnx import export as onnx_export`).
 //!
 //! ## Why is this bad?
 //! A module in training mode exports dropout as active and batch norm with batch statistics
@@ -104,6 +106,37 @@ fn has_eval(e: &Expr, receiver: Receiver) -> bool {
     f.found
 }
 
+/// Whether `e` calls `<name>.train()` or `<name>.train(True)`.
+fn has_train(e: &Expr, name: &str) -> bool {
+    struct Find<'n> {
+        name: &'n str,
+        found: bool,
+    }
+    impl<'a> Visitor<'a> for Find<'_> {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if let Expr::Call(c) = e {
+                if let Expr::Attribute(a) = c.func.as_ref() {
+                    if a.attr.id.as_str() == "train"
+                        && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == self.name)
+                        && c.arguments.keywords.is_empty()
+                        && match &c.arguments.args[..] {
+                            [] => true,
+                            [Expr::BooleanLiteral(b)] => b.value,
+                            _ => false,
+                        }
+                    {
+                        self.found = true;
+                    }
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut f = Find { name, found: false };
+    f.visit_expr(e);
+    f.found
+}
+
 /// Whether a function of this file that `e` calls puts something in eval mode (`def load(m,
 /// path): ...; m.eval(); return m`): handing the model to it counts as switching modes.
 fn helper_evals(ch: &Checker, e: &Expr) -> bool {
@@ -170,10 +203,15 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
             Stmt::With(w) => exprs.extend(w.items.iter().map(|i| &i.context_expr)),
             _ => {}
         }
-        evaluated |= exprs.iter().any(|e| {
+        let evals = exprs.iter().any(|e| {
             has_eval(e, Receiver::Name(name))
                 || (mentions(e, &[name.to_string()]) && helper_evals(ch, e))
         });
+        // `model.eval()` then `model.train()` (to recalibrate batch norm): back in training.
+        if !evals && exprs.iter().any(|e| has_train(e, name)) {
+            evaluated = false;
+        }
+        evaluated |= evals;
     }
     if !assigned || evaluated {
         return;

@@ -1,6 +1,9 @@
 //! ## What it does
 //! Flags `F.interpolate(...)` and `nn.Upsample(...)` in a linear mode (`linear`, `bilinear`,
-//! `bicubic`, `trilinear`) without an explicit `align_corners`.
+//! `bicubic`, `trilinear`) without an explicit `align_corners`. The mode may be a literal or a
+//! name bound to one, such as a parameter's default (`def resize(x, size, mode="bilinear")`).
+//! `F.interpolate` in functions beside a model that export does not reach (data augmentation,
+//! evaluation) is left alone.
 //!
 //! ## Why is this bad?
 //! `align_corners` decides the ONNX `Resize` attribute `coordinate_transformation_mode`
@@ -44,7 +47,15 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         "torch.nn.Upsample" | "torch.nn.modules.upsampling.Upsample" => (2, 3),
         _ => return,
     };
-    let Some(mode) = argument(call, "mode", mode_pos).and_then(string_literal) else {
+    // Resizing in data or evaluation code does not reach the exported graph.
+    if mode_pos == 3 && ch.in_side_code() {
+        return;
+    }
+    // A literal, or a name bound to one (a parameter's default: `mode="bilinear"`).
+    let Some(mode) = argument(call, "mode", mode_pos).and_then(|m| match m {
+        ast::Expr::Name(n) => ch.literal(n.id.as_str()).and_then(string_literal),
+        m => string_literal(m),
+    }) else {
         return;
     };
     if !matches!(mode, "linear" | "bilinear" | "bicubic" | "trilinear") {

@@ -1,5 +1,7 @@
 //! ## What it does
-//! Flags `torch.onnx.export(..., keep_initializers_as_inputs=True)`.
+//! Flags `torch.onnx.export(..., keep_initializers_as_inputs=True)`, also when the argument comes
+//! from a dict spliced into the call (`EXPORT_KW = dict(keep_initializers_as_inputs=True)`, then
+//! `torch.onnx.export(..., **EXPORT_KW)`), reported at the dict entry.
 //!
 //! ## Why is this bad?
 //! Every weight becomes a graph input as well as an initializer. Since IR version 4 ONNX does not
@@ -24,7 +26,7 @@
 use crate::checker::Checker;
 use crate::registry::{FixKind, Rule};
 use crate::rules::export_without_eval::is_export;
-use crate::rules::keyword;
+use crate::rules::spliced_keyword;
 use crate::Edit;
 use diagnostics::Severity;
 use ruff_python_ast::{self as ast, Expr};
@@ -44,10 +46,10 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     if !is_export(ch, call) {
         return;
     }
-    let Some(k) = keyword(call, "keep_initializers_as_inputs") else {
+    let Some((value, range)) = spliced_keyword(ch, call, "keep_initializers_as_inputs") else {
         return;
     };
-    let Expr::BooleanLiteral(b) = &k.value else {
+    let Expr::BooleanLiteral(b) = &value else {
         return;
     };
     if !b.value {
@@ -55,7 +57,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     }
     let i = ch.report(
         &RULE,
-        k.range(),
+        range,
         "`keep_initializers_as_inputs=True` exports every weight as a graph input",
     );
     ch.help(

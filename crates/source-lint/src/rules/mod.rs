@@ -34,6 +34,47 @@ pub(crate) fn keyword<'a>(call: &'a ast::ExprCall, name: &str) -> Option<&'a ast
         .find(|k| k.arg.as_ref().is_some_and(|a| a.id.as_str() == name))
 }
 
+/// The value of keyword argument `name` of a call, looking through `**kwargs` splices of a
+/// dict the file binds by name (`EXPORT_KW = dict(opset_version=13)` or `{"opset_version": 13}`,
+/// then `torch.onnx.export(..., **EXPORT_KW)`) or writes inline: the value and the range to
+/// report (the keyword, or the dict entry).
+pub(crate) fn spliced_keyword(
+    ch: &crate::checker::Checker,
+    call: &ast::ExprCall,
+    name: &str,
+) -> Option<(Expr, ruff_text_size::TextRange)> {
+    use ruff_text_size::{Ranged, TextRange};
+    if let Some(k) = keyword(call, name) {
+        return Some((k.value.clone(), k.range()));
+    }
+    for k in call.arguments.keywords.iter().filter(|k| k.arg.is_none()) {
+        let dict = match &k.value {
+            Expr::Name(n) => ch.literal(n.id.as_str()),
+            e => Some(e),
+        };
+        match dict {
+            Some(Expr::Call(c)) if matches!(c.func.as_ref(), Expr::Name(f) if f.id.as_str() == "dict") => {
+                if let Some(k) = keyword(c, name) {
+                    return Some((k.value.clone(), k.range()));
+                }
+            }
+            Some(Expr::Dict(d)) => {
+                for item in &d.items {
+                    if let Some(key) = &item.key {
+                        if string_literal(key) == Some(name) {
+                            let range =
+                                TextRange::new(key.range().start(), item.value.range().end());
+                            return Some((item.value.clone(), range));
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 /// The argument bound to parameter `name` at `position` (keyword first, then positional).
 pub(crate) fn argument<'a>(
     call: &'a ast::ExprCall,

@@ -3,7 +3,8 @@
 //! linted files, and flags the call when one of them needs a newer opset. Needs recorded (each
 //! the first opset with a symbolic in `torch/onnx/.../symbolic_opsetN.py`): `F.grid_sample` 16,
 //! `scatter_reduce` 16, `torch.einsum` 12, `unique` 11, `tril`/`triu` 14,
-//! `F.scaled_dot_product_attention` 14, `F.fold` 18.
+//! `F.scaled_dot_product_attention` 14, `F.fold` 18. The `opset_version` may come from a dict
+//! spliced into the call (`**EXPORT_KW`).
 //!
 //! ## Why is this bad?
 //! The export fails with "Exporting the operator 'aten::grid_sampler' to ONNX opset version 11
@@ -29,7 +30,7 @@
 use crate::checker::{Checker, ExportSite};
 use crate::registry::{FixKind, Rule};
 use crate::rules::export_without_eval::is_export;
-use crate::rules::{int_literal, keyword};
+use crate::rules::{int_literal, spliced_keyword};
 use crate::{Edit, Facts, FileReport, Finding, LineIndex, OpsetNeed};
 use diagnostics::Severity;
 use diagnostics::{Diagnostic, Location};
@@ -51,15 +52,15 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         .index
         .line_col(ch.source, call.range().start().to_usize());
     if is_export(ch, call) {
-        let opset = keyword(call, "opset_version")
-            .and_then(|k| {
-                let v = match &k.value {
+        let opset = spliced_keyword(ch, call, "opset_version")
+            .and_then(|(value, _)| {
+                let v = match &value {
                     ruff_python_ast::Expr::Name(n) => {
                         ch.literal(n.id.as_str()).and_then(int_literal)
                     }
                     e => int_literal(e),
                 };
-                v.map(|v| (v, k.value.range()))
+                v.map(|v| (v, value.range()))
             })
             .or_else(|| {
                 call.arguments

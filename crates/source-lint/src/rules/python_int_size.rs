@@ -2,7 +2,10 @@
 //! Flags shape arguments that went through Python numbers in model code: `len(x)`,
 //! `int(x.size(0))`, `math.ceil(h / 2)`, `t.item()`/`.tolist()` values (directly or through a
 //! local) passed to `torch.arange`, `zeros`, `ones`, `full`, `empty`, `linspace`, `torch.tensor`,
-//! or to `view`, `reshape`, `expand`, `repeat`, `new_zeros`, `narrow`, `split`.
+//! or to `view`, `reshape`, `expand`, `repeat`, `new_zeros`, `narrow`, `split`. Only the
+//! arguments that set a size count: `linspace`'s `steps`, not its start and end; `full`'s size,
+//! not its fill value (a frozen value there is ODL004's). `min`/`max` of frozen sizes and
+//! `T, b, h = [int(s) for s in x.size()]` are frozen too.
 //!
 //! ## Why is this bad?
 //! The tracer records `x.size(i)` and `x.shape[i]` as graph values, but a Python `int` is a
@@ -121,7 +124,32 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     // `torch.tensor(x.shape)` / `torch.tensor([h, w])` with sizes: a constant of the example's sizes.
     let tensor_of_sizes = matches!(op.as_str(), "torch.tensor" | "torch.as_tensor")
         && args_of(call).iter().any(|a| ch.is_size(a));
-    let Some(arg) = args_of(call)
+    // `torch.linspace(near, far, steps)`, `torch.full(size, value)`: only the count / size
+    // fixes a shape; a frozen start, end or fill value is a value (ODL004's business).
+    let mut args = args_of(call);
+    let value_args: Vec<&Expr> = match op.as_str() {
+        "torch.linspace" | "torch.logspace" => call
+            .arguments
+            .args
+            .iter()
+            .take(2)
+            .chain(
+                call.arguments
+                    .keywords
+                    .iter()
+                    .filter(|k| {
+                        k.arg
+                            .as_ref()
+                            .is_some_and(|a| matches!(a.id.as_str(), "start" | "end"))
+                    })
+                    .map(|k| &k.value),
+            )
+            .collect(),
+        "torch.full" => call.arguments.args.get(1).into_iter().collect(),
+        _ => Vec::new(),
+    };
+    args.retain(|a| !value_args.iter().any(|v| std::ptr::eq(*v, *a)));
+    let Some(arg) = args
         .into_iter()
         .find(|a| ch.is_frozen_int(a) || (tensor_of_sizes && ch.is_size(a)))
     else {

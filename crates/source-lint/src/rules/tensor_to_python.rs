@@ -51,6 +51,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         if matches!(m, "item" | "tolist" | "numpy")
             && call.arguments.args.is_empty()
             && !ch.is_constant_tensor(recv)
+            && !ch.is_array(recv)
         {
             let i = ch.report(
                 &RULE,

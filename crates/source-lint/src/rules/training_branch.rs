@@ -4,7 +4,9 @@
 //! or updates of module state (`self.x = ...`, `self.x += ...`, `self.x.mul_(...)`). Branches
 //! that only compute losses or pick training targets are left alone (an eval-mode export drops
 //! them, and torchvision's detection models are full of them). Conditional expressions count too:
-//! `x + noise if self.training else x`.
+//! `x + noise if self.training else x`; so do a random draw in the test itself (layer drop:
+//! `if self.training and torch.rand(1).item() < p: return x`) and `if not self.training: return x`
+//! followed by training-only randomness (SpecAugment).
 //!
 //! ## Why is this bad?
 //! The branch is resolved when the model is traced: only the side matching the module's mode at
@@ -144,7 +146,13 @@ pub(crate) fn check_test(
         return false;
     }
     let negated = matches!(test, Expr::UnaryOp(_));
-    if !changes_numerics(if negated { orelse } else { body }) {
+    // `if self.training and torch.rand(1).item() < p:` (layer drop) draws in the test itself.
+    let test_draws = changes_numerics(&[ast::Stmt::Expr(ast::StmtExpr {
+        node_index: Default::default(),
+        range: Default::default(),
+        value: Box::new(test.clone()),
+    })]);
+    if !test_draws && !changes_numerics(if negated { orelse } else { body }) {
         return true;
     }
     let text = ch.text(test.range()).to_string();
