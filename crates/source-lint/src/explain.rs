@@ -401,11 +401,42 @@ fn dedented(text: &str) -> String {
         let r = l.trim_start().strip_prefix("# ")?;
         (!r.trim().is_empty()).then(|| l.len() - r.len())
     };
+    // `immich_ml  | Traceback ...`: docker compose's service prefix.
+    let compose = |l: &str| {
+        let bar = l.find('|')?;
+        let name = l[..bar].trim_end();
+        let named = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        named.then(|| bar + 1 + usize::from(l[bar + 1..].starts_with(' ')))
+    };
     if let Some(t) = strip(&quote)
         .or_else(|| strip(&pytest))
         .or_else(|| strip(&comment))
+        .or_else(|| strip(&compose))
     {
         return dedented(&t);
+    }
+    // A log whose lines start with a timestamp (`2024-05-01 10:22:33.123 `, `[2024-05-01T10:22:33Z]`):
+    // when most lines carry one, it is the logger's and comes off where present.
+    static STAMP: OnceLock<Regex> = OnceLock::new();
+    let stamp = STAMP.get_or_init(|| {
+        Regex::new(
+            r"^\s*\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?(?: |\t|$)",
+        )
+        .expect("timestamp regex")
+    });
+    let stamped = filled().filter(|l| stamp.is_match(l)).count();
+    if stamped >= 2 && stamped * 2 > filled().count() {
+        let out: Vec<&str> = lines
+            .iter()
+            .map(|l| match stamp.find(l) {
+                Some(m) => &l[m.end()..],
+                None => l,
+            })
+            .collect();
+        return dedented(&out.join("\n"));
     }
     let indent = filled()
         .map(|l| l.len() - l.trim_start_matches([' ', '\t']).len())
@@ -842,6 +873,37 @@ mod tests {
             "UserWarning: ONNX export failed on RNN/GRU/LSTM because batch_first not supported",
             0
         ));
+    }
+
+    #[test]
+    fn log_prefixes_on_every_line_come_off() {
+        let kb = KnowledgeBase::builtin().unwrap();
+        let bare = "Traceback (most recent call last):\n  File \"export.py\", line 3, in <module>\n    torch.onnx.export(m, x, \"m.onnx\", opset_version=11)\nRuntimeError: Exporting the operator aten::repeat_interleave to ONNX opset version 11 is not supported.";
+        let want = kb.recognise(bare).unwrap().entry.id.clone();
+        let each = |prefix: &str| {
+            bare.split('\n')
+                .map(|l| format!("{prefix}{l}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        for text in [
+            each("ml_worker-1  | "),
+            each("2024-05-01 10:22:33.123456 "),
+            each("[2024-05-01T10:22:33Z] "),
+            each("api | 2024-05-01 10:22:33,120 "),
+        ] {
+            let got = kb.recognise(&text).unwrap();
+            assert_eq!(got.entry.id, want, "{text}");
+        }
+        // The user frame is found through the prefixes too.
+        assert_eq!(
+            dedented(&each("2024-05-01 10:22:33 ")),
+            bare,
+            "timestamps stripped"
+        );
+        // A table with a `|` on a few lines is not a compose log.
+        let table = "name | value\nopset | 11\nRuntimeError: boom";
+        assert_eq!(dedented(table), table);
     }
 
     #[test]
