@@ -82,6 +82,8 @@ pub(crate) struct Checker<'a> {
     /// Module-level functions of this file without a return annotation: called on tensors,
     /// they most likely return one (`heat = _nms(hm)`).
     unannotated_fns: HashSet<String>,
+    /// Methods of this file's classes without a return annotation: `self.span_scores(words)`.
+    unannotated_methods: HashSet<(String, String)>,
     imported_unannotated: HashSet<String>,
     /// The same for imported callees, as this file spells them (`pad_mask`, `U.decode`).
     imported_returns: HashMap<String, Vec<bool>>,
@@ -215,6 +217,17 @@ impl<'a> Checker<'a> {
                 _ => None,
             })
             .collect();
+        let mut unannotated_methods = HashSet::new();
+        for s in module {
+            let Stmt::ClassDef(c) = s else { continue };
+            for m in &c.body {
+                if let Stmt::FunctionDef(f) = m {
+                    if f.returns.is_none() && !f.name.id.starts_with("__") {
+                        unannotated_methods.insert((c.name.id.to_string(), f.name.id.to_string()));
+                    }
+                }
+            }
+        }
         Checker {
             source,
             file,
@@ -228,6 +241,7 @@ impl<'a> Checker<'a> {
             class_tensor_attrs: Vec::new(),
             returns_tensor,
             unannotated_fns,
+            unannotated_methods,
             imported_unannotated: project.unannotated.clone(),
             imported_returns: project.returns.clone(),
             fns: Vec::new(),
@@ -420,6 +434,12 @@ impl<'a> Checker<'a> {
                 if self.qualify(&c.func).is_some() {
                     return false;
                 }
+                // `for layer, ramp in zip(self.layers, self.ramps): logits = ramp(h)`.
+                if matches!(c.func.as_ref(), Expr::Name(n) if st.modules.contains(n.id.as_str()))
+                    && c.arguments.args.iter().any(|a| self.is_tensor(a))
+                {
+                    return true;
+                }
                 if let Some((m, recv)) = self.method(c) {
                     if NON_TENSOR_METHODS.contains(&m) {
                         return false;
@@ -428,6 +448,10 @@ impl<'a> Checker<'a> {
                         && self.classes.last().is_some_and(|class| {
                             self.returns_tensor
                                 .contains_key(&(Some(class.clone()), m.to_string()))
+                                || (self
+                                    .unannotated_methods
+                                    .contains(&(class.clone(), m.to_string()))
+                                    && c.arguments.args.iter().any(|a| self.is_tensor(a)))
                         })
                     {
                         return true;
@@ -469,9 +493,10 @@ impl<'a> Checker<'a> {
                         .last()
                         .is_some_and(|attrs| attrs.contains(attr));
                 }
+                // `x.max(-1).values`, `t.topk(k).indices`: fields of a tensor op's result.
                 matches!(
                     a.attr.id.as_str(),
-                    "T" | "mT" | "data" | "real" | "imag" | "grad"
+                    "T" | "mT" | "data" | "real" | "imag" | "grad" | "values" | "indices"
                 ) && self.is_tensor(&a.value)
             }
             Expr::Subscript(s) => {
@@ -1415,7 +1440,21 @@ fn referenced_names(module: &[Stmt]) -> HashSet<String> {
                         self.visit_expr(a);
                     }
                     for k in &c.arguments.keywords {
-                        self.visit_expr(&k.value);
+                        // `DataLoader(ds, collate_fn=pad_collate)`: data-pipeline hooks.
+                        let data_hook = k.arg.as_ref().is_some_and(|a| {
+                            matches!(
+                                a.id.as_str(),
+                                "collate_fn"
+                                    | "worker_init_fn"
+                                    | "transform"
+                                    | "transforms"
+                                    | "target_transform"
+                                    | "key"
+                            )
+                        });
+                        if !data_hook {
+                            self.visit_expr(&k.value);
+                        }
                     }
                 }
                 Expr::Name(n) => {
@@ -1721,6 +1760,19 @@ fn bind_loop(ch: &mut Checker, target: &Expr, iter: &Expr) {
             st.non_consts.insert(n.id.to_string());
         }
     };
+    // `for blk in self.blocks`, `zip(self.layers, self.heads)`: submodules of a ModuleList.
+    let submodules = |ch: &Checker, e: &Expr| {
+        matches!(e, Expr::Attribute(_)) && is_self_chain(e) && !ch.is_tensor(e)
+    };
+    let mark_module = |ch: &mut Checker, t: &Expr| {
+        if let Expr::Name(n) = t {
+            ch.fns
+                .last_mut()
+                .expect("scope")
+                .modules
+                .insert(n.id.to_string());
+        }
+    };
     if let Expr::Call(c) = iter {
         let func = match c.func.as_ref() {
             Expr::Name(n) if !ch.imports.contains_key(n.id.as_str()) => n.id.as_str(),
@@ -1731,17 +1783,19 @@ fn bind_loop(ch: &mut Checker, target: &Expr, iter: &Expr) {
                 for (elt, arg) in t.elts.iter().zip(c.arguments.args.iter()) {
                     if yields_tensors(ch, arg) {
                         mark(ch, elt);
+                    } else if submodules(ch, arg) {
+                        mark_module(ch, elt);
                     }
                 }
                 return;
             }
             ("enumerate", Expr::Tuple(t)) if t.elts.len() == 2 => {
-                if c.arguments
-                    .args
-                    .first()
-                    .is_some_and(|a| yields_tensors(ch, a))
-                {
-                    mark(ch, &t.elts[1]);
+                if let Some(a) = c.arguments.args.first() {
+                    if yields_tensors(ch, a) {
+                        mark(ch, &t.elts[1]);
+                    } else if submodules(ch, a) {
+                        mark_module(ch, &t.elts[1]);
+                    }
                 }
                 return;
             }
@@ -1750,6 +1804,8 @@ fn bind_loop(ch: &mut Checker, target: &Expr, iter: &Expr) {
     }
     if matches!(target, Expr::Name(_)) && yields_tensors(ch, iter) {
         mark(ch, target);
+    } else if submodules(ch, iter) {
+        mark_module(ch, target);
     }
 }
 

@@ -2,7 +2,8 @@
 //! Flags `dynamic_axes` keys of a `torch.onnx.export` call that are neither in its
 //! `input_names` nor in its `output_names` (literals, or locals bound to literals). The dict may
 //! be a display, a `dict(name=...)` call or a local extended with `axes["name"] = {...}`; the
-//! finding is on the key.
+//! finding is on the key. A call without `output_names` gives its outputs generated names, so
+//! there every key that is not an input name is flagged.
 //!
 //! ## Why is this bad?
 //! The exporter matches `dynamic_axes` by name. A key that names no input or output is ignored
@@ -28,7 +29,7 @@
 use crate::checker::Checker;
 use crate::registry::{FixKind, Rule};
 use crate::rules::export_without_eval::{collect, is_export};
-use crate::rules::{keyword, string_literal};
+use crate::rules::{keyword, spliced_keyword, string_literal};
 use diagnostics::Severity;
 use ruff_python_ast::{self as ast, Expr, Stmt};
 use ruff_text_size::{Ranged, TextRange, TextSize};
@@ -122,14 +123,43 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     let Some(keys) = keys(ch, &axes.value, call.range().start()) else {
         return;
     };
-    let (Some(inputs), Some(outputs)) = (
-        names(ch, call, "input_names"),
-        names(ch, call, "output_names"),
-    ) else {
+    // Without `output_names` (and no `**kwargs` that could hold it) the outputs get generated
+    // names, so a key naming an output matches nothing.
+    let unnamed_outputs = spliced_keyword(ch, call, "output_names").is_none()
+        && call
+            .arguments
+            .keywords
+            .iter()
+            .filter(|k| k.arg.is_none())
+            .all(|k| match &k.value {
+                Expr::Name(n) => ch.literal(n.id.as_str()).is_some_and(|v| {
+                    matches!(v, Expr::Dict(_))
+                        || matches!(v, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(f) if f.id.as_str() == "dict"))
+                }),
+                _ => false,
+            });
+    let outputs = if unnamed_outputs {
+        Some(Vec::new())
+    } else {
+        names(ch, call, "output_names")
+    };
+    let (Some(inputs), Some(outputs)) = (names(ch, call, "input_names"), outputs) else {
         return;
     };
     for (k, range) in keys {
         if inputs.contains(&k) || outputs.contains(&k) {
+            continue;
+        }
+        if unnamed_outputs {
+            let i = ch.report(
+                &RULE,
+                range,
+                format!("dynamic_axes key \"{k}\" is not in input_names {inputs:?}, and without `output_names` the outputs get generated names: that axis stays fixed"),
+            );
+            ch.help(
+                i,
+                format!("name the outputs: `output_names=[\"{k}\", ...]`"),
+            );
             continue;
         }
         // Reported at the key itself, where the fix goes, even when the dict is bound earlier.

@@ -1,10 +1,10 @@
 //! ## What it does
-//! Flags `torch.onnx.export(model, ...)` where `model` is a local built in the same scope and
-//! nothing before the call puts it in eval mode (`model.eval()`, `model.train(False)`,
-//! `model = Net().eval()`), unless the call asks for the TorchScript exporter (`dynamo=False`),
-//! which switches to eval mode itself. A `model.train()` after the `eval()` (to re-estimate batch
-//! norm statistics, say) puts it back in training mode. The exporter may be imported under another
-//! name (`from torch.onnx import export as onnx_export`).
+//! Flags `torch.onnx.export(model, ...)` where `model` is a local built in the same scope (or a
+//! loop variable over models) and nothing before the call puts it in eval mode (`model.eval()`,
+//! `model.train(False)`, `model = Net().eval()`), unless the call asks for the TorchScript
+//! exporter (`dynamo=False`), which switches to eval mode itself. A `model.train()` after the
+//! `eval()` (to re-estimate batch norm statistics, say) puts it back in training mode. The
+//! exporter may be imported under another name (`from torch.onnx import export as onnx_export`).
 //!
 //! ## Why is this bad?
 //! A module in training mode exports dropout as active and batch norm with batch statistics
@@ -185,6 +185,12 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     let mut assigned = false;
     let mut evaluated = false;
     for s in stmts.iter().filter(|s| s.range().start() < at) {
+        // `for name, model in candidates.items(): ... export(model, ...)`: built in this scope too.
+        if let Stmt::For(f) = s {
+            if mentions(&f.target, &[name.to_string()]) {
+                assigned = true;
+            }
+        }
         if let Stmt::Assign(a) = s {
             if a.targets
                 .iter()

@@ -66,7 +66,16 @@ fn reads_tensor_value(ch: &Checker, e: &Expr) -> bool {
             false
         }
         Expr::UnaryOp(u) => reads_tensor_value(ch, &u.operand),
-        Expr::BoolOp(b) => b.values.iter().any(|v| reads_tensor_value(ch, v)),
+        // `step < n and not done.all()`: each operand is a condition of its own.
+        Expr::BoolOp(b) => b.values.iter().any(|v| {
+            let inner = match v {
+                Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not) => u.operand.as_ref(),
+                v => v,
+            };
+            let bare_param = matches!(inner, Expr::Name(n) if ch.is_param(n.id.as_str()));
+            (!bare_param && ch.is_tensor(inner) && !ch.is_constant_tensor(inner))
+                || reads_tensor_value(ch, v)
+        }),
         Expr::Compare(c) => {
             reads_tensor_value(ch, &c.left)
                 || c.comparators.iter().any(|x| reads_tensor_value(ch, x))

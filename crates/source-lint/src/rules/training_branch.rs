@@ -6,7 +6,9 @@
 //! them, and torchvision's detection models are full of them). Conditional expressions count too:
 //! `x + noise if self.training else x`; so do a random draw in the test itself (layer drop:
 //! `if self.training and torch.rand(1).item() < p: return x`) and `if not self.training: return x`
-//! followed by training-only randomness (SpecAugment).
+//! (or `if p == 0.0 or not self.training: return x`) followed by training-only randomness
+//! (SpecAugment, drop path). Random ops include `F.gumbel_softmax` and helpers named like
+//! `drop_path`, `dropout`, `drop_block`, `stochastic_depth`.
 //!
 //! ## Why is this bad?
 //! The branch is resolved when the model is traced: only the side matching the module's mode at
@@ -103,6 +105,7 @@ fn changes_numerics(body: &[ast::Stmt]) -> bool {
                             | "bernoulli_"
                             | "exponential_"
                             | "random_"
+                            | "gumbel_softmax"
                     );
                     let state = m.ends_with('_') && !m.starts_with('_') && on_self(&a.value);
                     if random || state {
@@ -110,10 +113,22 @@ fn changes_numerics(body: &[ast::Stmt]) -> bool {
                     }
                 }
                 if let Expr::Name(n) = c.func.as_ref() {
+                    let lower = n.id.to_ascii_lowercase();
                     if matches!(
-                        n.id.as_str(),
-                        "dropout" | "randn" | "rand" | "randn_like" | "rand_like" | "bernoulli"
-                    ) {
+                        lower.as_str(),
+                        "randn" | "rand" | "randn_like" | "rand_like" | "bernoulli"
+                    ) || [
+                        "dropout",
+                        "drop_path",
+                        "droppath",
+                        "drop_block",
+                        "dropblock",
+                        "stochastic_depth",
+                        "gumbel",
+                    ]
+                    .iter()
+                    .any(|d| lower.contains(d))
+                    {
                         self.found = true;
                     }
                 }
@@ -145,7 +160,19 @@ pub(crate) fn check_test(
     if !ch.in_model() || !mentions_training(test) {
         return false;
     }
-    let negated = matches!(test, Expr::UnaryOp(_));
+    // `if not self.training:` and `if p == 0.0 or not self.training:` run their body in eval
+    // mode: the training side is the else branch (or the rest of the block after a return).
+    let negated = match test {
+        Expr::UnaryOp(_) => true,
+        Expr::BoolOp(b) => {
+            matches!(b.op, ast::BoolOp::Or)
+                && b.values.iter().any(|v| {
+                    matches!(v, Expr::UnaryOp(u)
+                    if matches!(u.op, ast::UnaryOp::Not) && mentions_training(&u.operand))
+                })
+        }
+        _ => false,
+    };
     // `if self.training and torch.rand(1).item() < p:` (layer drop) draws in the test itself.
     let test_draws = changes_numerics(&[ast::Stmt::Expr(ast::StmtExpr {
         node_index: Default::default(),
