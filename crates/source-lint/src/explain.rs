@@ -428,7 +428,7 @@ fn dedented(text: &str) -> String {
         .expect("timestamp regex")
     });
     let stamped = filled().filter(|l| stamp.is_match(l)).count();
-    if stamped >= 2 && stamped * 2 > filled().count() {
+    if stamped >= 1 && stamped * 2 > filled().count() {
         let out: Vec<&str> = lines
             .iter()
             .map(|l| match stamp.find(l) {

@@ -429,6 +429,16 @@ fn as_copied(text: &str, how: &str) -> String {
             .map(|l| format!("E   {l}"))
             .collect::<Vec<_>>()
             .join("\n"),
+        "docker compose" => text
+            .lines()
+            .map(|l| format!("ml_worker-1  | {l}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        "timestamped" => text
+            .lines()
+            .map(|l| format!("2024-05-01 10:22:33.123456 {l}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
         _ => unreachable!(),
     }
 }
@@ -447,6 +457,8 @@ fn copied_messages_are_still_recognised() {
         "markdown quote",
         "indented",
         "pytest",
+        "docker compose",
+        "timestamped",
     ] {
         let same = cases
             .case
