@@ -2017,6 +2017,15 @@ fn number_checked_names(body: &[Stmt]) -> HashSet<String> {
     f.out
 }
 
+/// A function's named parameters (positional-only, ordinary, keyword-only), in order.
+fn parameters(f: &ast::StmtFunctionDef) -> impl Iterator<Item = &ast::ParameterWithDefault> {
+    f.parameters
+        .posonlyargs
+        .iter()
+        .chain(&f.parameters.args)
+        .chain(&f.parameters.kwonlyargs)
+}
+
 fn is_literal_non_tensor_default(e: &Expr) -> bool {
     matches!(
         e,
@@ -2120,13 +2129,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 }
                 // `def resize(x, size, mode="bilinear")`: a string default is what the
                 // callers that leave the argument out get.
-                for p in f
-                    .parameters
-                    .posonlyargs
-                    .iter()
-                    .chain(&f.parameters.args)
-                    .chain(&f.parameters.kwonlyargs)
-                {
+                for p in parameters(f) {
                     if let Some(d @ Expr::StringLiteral(_)) = p.default.as_deref() {
                         st.literals
                             .insert(p.parameter.name.id.to_string(), d.clone());
@@ -2134,13 +2137,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 }
                 if in_model {
                     let number_checked = number_checked_names(&f.body);
-                    for p in f
-                        .parameters
-                        .posonlyargs
-                        .iter()
-                        .chain(&f.parameters.args)
-                        .chain(&f.parameters.kwonlyargs)
-                    {
+                    for p in parameters(f) {
                         let name = p.parameter.name.id.as_str();
                         if name == "self" || name == "cls" {
                             continue;
