@@ -25,6 +25,10 @@ pub struct ExportSite {
 pub struct Facts {
     pub needs: Vec<OpsetNeed>,
     pub exports: Vec<ExportSite>,
+    /// The linted files this file imports (display names), filled in by the project pass.
+    pub imports: Vec<String>,
+    /// Whether the file defines model code of its own (a `forward`).
+    pub defines_models: bool,
 }
 
 #[derive(Default)]
@@ -444,6 +448,12 @@ impl<'a> Checker<'a> {
                     if NON_TENSOR_METHODS.contains(&m) {
                         return false;
                     }
+                    // `super().forward(x)`: the parent module's computation.
+                    if matches!(recv, Expr::Call(r) if matches!(r.func.as_ref(), Expr::Name(n) if n.id.as_str() == "super"))
+                        && c.arguments.args.iter().any(|a| self.is_tensor(a))
+                    {
+                        return true;
+                    }
                     if is_self(recv)
                         && self.classes.last().is_some_and(|class| {
                             self.returns_tensor
@@ -524,6 +534,8 @@ impl<'a> Checker<'a> {
             }
             Expr::BoolOp(b) => b.values.iter().any(|v| self.is_tensor(v)),
             Expr::Named(n) => self.is_tensor(&n.value),
+            // `-d / t if self.training else -d`
+            Expr::If(i) => self.is_tensor(&i.body) || self.is_tensor(&i.orelse),
             _ => false,
         }
     }
@@ -748,6 +760,8 @@ impl<'a> Checker<'a> {
                 false
             }
             Expr::Subscript(s) => self.is_bool_mask(&s.value),
+            // `self.bad_mask`, `self.valid`: a mask kept on the module.
+            Expr::Attribute(a) => is_self_chain(e) && names_a_mask(a.attr.id.as_str()),
             _ => false,
         }
     }
@@ -762,7 +776,14 @@ impl<'a> Checker<'a> {
                 _ => false,
             },
             Expr::Attribute(a) => a.attr.id.as_str() == "shape",
-            Expr::Call(c) => matches!(self.method(c), Some(("size" | "numel", _))),
+            Expr::Call(c) => {
+                matches!(self.method(c), Some(("size" | "numel", _)))
+                    // `max(H - overlap, 1)`: still a size.
+                    || (matches!(
+                        self.qualify(&c.func).as_deref(),
+                        Some("builtins.min" | "builtins.max")
+                    ) && c.arguments.args.iter().any(|a| self.is_size(a)))
+            }
             Expr::BinOp(b) => self.is_size(&b.left) || self.is_size(&b.right),
             _ => false,
         }
@@ -1316,6 +1337,66 @@ pub(crate) fn imported_model_calls(
         .collect()
 }
 
+/// Every import of a module other than torch's, anywhere in the file (`from .ops import f`,
+/// `import box_ops as B`, `from . import utils`), as a module path to resolve against the
+/// linted files: for `from M import n` both `M` and `M.n` (which may name a submodule).
+pub(crate) fn project_imports(module: &[Stmt]) -> Vec<ImportedCall> {
+    struct Find {
+        out: Vec<ImportedCall>,
+    }
+    impl<'a> Visitor<'a> for Find {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            match s {
+                Stmt::ImportFrom(i) => {
+                    let m = i
+                        .module
+                        .as_ref()
+                        .map(|m| m.id.to_string())
+                        .unwrap_or_default();
+                    if !m.is_empty() {
+                        self.out.push(ImportedCall {
+                            level: i.level,
+                            module: m.clone(),
+                            name: String::new(),
+                            callee: String::new(),
+                        });
+                    }
+                    for a in &i.names {
+                        let sub = if m.is_empty() {
+                            a.name.id.to_string()
+                        } else {
+                            format!("{m}.{}", a.name.id)
+                        };
+                        self.out.push(ImportedCall {
+                            level: i.level,
+                            module: sub,
+                            name: String::new(),
+                            callee: String::new(),
+                        });
+                    }
+                }
+                Stmt::Import(i) => {
+                    for a in &i.names {
+                        self.out.push(ImportedCall {
+                            level: 0,
+                            module: a.name.id.to_string(),
+                            name: String::new(),
+                            callee: String::new(),
+                        });
+                    }
+                }
+                _ => visitor::walk_stmt(self, s),
+            }
+        }
+    }
+    let mut f = Find { out: Vec::new() };
+    f.visit_body(module);
+    f.out
+        .into_iter()
+        .filter(|c| c.module != "torch" && !c.module.starts_with("torch."))
+        .collect()
+}
+
 /// What a module hands to the exporter: whether it calls `*.onnx.export(...)`,
 /// `*.jit.trace(...)` or `*.export.export(...)` at all, and the names passed as their first
 /// argument (or called inside a lambda passed there).
@@ -1695,14 +1776,27 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                 || matches!(value, Expr::Call(c) if matches!(ch.method(c), Some(("size", _))))
                 || matches!(value, Expr::Subscript(s) if matches!(s.value.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "shape"));
             let tensor = ch.is_tensor(value);
-            // `x.tolist()`, `[int(s) for s in x.size()]`: the sizes as Python numbers.
-            let frozen = matches!(value, Expr::Call(c) if matches!(ch.method(c), Some(("tolist", _))))
-                || matches!(value, Expr::ListComp(l)
-                if matches!(l.elt.as_ref(), Expr::Call(c)
+            // `x.tolist()`, `[int(s) for s in x.size()]`, `(int(s) for s in x.shape[2:])`,
+            // `map(int, x.shape)`: the sizes as Python numbers.
+            let int_of = |elt: &Expr, generators: &[ast::Comprehension]| {
+                matches!(elt, Expr::Call(c)
                     if matches!(ch.qualify(&c.func).as_deref(), Some("builtins.int" | "builtins.float")))
-                && l.generators.first().is_some_and(|g| {
-                    ch.is_size(&g.iter) || ch.is_tensor(&g.iter)
-                }));
+                    && generators
+                        .first()
+                        .is_some_and(|g| ch.is_size(&g.iter) || ch.is_tensor(&g.iter))
+            };
+            let frozen = match value {
+                Expr::Call(c) if matches!(ch.method(c), Some(("tolist", _))) => true,
+                Expr::ListComp(l) => int_of(&l.elt, &l.generators),
+                Expr::Generator(g) => int_of(&g.elt, &g.generators),
+                Expr::Call(c) => {
+                    matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "map")
+                        && matches!(&c.arguments.args[..], [Expr::Name(f), it]
+                            if matches!(f.id.as_str(), "int" | "float")
+                                && (ch.is_size(it) || ch.is_tensor(it)))
+                }
+                _ => false,
+            };
             let elts_values: Option<&[Expr]> = match value {
                 Expr::Tuple(v) if v.elts.len() == elts.len() => Some(&v.elts),
                 _ => None,

@@ -96,6 +96,8 @@ pub struct FileLint {
     /// This file's module-level functions without a return annotation (for importers: called on
     /// tensors, they most likely return one).
     unannotated: std::collections::HashSet<String>,
+    /// Every import of another module (for the project-level opset check).
+    imports: Vec<checker::ImportedCall>,
     /// Whether the file has model code at all.
     has_model_code: bool,
 }
@@ -140,6 +142,7 @@ fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Pro
                 calls: Vec::new(),
                 returns: Default::default(),
                 unannotated: Default::default(),
+                imports: Vec::new(),
                 has_model_code: false,
             };
         }
@@ -149,14 +152,18 @@ fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Pro
     let calls = checker::imported_model_calls(&module.body, ch.model_functions());
     let returns = ch.module_returns();
     let unannotated = ch.unannotated_functions().clone();
+    let imports = checker::project_imports(&module.body);
     let has_model_code = !ch.model_functions().is_empty();
     ch.run(&module.body);
+    let mut facts = ch.facts;
+    facts.defines_models = has_model_code;
     FileLint {
         findings: ch.findings,
-        facts: ch.facts,
+        facts,
         calls,
         returns,
         unannotated,
+        imports,
         has_model_code,
     }
 }
@@ -446,11 +453,33 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
             }
         }
     }
+    // The linted files each file imports, for the opset check (which ops an export can reach).
+    let imports: Vec<Vec<String>> = read
+        .iter()
+        .map(|r| {
+            let Ok(r) = r else { return Vec::new() };
+            let mut out: Vec<String> = Vec::new();
+            for imp in &r.lint.imports {
+                let last = imp.module.rsplit('.').next().unwrap_or_default();
+                for &i in by_stem.get(last).into_iter().flatten() {
+                    if paths[i].is_some_and(|p| import_resolves_to(&r.path, imp, p)) {
+                        if let Ok(target) = &read[i] {
+                            if !out.contains(&target.display) {
+                                out.push(target.display.clone());
+                            }
+                        }
+                    }
+                }
+            }
+            out
+        })
+        .collect();
     // Pass 2: check again the files with extra roots.
     let results: Vec<Result<(FileReport, Facts), ReadError>> = read
         .into_par_iter()
         .zip(extra.into_par_iter())
-        .map(|(r, extra)| {
+        .zip(imports.into_par_iter())
+        .map(|((r, extra), imports)| {
             let r = r?;
             let lint = if extra.roots.is_empty()
                 && extra.returns.is_empty()
@@ -460,6 +489,8 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
             } else {
                 lint_parsed(&r.display, &r.source, &parse(&r.source), &extra)
             };
+            let mut facts = lint.facts;
+            facts.imports = imports;
             Ok((
                 FileReport {
                     path: r.path,
@@ -467,7 +498,7 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
                     source: r.source,
                     findings: lint.findings,
                 },
-                lint.facts,
+                facts,
             ))
         })
         .collect();

@@ -54,7 +54,16 @@ pub(crate) fn check_store(
         return false;
     }
     let elements = index_elements(&target.slice);
-    if !elements.iter().any(|e| ch.is_bool_mask(e)) {
+    // `x[cloud.expand_as(x)] = fill`: an index of the receiver's own shape is a mask.
+    let receiver_shaped = |e: &Expr| {
+        matches!(e, Expr::Call(c)
+            if matches!(ch.method(c), Some(("expand_as", _)))
+                && c.arguments.args.first().is_some_and(|a| ch.text(a.range()) == ch.text(target.value.range())))
+    };
+    if !elements
+        .iter()
+        .any(|e| ch.is_bool_mask(e) || receiver_shaped(e))
+    {
         return false;
     }
     let (line, _) = ch

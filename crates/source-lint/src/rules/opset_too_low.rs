@@ -1,6 +1,9 @@
 //! ## What it does
-//! Compares each `torch.onnx.export(..., opset_version=N)` with the ops used anywhere in the
-//! linted files, and flags the call when one of them needs a newer opset. Needs recorded (each
+//! Compares each `torch.onnx.export(..., opset_version=N)` with the ops the export can reach, and
+//! flags the call when one of them needs a newer opset. Reachable are the ops of the exporting
+//! file and of the linted files it imports, transitively; an export script that imports none of
+//! them and defines no model (models built from a registry or loaded by name) is held to the ops
+//! of every linted file. Needs recorded (each
 //! the first opset with a symbolic in `torch/onnx/.../symbolic_opsetN.py`): `F.grid_sample` 16,
 //! `scatter_reduce` 16, `torch.einsum` 12, `unique` 11, `tril`/`triu` 14,
 //! `F.scaled_dot_product_attention` 14, `F.fold` 18. The `opset_version` may come from a dict
@@ -108,8 +111,36 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
 
 /// After every file is linted: flag export sites whose opset is below a need anywhere.
 pub(crate) fn check_project(reports: &mut [FileReport], facts: &[Facts]) {
-    let needs: Vec<&OpsetNeed> = facts.iter().flat_map(|f| &f.needs).collect();
-    for (rep, f) in reports.iter_mut().zip(facts) {
+    let all_needs: Vec<&OpsetNeed> = facts.iter().flat_map(|f| &f.needs).collect();
+    let displays: Vec<String> = reports.iter().map(|r| r.display.clone()).collect();
+    let by_display: std::collections::HashMap<&str, &Facts> =
+        displays.iter().map(String::as_str).zip(facts).collect();
+    for ((rep, f), display) in reports.iter_mut().zip(facts).zip(&displays) {
+        // An export reaches the ops of its own file and of the linted files it imports,
+        // transitively; a script that imports none of them and defines no model (models built
+        // from a registry or loaded by name) could reach any, so it is held to every op of the
+        // project.
+        let needs: Vec<&OpsetNeed> = if f.imports.is_empty() && !f.defines_models {
+            all_needs.clone()
+        } else {
+            let mut reach: Vec<&str> = vec![display.as_str()];
+            let mut i = 0;
+            while i < reach.len() {
+                if let Some(g) = by_display.get(reach[i]) {
+                    for d in &g.imports {
+                        if !reach.contains(&d.as_str()) {
+                            reach.push(d.as_str());
+                        }
+                    }
+                }
+                i += 1;
+            }
+            all_needs
+                .iter()
+                .copied()
+                .filter(|n| reach.contains(&n.file.as_str()))
+                .collect()
+        };
         let index = LineIndex::new(&rep.source);
         for site in &f.exports {
             let Some((opset, range)) = site.opset else {

@@ -49,6 +49,18 @@ pub(crate) const RULE: Rule = Rule {
     source: include_str!("training_branch.rs"),
 };
 
+/// Names of helpers that draw random numbers (`drop_path(x, p)`, `self._drop_tokens(x)`).
+const RANDOM_HELPERS: &[&str] = &[
+    "dropout",
+    "drop_path",
+    "droppath",
+    "drop_block",
+    "dropblock",
+    "drop_token",
+    "stochastic_depth",
+    "gumbel",
+];
+
 /// Whether a branch body draws random numbers or updates module state.
 fn changes_numerics(body: &[ast::Stmt]) -> bool {
     use ruff_python_ast::visitor::{self, Visitor};
@@ -107,8 +119,17 @@ fn changes_numerics(body: &[ast::Stmt]) -> bool {
                             | "random_"
                             | "gumbel_softmax"
                     );
+                    // `self.drop_path(x)`, `self._drop_tokens(x)`: stochastic-depth helpers;
+                    // `random.random()`, `np.random.rand()`: Python's and NumPy's generators.
+                    let lower = m.to_ascii_lowercase();
+                    let dropping = RANDOM_HELPERS.iter().any(|d| lower.contains(d));
+                    let python_random = match a.value.as_ref() {
+                        Expr::Name(n) => n.id.as_str() == "random",
+                        Expr::Attribute(r) => r.attr.id.as_str() == "random",
+                        _ => false,
+                    };
                     let state = m.ends_with('_') && !m.starts_with('_') && on_self(&a.value);
-                    if random || state {
+                    if random || dropping || python_random || state {
                         self.found = true;
                     }
                 }
@@ -117,17 +138,7 @@ fn changes_numerics(body: &[ast::Stmt]) -> bool {
                     if matches!(
                         lower.as_str(),
                         "randn" | "rand" | "randn_like" | "rand_like" | "bernoulli"
-                    ) || [
-                        "dropout",
-                        "drop_path",
-                        "droppath",
-                        "drop_block",
-                        "dropblock",
-                        "stochastic_depth",
-                        "gumbel",
-                    ]
-                    .iter()
-                    .any(|d| lower.contains(d))
+                    ) || RANDOM_HELPERS.iter().any(|d| lower.contains(d))
                     {
                         self.found = true;
                     }
