@@ -1341,11 +1341,19 @@ pub(crate) fn imported_model_calls(
 /// `import box_ops as B`, `from . import utils`), as a module path to resolve against the
 /// linted files: for `from M import n` both `M` and `M.n` (which may name a submodule).
 pub(crate) fn project_imports(module: &[Stmt]) -> Vec<ImportedCall> {
-    struct Find {
-        out: Vec<ImportedCall>,
-    }
-    impl<'a> Visitor<'a> for Find {
-        fn visit_stmt(&mut self, s: &'a Stmt) {
+    // Import statements sit in statement bodies only: no need to walk expressions.
+    fn walk(body: &[Stmt], out: &mut Vec<ImportedCall>) {
+        let mut push = |level: u32, module: String| {
+            if module != "torch" && !module.starts_with("torch.") {
+                out.push(ImportedCall {
+                    level,
+                    module,
+                    name: String::new(),
+                    callee: String::new(),
+                });
+            }
+        };
+        for s in body {
             match s {
                 Stmt::ImportFrom(i) => {
                     let m = i
@@ -1353,48 +1361,53 @@ pub(crate) fn project_imports(module: &[Stmt]) -> Vec<ImportedCall> {
                         .as_ref()
                         .map(|m| m.id.to_string())
                         .unwrap_or_default();
-                    if !m.is_empty() {
-                        self.out.push(ImportedCall {
-                            level: i.level,
-                            module: m.clone(),
-                            name: String::new(),
-                            callee: String::new(),
-                        });
-                    }
                     for a in &i.names {
-                        let sub = if m.is_empty() {
-                            a.name.id.to_string()
+                        if m.is_empty() {
+                            push(i.level, a.name.id.to_string());
                         } else {
-                            format!("{m}.{}", a.name.id)
-                        };
-                        self.out.push(ImportedCall {
-                            level: i.level,
-                            module: sub,
-                            name: String::new(),
-                            callee: String::new(),
-                        });
+                            push(i.level, format!("{m}.{}", a.name.id));
+                        }
+                    }
+                    if !m.is_empty() {
+                        push(i.level, m);
                     }
                 }
                 Stmt::Import(i) => {
                     for a in &i.names {
-                        self.out.push(ImportedCall {
-                            level: 0,
-                            module: a.name.id.to_string(),
-                            name: String::new(),
-                            callee: String::new(),
-                        });
+                        push(0, a.name.id.to_string());
                     }
                 }
-                _ => visitor::walk_stmt(self, s),
+                _ => {}
+            }
+        }
+        for s in body {
+            match s {
+                Stmt::FunctionDef(f) => walk(&f.body, out),
+                Stmt::ClassDef(c) => walk(&c.body, out),
+                Stmt::If(i) => {
+                    walk(&i.body, out);
+                    for c in &i.elif_else_clauses {
+                        walk(&c.body, out);
+                    }
+                }
+                Stmt::For(f) => walk(&f.body, out),
+                Stmt::While(w) => walk(&w.body, out),
+                Stmt::With(w) => walk(&w.body, out),
+                Stmt::Try(t) => {
+                    walk(&t.body, out);
+                    for ast::ExceptHandler::ExceptHandler(h) in &t.handlers {
+                        walk(&h.body, out);
+                    }
+                    walk(&t.orelse, out);
+                    walk(&t.finalbody, out);
+                }
+                _ => {}
             }
         }
     }
-    let mut f = Find { out: Vec::new() };
-    f.visit_body(module);
-    f.out
-        .into_iter()
-        .filter(|c| c.module != "torch" && !c.module.starts_with("torch."))
-        .collect()
+    let mut out = Vec::new();
+    walk(module, &mut out);
+    out
 }
 
 /// What a module hands to the exporter: whether it calls `*.onnx.export(...)`,

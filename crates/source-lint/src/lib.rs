@@ -453,27 +453,36 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
             }
         }
     }
-    // The linted files each file imports, for the opset check (which ops an export can reach).
-    let imports: Vec<Vec<String>> = read
+    // The linted files each file imports, for the opset check (which ops an export can reach):
+    // resolved only for the files that export and what they import, transitively.
+    let mut imports: Vec<Vec<String>> = vec![Vec::new(); read.len()];
+    let mut work: Vec<usize> = read
         .iter()
-        .map(|r| {
-            let Ok(r) = r else { return Vec::new() };
-            let mut out: Vec<String> = Vec::new();
-            for imp in &r.lint.imports {
-                let last = imp.module.rsplit('.').next().unwrap_or_default();
-                for &i in by_stem.get(last).into_iter().flatten() {
-                    if paths[i].is_some_and(|p| import_resolves_to(&r.path, imp, p)) {
-                        if let Ok(target) = &read[i] {
-                            if !out.contains(&target.display) {
-                                out.push(target.display.clone());
-                            }
-                        }
+        .enumerate()
+        .filter(|(_, r)| r.as_ref().is_ok_and(|r| !r.lint.facts.exports.is_empty()))
+        .map(|(j, _)| j)
+        .collect();
+    let mut resolved = vec![false; read.len()];
+    while let Some(j) = work.pop() {
+        let Ok(r) = &read[j] else { continue };
+        if std::mem::replace(&mut resolved[j], true) {
+            continue;
+        }
+        for imp in &r.lint.imports {
+            let last = imp.module.rsplit('.').next().unwrap_or_default();
+            for &i in by_stem.get(last).into_iter().flatten() {
+                if !paths[i].is_some_and(|p| import_resolves_to(&r.path, imp, p)) {
+                    continue;
+                }
+                if let Ok(target) = &read[i] {
+                    if !imports[j].contains(&target.display) {
+                        imports[j].push(target.display.clone());
                     }
+                    work.push(i);
                 }
             }
-            out
-        })
-        .collect();
+        }
+    }
     // Pass 2: check again the files with extra roots.
     let results: Vec<Result<(FileReport, Facts), ReadError>> = read
         .into_par_iter()
