@@ -197,6 +197,9 @@ pub(crate) struct Project {
     pub returns: HashMap<String, Vec<bool>>,
     /// Imported callables (as called here) whose defining file gives no return annotation.
     pub unannotated: HashSet<String>,
+    /// Methods that model code of files importing this one calls on submodules
+    /// (`self.model.score_masked(...)`): this file's methods of those names are model code.
+    pub methods: HashSet<String>,
 }
 
 impl<'a> Checker<'a> {
@@ -212,7 +215,7 @@ impl<'a> Checker<'a> {
         let torch_imported = imports
             .values()
             .any(|q| q == "torch" || q.starts_with("torch."));
-        let model_fns = model_functions(module, &project.roots);
+        let model_fns = model_functions(module, &project.roots, &project.methods);
         let returns_tensor = tensor_returning_functions(module);
         let unannotated_fns = module
             .iter()
@@ -1010,6 +1013,7 @@ fn called_names(body: &[Stmt]) -> (HashSet<String>, HashSet<String>) {
 fn model_functions(
     module: &[Stmt],
     extra_roots: &HashSet<String>,
+    extra_methods: &HashSet<String>,
 ) -> HashSet<(Option<String>, String)> {
     let mut module_fns: HashMap<String, &[Stmt]> = HashMap::new();
     let mut classes: Vec<(String, HashMap<String, &[Stmt]>)> = Vec::new();
@@ -1130,6 +1134,14 @@ fn model_functions(
             }
         }
     }
+    // Methods another file's model code calls on a submodule (`self.model.score_masked(x)`).
+    for (class, methods) in &classes {
+        for m in extra_methods {
+            if methods.contains_key(m) {
+                work.push((Some(class.clone()), m.clone()));
+            }
+        }
+    }
     while let Some(item) = work.pop() {
         if !out.insert(item.clone()) {
             continue;
@@ -1189,6 +1201,44 @@ fn model_functions(
                     }
                 }
             }
+        }
+    }
+    out
+}
+
+/// Methods this file's model code calls on submodules (`self.model.score_masked(x)`), other than
+/// dunders, training-only names and `forward` (already model code): for the files it imports.
+pub(crate) fn submodule_method_calls(
+    module: &[Stmt],
+    roots: &HashSet<(Option<String>, String)>,
+) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut visit = |body: &[Stmt]| {
+        for (_, method) in submodule_calls(body) {
+            if !method.starts_with("__")
+                && method != "forward"
+                && !training_only_name(&method)
+                && !out.contains(&method)
+            {
+                out.push(method);
+            }
+        }
+    };
+    for stmt in module {
+        match stmt {
+            Stmt::FunctionDef(f) if roots.contains(&(None, f.name.id.to_string())) => {
+                visit(&f.body)
+            }
+            Stmt::ClassDef(c) => {
+                for s in &c.body {
+                    if let Stmt::FunctionDef(f) = s {
+                        if roots.contains(&(Some(c.name.id.to_string()), f.name.id.to_string())) {
+                            visit(&f.body);
+                        }
+                    }
+                }
+            }
+            _ => {}
         }
     }
     out

@@ -98,6 +98,8 @@ pub struct FileLint {
     unannotated: std::collections::HashSet<String>,
     /// Every import of another module (for the project-level opset check).
     imports: Vec<checker::ImportedCall>,
+    /// Methods this file's model code calls on submodules (for the files it imports).
+    method_calls: Vec<String>,
     /// Whether the file has model code at all.
     has_model_code: bool,
 }
@@ -143,6 +145,7 @@ fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Pro
                 returns: Default::default(),
                 unannotated: Default::default(),
                 imports: Vec::new(),
+                method_calls: Vec::new(),
                 has_model_code: false,
             };
         }
@@ -153,6 +156,7 @@ fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Pro
     let returns = ch.module_returns();
     let unannotated = ch.unannotated_functions().clone();
     let imports = checker::project_imports(&module.body);
+    let method_calls = checker::submodule_method_calls(&module.body, ch.model_functions());
     let has_model_code = !ch.model_functions().is_empty();
     ch.run(&module.body);
     let mut facts = ch.facts;
@@ -164,6 +168,7 @@ fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Pro
         returns,
         unannotated,
         imports,
+        method_calls,
         has_model_code,
     }
 }
@@ -453,6 +458,22 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
             }
         }
     }
+    // Methods model code calls on submodules (`self.model.score_masked(x)`) are model code in
+    // the files it imports, where the submodule's class most likely lives.
+    for (j, r) in read.iter().enumerate() {
+        let Ok(r) = r else { continue };
+        if r.lint.method_calls.is_empty() {
+            continue;
+        }
+        for imp in &r.lint.imports {
+            let last = imp.module.rsplit('.').next().unwrap_or_default();
+            for &i in by_stem.get(last).into_iter().flatten() {
+                if i != j && paths[i].is_some_and(|p| import_resolves_to(&r.path, imp, p)) {
+                    extra[i].methods.extend(r.lint.method_calls.iter().cloned());
+                }
+            }
+        }
+    }
     // The linted files each file imports, for the opset check (which ops an export can reach):
     // resolved only for the files that export and what they import, transitively.
     let mut imports: Vec<Vec<String>> = vec![Vec::new(); read.len()];
@@ -493,6 +514,7 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
             let lint = if extra.roots.is_empty()
                 && extra.returns.is_empty()
                 && extra.unannotated.is_empty()
+                && extra.methods.is_empty()
             {
                 r.lint
             } else {

@@ -223,6 +223,77 @@ fn project_rule_sees_ops_in_other_files() {
 }
 
 #[test]
+fn project_rule_holds_an_export_to_what_it_imports() {
+    // A clean export of a model defined in its own file, beside another file that uses an op of a
+    // newer opset, is not flagged; an export script importing that file is.
+    let dir = tempfile::tempdir().unwrap();
+    let fold = dir.path().join("tiles.py");
+    let own = dir.path().join("own.py");
+    let script = dir.path().join("export_tiles.py");
+    std::fs::write(
+        &fold,
+        "import torch.nn as nn\nimport torch.nn.functional as F\n\nclass Tiles(nn.Module):\n    def forward(self, x):\n        return F.fold(x, (8, 8), 2)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &own,
+        "import torch\nimport torch.nn as nn\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return x * 2\n\nm = Net().eval()\ntorch.onnx.export(m, (torch.zeros(1),), 'n.onnx', opset_version=17)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &script,
+        "import torch\nfrom tiles import Tiles\nm = Tiles().eval()\ntorch.onnx.export(m, (torch.zeros(1, 4, 16),), 't.onnx', opset_version=17)\n",
+    )
+    .unwrap();
+    let sel = Selection {
+        select: vec!["ODL020".into()],
+        ignore: vec![],
+    };
+    let (reports, _) = lint_files(&[fold, own, script], &sel);
+    let hits: Vec<_> = reports.iter().flat_map(|r| &r.findings).collect();
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert!(hits[0]
+        .diagnostic
+        .location
+        .file()
+        .ends_with("export_tiles.py"));
+    assert!(hits[0].diagnostic.message.contains("fold"));
+}
+
+#[test]
+fn methods_called_on_submodules_from_another_file_are_model_code() {
+    // `self.model.score_masked(...)` in an export wrapper makes `score_masked` of the imported
+    // model class model code; its other methods stay quiet.
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("bert4rec.py");
+    let wrapper = dir.path().join("serve.py");
+    std::fs::write(
+        &model,
+        "import torch.nn as nn\n\nclass Bert4Rec(nn.Module):\n    def forward(self, seq):\n        return seq\n\n    def score_masked(self, seq, cand):\n        h = self.forward(seq)\n        return h[seq == 3]\n\n    def debug(self, seq):\n        return h[seq == 3]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &wrapper,
+        "import torch.nn as nn\nfrom bert4rec import Bert4Rec\n\nclass Serve(nn.Module):\n    def __init__(self, model):\n        super().__init__()\n        self.model = model\n\n    def forward(self, seq, cand):\n        return self.model.score_masked(seq, cand)\n",
+    )
+    .unwrap();
+    let sel = Selection {
+        select: vec!["ODL007".into()],
+        ignore: vec![],
+    };
+    let (reports, _) = lint_files(&[model.clone(), wrapper.clone()], &sel);
+    let lines: Vec<usize> = reports
+        .iter()
+        .flat_map(|r| &r.findings)
+        .map(|f| f.line())
+        .collect();
+    assert_eq!(lines, vec![9]);
+    // Alone, the model file's extra method is not reached.
+    let (reports, _) = lint_files(&[model], &sel);
+    assert!(reports[0].findings.is_empty());
+}
+
+#[test]
 fn selection_by_prefix_and_validation() {
     let sel = Selection {
         select: vec!["ODL01".into()],

@@ -235,6 +235,9 @@ fn corpus_hazards_are_found_and_clean_code_is_quiet() {
         "video",
         "geo",
         "anomaly",
+        "climate",
+        "recsys",
+        "pathology",
     ] {
         let mut files: Vec<PathBuf> = std::fs::read_dir(root.join(dir))
             .unwrap()
@@ -279,7 +282,7 @@ fn corpus_hazards_are_found_and_clean_code_is_quiet() {
         "corpus: {hit_all} of {want_all} marked hazards found; {} findings in {clean_lines} clean lines",
         clean_findings.len()
     );
-    assert!(want_all >= 1680, "the corpus has {want_all} marked hazards");
+    assert!(want_all >= 1960, "the corpus has {want_all} marked hazards");
     let new_misses: Vec<_> = missed.difference(&allowed_missed).collect();
     let fixed: Vec<_> = allowed_missed.difference(&missed).collect();
     assert!(
