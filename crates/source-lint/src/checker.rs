@@ -1244,6 +1244,31 @@ pub(crate) fn submodule_method_calls(
     out
 }
 
+/// Methods of this file's module classes (classes with a `forward`), other than dunders.
+pub(crate) fn module_methods(module: &[Stmt]) -> HashSet<String> {
+    let mut out = HashSet::new();
+    for stmt in module {
+        let Stmt::ClassDef(c) = stmt else { continue };
+        let names: Vec<&str> = c
+            .body
+            .iter()
+            .filter_map(|s| match s {
+                Stmt::FunctionDef(f) => Some(f.name.id.as_str()),
+                _ => None,
+            })
+            .collect();
+        if names.contains(&"forward") {
+            out.extend(
+                names
+                    .into_iter()
+                    .filter(|n| !n.starts_with("__") && *n != "forward")
+                    .map(str::to_string),
+            );
+        }
+    }
+    out
+}
+
 /// A call from this file's model code to a name imported from another module:
 /// `from .utils import pad_mask` (level 1, module `utils`, name `pad_mask`) or
 /// `import box_ops as B` then `B.decode(...)` (level 0, module `box_ops`, name `decode`).

@@ -100,6 +100,8 @@ pub struct FileLint {
     imports: Vec<checker::ImportedCall>,
     /// Methods this file's model code calls on submodules (for the files it imports).
     method_calls: Vec<String>,
+    /// Methods of this file's module classes (those with a `forward`), other than dunders.
+    module_methods: std::collections::HashSet<String>,
     /// Whether the file has model code at all.
     has_model_code: bool,
 }
@@ -146,6 +148,7 @@ fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Pro
                 unannotated: Default::default(),
                 imports: Vec::new(),
                 method_calls: Vec::new(),
+                module_methods: Default::default(),
                 has_model_code: false,
             };
         }
@@ -157,6 +160,7 @@ fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Pro
     let unannotated = ch.unannotated_functions().clone();
     let imports = checker::project_imports(&module.body);
     let method_calls = checker::submodule_method_calls(&module.body, ch.model_functions());
+    let module_methods = checker::module_methods(&module.body);
     let has_model_code = !ch.model_functions().is_empty();
     ch.run(&module.body);
     let mut facts = ch.facts;
@@ -169,6 +173,7 @@ fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Pro
         unannotated,
         imports,
         method_calls,
+        module_methods,
         has_model_code,
     }
 }
@@ -460,16 +465,35 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
     }
     // Methods model code calls on submodules (`self.model.score_masked(x)`) are model code in
     // the files it imports, where the submodule's class most likely lives.
+    // Only names some module class of the project defines are worth resolving imports for.
+    let defined: std::collections::HashSet<&str> = read
+        .iter()
+        .flatten()
+        .flat_map(|r| r.lint.module_methods.iter().map(String::as_str))
+        .collect();
     for (j, r) in read.iter().enumerate() {
         let Ok(r) = r else { continue };
-        if r.lint.method_calls.is_empty() {
+        let calls: Vec<&String> = r
+            .lint
+            .method_calls
+            .iter()
+            .filter(|m| defined.contains(m.as_str()))
+            .collect();
+        if calls.is_empty() {
             continue;
         }
         for imp in &r.lint.imports {
             let last = imp.module.rsplit('.').next().unwrap_or_default();
             for &i in by_stem.get(last).into_iter().flatten() {
-                if i != j && paths[i].is_some_and(|p| import_resolves_to(&r.path, imp, p)) {
-                    extra[i].methods.extend(r.lint.method_calls.iter().cloned());
+                if i == j || !paths[i].is_some_and(|p| import_resolves_to(&r.path, imp, p)) {
+                    continue;
+                }
+                if let Ok(target) = &read[i] {
+                    for m in &calls {
+                        if target.lint.module_methods.contains(*m) {
+                            extra[i].methods.insert((*m).clone());
+                        }
+                    }
                 }
             }
         }
