@@ -1306,11 +1306,7 @@ pub(crate) fn imported_model_calls(
     for stmt in module {
         match stmt {
             Stmt::ImportFrom(i) => {
-                let m = i
-                    .module
-                    .as_ref()
-                    .map(|m| m.id.to_string())
-                    .unwrap_or_default();
+                let m = from_module(i);
                 for a in &i.names {
                     let local = a.asname.as_ref().unwrap_or(&a.name).id.to_string();
                     from_imports.insert(local, (i.level, m.clone(), a.name.id.to_string()));
@@ -1412,76 +1408,67 @@ pub(crate) fn imported_model_calls(
         .collect()
 }
 
+/// The module of `from M import ...` (empty for `from . import x`).
+fn from_module(i: &ast::StmtImportFrom) -> String {
+    i.module
+        .as_ref()
+        .map(|m| m.id.to_string())
+        .unwrap_or_default()
+}
+
 /// Every import of a module other than torch's, anywhere in the file (`from .ops import f`,
 /// `import box_ops as B`, `from . import utils`), as a module path to resolve against the
 /// linted files: for `from M import n` both `M` and `M.n` (which may name a submodule).
 pub(crate) fn project_imports(module: &[Stmt]) -> Vec<ImportedCall> {
-    // Import statements sit in statement bodies only: no need to walk expressions.
-    fn walk(body: &[Stmt], out: &mut Vec<ImportedCall>) {
-        let mut push = |level: u32, module: String| {
-            if module != "torch" && !module.starts_with("torch.") {
-                out.push(ImportedCall {
-                    level,
-                    module,
-                    name: String::new(),
-                    callee: String::new(),
-                });
-            }
-        };
-        for s in body {
-            match s {
-                Stmt::ImportFrom(i) => {
-                    let m = i
-                        .module
-                        .as_ref()
-                        .map(|m| m.id.to_string())
-                        .unwrap_or_default();
-                    for a in &i.names {
-                        if m.is_empty() {
-                            push(i.level, a.name.id.to_string());
-                        } else {
-                            push(i.level, format!("{m}.{}", a.name.id));
-                        }
-                    }
-                    if !m.is_empty() {
-                        push(i.level, m);
-                    }
-                }
-                Stmt::Import(i) => {
-                    for a in &i.names {
-                        push(0, a.name.id.to_string());
-                    }
-                }
-                _ => {}
-            }
-        }
-        for s in body {
-            match s {
-                Stmt::FunctionDef(f) => walk(&f.body, out),
-                Stmt::ClassDef(c) => walk(&c.body, out),
-                Stmt::If(i) => {
-                    walk(&i.body, out);
-                    for c in &i.elif_else_clauses {
-                        walk(&c.body, out);
-                    }
-                }
-                Stmt::For(f) => walk(&f.body, out),
-                Stmt::While(w) => walk(&w.body, out),
-                Stmt::With(w) => walk(&w.body, out),
-                Stmt::Try(t) => {
-                    walk(&t.body, out);
-                    for ast::ExceptHandler::ExceptHandler(h) in &t.handlers {
-                        walk(&h.body, out);
-                    }
-                    walk(&t.orelse, out);
-                    walk(&t.finalbody, out);
-                }
+    // Import statements sit in statement bodies only: the statements of every block, function
+    // and class, without walking expressions.
+    fn statements<'s>(body: &'s [Stmt], out: &mut Vec<&'s Stmt>) {
+        let start = out.len();
+        flatten(body, out);
+        for k in start..out.len() {
+            match out[k] {
+                Stmt::FunctionDef(f) => statements(&f.body, out),
+                Stmt::ClassDef(c) => statements(&c.body, out),
                 _ => {}
             }
         }
     }
+    let mut stmts = Vec::new();
+    statements(module, &mut stmts);
     let mut out = Vec::new();
-    walk(module, &mut out);
+    let mut push = |level: u32, module: String| {
+        if module != "torch" && !module.starts_with("torch.") {
+            out.push(ImportedCall {
+                level,
+                module,
+                name: String::new(),
+                callee: String::new(),
+            });
+        }
+    };
+    for s in stmts {
+        match s {
+            Stmt::ImportFrom(i) => {
+                let m = from_module(i);
+                for a in &i.names {
+                    if m.is_empty() {
+                        push(i.level, a.name.id.to_string());
+                    } else {
+                        push(i.level, format!("{m}.{}", a.name.id));
+                    }
+                }
+                if !m.is_empty() {
+                    push(i.level, m);
+                }
+            }
+            Stmt::Import(i) => {
+                for a in &i.names {
+                    push(0, a.name.id.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
     out
 }
 
