@@ -202,6 +202,16 @@ pub(crate) struct Project {
     pub methods: HashSet<String>,
 }
 
+impl Project {
+    /// Whether other files told this one nothing (it needs no second check).
+    pub fn is_empty(&self) -> bool {
+        self.roots.is_empty()
+            && self.returns.is_empty()
+            && self.unannotated.is_empty()
+            && self.methods.is_empty()
+    }
+}
+
 impl<'a> Checker<'a> {
     pub fn new(
         source: &'a str,
@@ -215,7 +225,7 @@ impl<'a> Checker<'a> {
         let torch_imported = imports
             .values()
             .any(|q| q == "torch" || q.starts_with("torch."));
-        let model_fns = model_functions(module, &project.roots, &project.methods);
+        let model_fns = model_functions(module, &imports, &project.roots, &project.methods);
         let returns_tensor = tensor_returning_functions(module);
         let unannotated_fns = module
             .iter()
@@ -1012,6 +1022,7 @@ fn called_names(body: &[Stmt]) -> (HashSet<String>, HashSet<String>) {
 /// the methods of the same class it calls through `self.` and the module functions it calls.
 fn model_functions(
     module: &[Stmt],
+    imports: &HashMap<String, String>,
     extra_roots: &HashSet<String>,
     extra_methods: &HashSet<String>,
 ) -> HashSet<(Option<String>, String)> {
@@ -1064,7 +1075,7 @@ fn model_functions(
     // check the result on a runtime, and whatever they or the module-level statements call
     // (`main()`, `parse_args()`, `to_numpy()`). Elsewhere only the functions handed to the
     // exporter by name are model code.
-    let aliases = exporter_aliases(module);
+    let aliases = exporter_aliases(imports);
     let exported = exported_functions(module, &aliases);
     if exported.script {
         let mut driver_work: Vec<String> = module_fns
@@ -1480,28 +1491,24 @@ struct Exported {
     names: Vec<String>,
 }
 
-/// Local names a module binds to the exporter or the tracer by importing them
-/// (`from torch.onnx import export as onnx_export`, `from torch.jit import trace`).
-fn exporter_aliases(module: &[Stmt]) -> HashSet<String> {
-    let mut out = HashSet::new();
-    for stmt in module {
-        let Stmt::ImportFrom(i) = stmt else { continue };
-        let Some(m) = i.module.as_ref() else { continue };
-        for a in &i.names {
-            let hit = matches!(
-                (m.id.as_str(), a.name.id.as_str()),
-                (
-                    "torch.onnx" | "torch.onnx.utils",
-                    "export" | "dynamo_export"
-                ) | ("torch.jit", "trace")
-                    | ("torch.export", "export")
-            );
-            if hit {
-                out.insert(a.asname.as_ref().unwrap_or(&a.name).id.to_string());
-            }
-        }
-    }
-    out
+/// Local names bound to the exporter or the tracer by imports
+/// (`from torch.onnx import export as onnx_export`, `from torch.jit import trace`), from the
+/// file's import map.
+fn exporter_aliases(imports: &HashMap<String, String>) -> HashSet<String> {
+    imports
+        .iter()
+        .filter(|(_, q)| {
+            matches!(
+                q.as_str(),
+                "torch.onnx.export"
+                    | "torch.onnx.utils.export"
+                    | "torch.onnx.dynamo_export"
+                    | "torch.jit.trace"
+                    | "torch.export.export"
+            )
+        })
+        .map(|(local, _)| local.clone())
+        .collect()
 }
 
 fn exported_functions(module: &[Stmt], aliases: &HashSet<String>) -> Exported {
@@ -1663,7 +1670,7 @@ pub(crate) fn called_names_expr(e: &Expr) -> (HashSet<String>, HashSet<String>) 
 }
 
 /// An expression as a statement, for checks written over statement bodies.
-fn expr_stmt(e: &Expr) -> Stmt {
+pub(crate) fn expr_stmt(e: &Expr) -> Stmt {
     Stmt::Expr(ast::StmtExpr {
         node_index: Default::default(),
         range: Default::default(),

@@ -102,8 +102,6 @@ pub struct FileLint {
     method_calls: Vec<String>,
     /// Methods of this file's module classes (those with a `forward`), other than dunders.
     module_methods: std::collections::HashSet<String>,
-    /// Whether the file has model code at all.
-    has_model_code: bool,
 }
 
 /// Lints one file's text. `file` is the name findings carry. Unparseable Python is a finding
@@ -149,7 +147,6 @@ fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Pro
                 imports: Vec::new(),
                 method_calls: Vec::new(),
                 module_methods: Default::default(),
-                has_model_code: false,
             };
         }
     };
@@ -161,10 +158,10 @@ fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Pro
     let imports = checker::project_imports(&module.body);
     let method_calls = checker::submodule_method_calls(&module.body, ch.model_functions());
     let module_methods = checker::module_methods(&module.body);
-    let has_model_code = !ch.model_functions().is_empty();
+    let defines_models = !ch.model_functions().is_empty();
     ch.run(&module.body);
     let mut facts = ch.facts;
-    facts.defines_models = has_model_code;
+    facts.defines_models = defines_models;
     FileLint {
         findings: ch.findings,
         facts,
@@ -174,7 +171,6 @@ fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Pro
         imports,
         method_calls,
         module_methods,
-        has_model_code,
     }
 }
 
@@ -437,25 +433,35 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
                 .push(i);
         }
     }
+    // The linted files an import of file `j` names.
+    let resolve = |j: usize, imp: &checker::ImportedCall| -> Vec<usize> {
+        let Some(from) = paths[j] else {
+            return Vec::new();
+        };
+        let last = imp.module.rsplit('.').next().unwrap_or_default();
+        by_stem
+            .get(last)
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|&i| i != j && paths[i].is_some_and(|p| import_resolves_to(from, imp, p)))
+            .collect()
+    };
     // Each file learns which of its helpers other files' model code calls, and which of the
     // helpers its own model code imports are annotated as returning tensors.
     let mut extra: Vec<checker::Project> = vec![checker::Project::default(); read.len()];
     for (j, r) in read.iter().enumerate() {
         let Ok(r) = r else { continue };
         for call in &r.lint.calls {
-            let last = call.module.rsplit('.').next().unwrap_or_default();
-            for &i in by_stem.get(last).into_iter().flatten() {
-                if !paths[i].is_some_and(|p| import_resolves_to(&r.path, call, p)) {
-                    continue;
-                }
+            for i in resolve(j, call) {
                 extra[i].roots.insert(call.name.clone());
                 if let Ok(defining) = &read[i] {
                     if let Some(flags) = defining.lint.returns.get(&call.name) {
-                        if r.lint.has_model_code {
+                        if r.lint.facts.defines_models {
                             extra[j].returns.insert(call.callee.clone(), flags.clone());
                         }
                     } else if defining.lint.unannotated.contains(&call.name)
-                        && r.lint.has_model_code
+                        && r.lint.facts.defines_models
                     {
                         extra[j].unannotated.insert(call.callee.clone());
                     }
@@ -464,8 +470,8 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
         }
     }
     // Methods model code calls on submodules (`self.model.score_masked(x)`) are model code in
-    // the files it imports, where the submodule's class most likely lives.
-    // Only names some module class of the project defines are worth resolving imports for.
+    // the files it imports, where the submodule's class most likely lives; only names some
+    // module class of the project defines are worth resolving imports for.
     let defined: std::collections::HashSet<&str> = read
         .iter()
         .flatten()
@@ -483,11 +489,7 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
             continue;
         }
         for imp in &r.lint.imports {
-            let last = imp.module.rsplit('.').next().unwrap_or_default();
-            for &i in by_stem.get(last).into_iter().flatten() {
-                if i == j || !paths[i].is_some_and(|p| import_resolves_to(&r.path, imp, p)) {
-                    continue;
-                }
+            for i in resolve(j, imp) {
                 if let Ok(target) = &read[i] {
                     for m in &calls {
                         if target.lint.module_methods.contains(*m) {
@@ -514,11 +516,7 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
             continue;
         }
         for imp in &r.lint.imports {
-            let last = imp.module.rsplit('.').next().unwrap_or_default();
-            for &i in by_stem.get(last).into_iter().flatten() {
-                if !paths[i].is_some_and(|p| import_resolves_to(&r.path, imp, p)) {
-                    continue;
-                }
+            for i in resolve(j, imp) {
                 if let Ok(target) = &read[i] {
                     if !imports[j].contains(&target.display) {
                         imports[j].push(target.display.clone());
@@ -535,11 +533,7 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
         .zip(imports.into_par_iter())
         .map(|((r, extra), imports)| {
             let r = r?;
-            let lint = if extra.roots.is_empty()
-                && extra.returns.is_empty()
-                && extra.unannotated.is_empty()
-                && extra.methods.is_empty()
-            {
+            let lint = if extra.is_empty() {
                 r.lint
             } else {
                 lint_parsed(&r.display, &r.source, &parse(&r.source), &extra)

@@ -29,7 +29,7 @@
 use crate::checker::Checker;
 use crate::registry::{FixKind, Rule};
 use crate::rules::export_without_eval::{collect, is_export};
-use crate::rules::{keyword, spliced_keyword, string_literal};
+use crate::rules::{keyword, spliced_dict, spliced_keyword, string_literal};
 use diagnostics::Severity;
 use ruff_python_ast::{self as ast, Expr, Stmt};
 use ruff_text_size::{Ranged, TextRange, TextSize};
@@ -131,13 +131,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
             .keywords
             .iter()
             .filter(|k| k.arg.is_none())
-            .all(|k| match &k.value {
-                Expr::Name(n) => ch.literal(n.id.as_str()).is_some_and(|v| {
-                    matches!(v, Expr::Dict(_))
-                        || matches!(v, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(f) if f.id.as_str() == "dict"))
-                }),
-                _ => false,
-            });
+            .all(|k| spliced_dict(ch, &k.value).is_some());
     let outputs = if unnamed_outputs {
         Some(Vec::new())
     } else {

@@ -34,6 +34,18 @@ pub(crate) fn keyword<'a>(call: &'a ast::ExprCall, name: &str) -> Option<&'a ast
         .find(|k| k.arg.as_ref().is_some_and(|a| a.id.as_str() == name))
 }
 
+/// The dict a `**kwargs` splice expands, when the file shows it: a `{...}` display or a
+/// `dict(...)` call, written inline or bound to the spliced name.
+pub(crate) fn spliced_dict<'e>(ch: &'e crate::checker::Checker, e: &'e Expr) -> Option<&'e Expr> {
+    let dict = match e {
+        Expr::Name(n) => ch.literal(n.id.as_str())?,
+        e => e,
+    };
+    let shown = matches!(dict, Expr::Dict(_))
+        || matches!(dict, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(f) if f.id.as_str() == "dict"));
+    shown.then_some(dict)
+}
+
 /// The value of keyword argument `name` of a call, looking through `**kwargs` splices of a
 /// dict the file binds by name (`EXPORT_KW = dict(opset_version=13)` or `{"opset_version": 13}`,
 /// then `torch.onnx.export(..., **EXPORT_KW)`) or writes inline: the value and the range to
@@ -48,11 +60,7 @@ pub(crate) fn spliced_keyword(
         return Some((k.value.clone(), k.range()));
     }
     for k in call.arguments.keywords.iter().filter(|k| k.arg.is_none()) {
-        let dict = match &k.value {
-            Expr::Name(n) => ch.literal(n.id.as_str()),
-            e => Some(e),
-        };
-        match dict {
+        match spliced_dict(ch, &k.value) {
             Some(Expr::Call(c)) if matches!(c.func.as_ref(), Expr::Name(f) if f.id.as_str() == "dict") => {
                 if let Some(k) = keyword(c, name) {
                     return Some((k.value.clone(), k.range()));

@@ -34,7 +34,7 @@
 //! torch.onnx.export(model, (x,), "model.onnx")
 //! ```
 
-use crate::checker::Checker;
+use crate::checker::{expr_stmt, Checker};
 use crate::registry::{FixKind, Rule};
 use diagnostics::Severity;
 use ruff_python_ast::{self as ast, Expr};
@@ -185,11 +185,7 @@ pub(crate) fn check_test(
         _ => false,
     };
     // `if self.training and torch.rand(1).item() < p:` (layer drop) draws in the test itself.
-    let test_draws = changes_numerics(&[ast::Stmt::Expr(ast::StmtExpr {
-        node_index: Default::default(),
-        range: Default::default(),
-        value: Box::new(test.clone()),
-    })]);
+    let test_draws = changes_numerics(&[expr_stmt(test)]);
     if !test_draws && !changes_numerics(if negated { orelse } else { body }) {
         return true;
     }
