@@ -722,8 +722,10 @@ pub fn user_frame(text: &str) -> Option<Frame> {
         .find(|f| !is_library(&f.file))
 }
 
-/// The line that states the error: the last `SomeError: message` line, else the last
-/// non-empty line.
+/// The line that states the error: the last `SomeError: message` line (when that line is only
+/// `SomeError:`, as TorchScript prints it, the line after it, which holds the message); else, for a
+/// TorchScript compile error (a source excerpt marked `<--- HERE`), the first line, which states it;
+/// else the last non-empty line.
 pub fn error_line(text: &str) -> Option<String> {
     static RE: OnceLock<Regex> = OnceLock::new();
     let re = RE.get_or_init(|| {
@@ -735,12 +737,18 @@ pub fn error_line(text: &str) -> Option<String> {
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .collect();
-    lines
-        .iter()
-        .rev()
-        .find(|l| re.is_match(l))
-        .or_else(|| lines.last())
-        .map(|s| s.to_string())
+    if let Some(i) = lines.iter().rposition(|l| re.is_match(l)) {
+        let bare = lines[i].ends_with(':') && !lines[i].contains(' ');
+        let next = lines.get(i + 1).filter(|n| !n.starts_with("File \""));
+        return Some(match (bare, next) {
+            (true, Some(n)) => format!("{} {n}", lines[i]),
+            _ => lines[i].to_string(),
+        });
+    }
+    if lines.iter().any(|l| l.ends_with("<--- HERE")) {
+        return lines.first().map(|s| s.to_string());
+    }
+    lines.last().map(|s| s.to_string())
 }
 
 #[cfg(test)]
@@ -919,5 +927,26 @@ mod tests {
         assert!(m
             .fill(&m.entry.cause)
             .starts_with("A tensor of type UINT8 reaches"));
+    }
+
+    #[test]
+    fn the_error_line_of_a_torchscript_message_is_its_statement_not_the_caret() {
+        let bare = "attribute 'w' of type 'NoneType' is not usable in a script method:\n@torch.jit.script_method\ndef forward(self, x):\n    return x + self.w\n               ~~~~~~ <--- HERE\n";
+        assert_eq!(
+            error_line(bare).as_deref(),
+            Some("attribute 'w' of type 'NoneType' is not usable in a script method:")
+        );
+        let raised = "Traceback (most recent call last):\n  File \"m.py\", line 3, in <module>\n    torch.jit.script(M())\nRuntimeError: \nExpected integer literal for index:\n  File \"m.py\", line 9\n        return self.layers[i](x)\n               ~~~~~~~~~~~~~~ <--- HERE\n";
+        assert_eq!(
+            error_line(raised).as_deref(),
+            Some("RuntimeError: Expected integer literal for index:")
+        );
+        let plain = "RuntimeError: shape mismatch\n";
+        assert_eq!(
+            error_line(plain).as_deref(),
+            Some("RuntimeError: shape mismatch")
+        );
+        let log = "[I] building\nsomething went wrong\n";
+        assert_eq!(error_line(log).as_deref(), Some("something went wrong"));
     }
 }
