@@ -76,7 +76,7 @@ pub(crate) struct Checker<'a> {
     model_fns: HashSet<(Option<String>, String)>,
     pub classes: Vec<String>,
     /// Method names of each enclosing class: `self.m(x)` calls a method, not a submodule.
-    class_methods: Vec<HashSet<String>>,
+    class_methods: Vec<HashMap<String, &'a [Stmt]>>,
     /// Attributes of each enclosing class that hold tensors: buffers, parameters and tensors
     /// assigned to `self.<name>`.
     class_tensor_attrs: Vec<HashSet<String>>,
@@ -415,6 +415,11 @@ impl<'a> Checker<'a> {
         Some((a.attr.id.as_str(), &a.value))
     }
 
+    /// The body of a method of the innermost enclosing class (`self.NAME(...)`).
+    pub fn own_method(&self, name: &str) -> Option<&'a [Stmt]> {
+        self.class_methods.last().and_then(|m| m.get(name).copied())
+    }
+
     pub fn is_self_attr(e: &Expr, attr: &str) -> bool {
         self_attr(e) == Some(attr)
     }
@@ -487,7 +492,7 @@ impl<'a> Checker<'a> {
                         && self
                             .class_methods
                             .last()
-                            .is_some_and(|m| m.contains(m_name(c)));
+                            .is_some_and(|m| m.contains_key(m_name(c)));
                     let alias = |e: &Expr| match e {
                         Expr::Name(n) => st.modules.contains(n.id.as_str()),
                         Expr::Attribute(a) => {
@@ -1028,6 +1033,8 @@ fn model_functions(
 ) -> HashSet<(Option<String>, String)> {
     let mut module_fns: HashMap<String, &[Stmt]> = HashMap::new();
     let mut classes: Vec<(String, HashMap<String, &[Stmt]>)> = Vec::new();
+    // Parameters of each class's `forward` after its first input: the targets a loss takes.
+    let mut forward_targets: HashMap<String, Vec<String>> = HashMap::new();
     for stmt in module {
         match stmt {
             Stmt::FunctionDef(f) => {
@@ -1038,6 +1045,16 @@ fn model_functions(
                 for s in &c.body {
                     if let Stmt::FunctionDef(f) = s {
                         methods.insert(f.name.id.to_string(), &f.body[..]);
+                        if f.name.id.as_str() == "forward" {
+                            let params: Vec<String> = f
+                                .parameters
+                                .iter_non_variadic_params()
+                                .map(|p| p.parameter.name.id.to_string())
+                                .filter(|n| n != "self")
+                                .skip(1)
+                                .collect();
+                            forward_targets.insert(c.name.id.to_string(), params);
+                        }
                     }
                 }
                 classes.push((c.name.id.to_string(), methods));
@@ -1056,7 +1073,9 @@ fn model_functions(
         if lower.contains("loss")
             || lower.contains("criterion")
             || lower.ends_with("metric")
-            || methods.get("forward").is_some_and(|b| computes_loss(b))
+            || methods.get("forward").is_some_and(|b| {
+                is_loss_forward(b, forward_targets.get(class).map_or(&[][..], |v| &v[..]))
+            })
         {
             continue;
         }
@@ -1682,6 +1701,11 @@ pub(crate) fn expr_stmt(e: &Expr) -> Stmt {
 /// `if`, like a model's `if labels is not None: loss = ...`) calls `F.cross_entropy`,
 /// `F.nll_loss`, `self.criterion(...)` or the like.
 fn computes_loss(body: &[Stmt]) -> bool {
+    loss_statements(body).next().is_some()
+}
+
+/// The statements of a body (not under an `if`) that compute a loss.
+fn loss_statements(body: &[Stmt]) -> impl Iterator<Item = &Stmt> {
     body.iter()
         .filter(|s| {
             matches!(
@@ -1693,7 +1717,7 @@ fn computes_loss(body: &[Stmt]) -> bool {
                     | Stmt::Return(_)
             )
         })
-        .any(|s| {
+        .filter(|s| {
             let (methods, funcs) = called_names(std::slice::from_ref(s));
             let mut attrs = HashSet::new();
             struct Find<'h> {
@@ -1717,6 +1741,57 @@ fn computes_loss(body: &[Stmt]) -> bool {
                     || matches!(n.as_str(), "kl_div" | "criterion" | "loss_fn")
             })
         })
+}
+
+/// Whether a class's `forward` is a loss's: it always computes a loss (`computes_loss`), and
+/// either that loss takes a target handed to `forward` (`def forward(self, logits, labels)`) or
+/// every `return` gives back one value. A vector quantizer that adds its commitment loss
+/// (`return zq, idx, commit`) or a mixture-of-experts layer with an auxiliary loss is a model.
+fn is_loss_forward(body: &[Stmt], targets: &[String]) -> bool {
+    if !computes_loss(body) {
+        return false;
+    }
+    struct Scan<'t> {
+        targets: &'t [String],
+        mentions_target: bool,
+        tuple_return: bool,
+    }
+    impl<'a> Visitor<'a> for Scan<'_> {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            if let Stmt::Return(r) = s {
+                if matches!(r.value.as_deref(), Some(Expr::Tuple(t)) if t.elts.len() > 1) {
+                    self.tuple_return = true;
+                }
+            }
+            if !matches!(s, Stmt::FunctionDef(_) | Stmt::ClassDef(_)) {
+                visitor::walk_stmt(self, s);
+            }
+        }
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if let Expr::Name(n) = e {
+                if self.targets.iter().any(|t| t == n.id.as_str()) {
+                    self.mentions_target = true;
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut scan = Scan {
+        targets,
+        mentions_target: false,
+        tuple_return: false,
+    };
+    scan.visit_body(body);
+    let tuple_return = scan.tuple_return;
+    let mut scan = Scan {
+        targets,
+        mentions_target: false,
+        tuple_return: false,
+    };
+    for s in loss_statements(body) {
+        scan.visit_stmt(s);
+    }
+    scan.mentions_target || !tuple_return
 }
 
 /// Functions that by name only run in training (losses, target assignment, sampling).
@@ -2361,7 +2436,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     c.body
                         .iter()
                         .filter_map(|s| match s {
-                            Stmt::FunctionDef(f) => Some(f.name.id.to_string()),
+                            Stmt::FunctionDef(f) => Some((f.name.id.to_string(), &f.body[..])),
                             _ => None,
                         })
                         .collect(),

@@ -5,6 +5,8 @@
 //! exporter (`dynamo=False`), which switches to eval mode itself. A `model.train()` after the
 //! `eval()` (to re-estimate batch norm statistics, say) puts it back in training mode. The
 //! exporter may be imported under another name (`from torch.onnx import export as onnx_export`).
+//! A module built by a constructor inside the call (`torch.onnx.export(Wrapper(Net()), ...)`)
+//! without `.eval()` on it is flagged too.
 //!
 //! ## Why is this bad?
 //! A module in training mode exports dropout as active and batch norm with batch statistics
@@ -174,6 +176,25 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     else {
         return;
     };
+    // `torch.onnx.export(BagWrapper(TopKMIL(cfg)), ...)`: a module built inline in the call,
+    // by a constructor (not a helper, which may load weights and call `.eval()` itself).
+    if let Expr::Call(c) = model {
+        let constructor = match c.func.as_ref() {
+            Expr::Name(f) => f.id.starts_with(|ch: char| ch.is_ascii_uppercase()),
+            Expr::Attribute(a) => a.attr.id.starts_with(|ch: char| ch.is_ascii_uppercase()),
+            _ => false,
+        };
+        if constructor && !has_eval(model, Receiver::Any) && !helper_evals(ch, model) {
+            let text = ch.text(c.func.range()).to_string();
+            let i = ch.report(
+                &RULE,
+                call.func.range(),
+                format!("the `{text}(...)` built in the call is exported in training mode: nothing calls `.eval()` on it"),
+            );
+            ch.help(i, "build the module first, call `.eval()` on it, then export it (the default dynamo exporter does not switch modes)");
+        }
+        return;
+    }
     let Expr::Name(n) = model else { return };
     let name = n.id.as_str();
     let at = call.range().start();

@@ -1,14 +1,26 @@
 //! ## What it does
-//! Flags branches on `self.training` in model code whose training side changes the numbers the
-//! model computes: random ops (`torch.rand*`, `randn_like`, `bernoulli`, `dropout`, `normal_`)
-//! or updates of module state (`self.x = ...`, `self.x += ...`, `self.x.mul_(...)`). Branches
-//! that only compute losses or pick training targets are left alone (an eval-mode export drops
-//! them, and torchvision's detection models are full of them). Conditional expressions count too:
-//! `x + noise if self.training else x`; so do a random draw in the test itself (layer drop:
-//! `if self.training and torch.rand(1).item() < p: return x`) and `if not self.training: return x`
-//! (or `if p == 0.0 or not self.training: return x`) followed by training-only randomness
-//! (SpecAugment, drop path). Random ops include `F.gumbel_softmax` and helpers named like
-//! `drop_path`, `dropout`, `drop_block`, `stochastic_depth`.
+//! Flags branches on `self.training` in model code where the two modes compute or return
+//! different things, so what an export gets depends on the mode the module is in:
+//! - the training side draws random numbers (`torch.rand*`, `randn_like`, `bernoulli`,
+//!   `dropout`, `normal_`, `F.gumbel_softmax`, helpers named like `drop_path`, `dropout`,
+//!   `drop_block`, `stochastic_depth`) or updates module state (`self.x = ...`, `self.x += ...`,
+//!   `self.x.mul_(...)`), itself or in a method of the module it calls
+//!   (`self._momentum_update_key_encoder()`, which sets `param.data`); a random draw in the
+//!   test itself counts (layer drop: `if self.training and torch.rand(1).item() < p: return x`),
+//!   and so does `if not self.training: return x` (or `if p == 0.0 or not self.training:
+//!   return x`) followed by training-only randomness (SpecAugment, drop path);
+//! - the training side returns early with outputs other than losses (`if self.training:
+//!   return outputs` before the eval path decodes them, `return x, aux`);
+//! - the eval side computes on tensors (`else: v = self.agg_inference(v)`,
+//!   `if not self.training: y = y.clamp_min(0)`, `out[out < floor] = 0`);
+//! - the training side transforms a tensor the code goes on with (`x = self.shuffle_unit(x)`);
+//! - a conditional expression picks between two values (`r = self.mask_ratio if self.training
+//!   else 0.0`).
+//!
+//! Branches that only compute or return losses (`return losses`, `self.loss(...)`), pick
+//! training targets (`proposals = self.select_training_samples(proposals, targets)`), check
+//! arguments or return configuration (`return self._pre_nms_top_n["training"]`) are left alone:
+//! an eval-mode export drops them, and torchvision's detection models are full of them.
 //!
 //! ## Why is this bad?
 //! The branch is resolved when the model is traced: only the side matching the module's mode at
@@ -161,6 +173,201 @@ fn mentions_training(e: &Expr) -> bool {
     }
 }
 
+/// Why a branch on `self.training` changes what an export gets.
+enum Why {
+    /// The training side draws random numbers or updates module state.
+    Numerics,
+    /// The two modes return different outputs (raw head outputs in training, decoded ones in
+    /// eval).
+    Outputs,
+    /// The two modes compute different values on the way (`x = self.shuffle(x)` only in
+    /// training, `y.clamp_min(0)` only in eval, `a if self.training else b`).
+    Values,
+}
+
+/// Whether an expression names a loss (`losses`, `self.compute_loss(...)`, `{"loss": l}`).
+fn loss_like(e: &Expr) -> bool {
+    use ruff_python_ast::visitor::{self, Visitor};
+    struct Find(bool);
+    impl<'a> Visitor<'a> for Find {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            let word = match e {
+                Expr::Name(n) => Some(n.id.as_str()),
+                Expr::Attribute(a) => Some(a.attr.id.as_str()),
+                Expr::StringLiteral(s) => Some(s.value.to_str()),
+                _ => None,
+            };
+            if word.is_some_and(|w| w.to_ascii_lowercase().contains("loss")) {
+                self.0 = true;
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut f = Find(false);
+    f.visit_expr(e);
+    f.0
+}
+
+/// A value fixed by configuration, not computed: `None`, a literal, `self.attr`,
+/// `self.attr["training"]`.
+fn config_value(e: &Expr) -> bool {
+    match e {
+        Expr::NoneLiteral(_)
+        | Expr::NumberLiteral(_)
+        | Expr::BooleanLiteral(_)
+        | Expr::StringLiteral(_) => true,
+        Expr::Attribute(a) => matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self"),
+        Expr::Subscript(s) => config_value(&s.value) && config_value(&s.slice),
+        Expr::UnaryOp(u) => config_value(&u.operand),
+        _ => false,
+    }
+}
+
+/// Whether an expression mentions training targets (`targets`, `labels`, `gt_boxes`): picking
+/// training samples is training-only work, not a different exported computation.
+fn mentions_targets(e: &Expr) -> bool {
+    use ruff_python_ast::visitor::{self, Visitor};
+    struct Find(bool);
+    impl<'a> Visitor<'a> for Find {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if let Expr::Name(n) = e {
+                let w = n.id.to_ascii_lowercase();
+                if w.contains("target") || w.contains("label") || w.starts_with("gt") {
+                    self.0 = true;
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut f = Find(false);
+    f.visit_expr(e);
+    f.0
+}
+
+/// The value a branch side returns when it ends in `return VALUE`.
+fn returned(side: &[ast::Stmt]) -> Option<&Expr> {
+    match side.last() {
+        Some(ast::Stmt::Return(r)) => r.value.as_deref(),
+        _ => None,
+    }
+}
+
+/// Whether the eval side of a branch computes something on tensors that the training side does
+/// not: an assignment of a computed value, an in-place or appending call.
+fn computes(ch: &Checker, side: &[ast::Stmt]) -> bool {
+    side.iter().any(|s| match s {
+        ast::Stmt::Assign(a) => {
+            // `x[x < floor] = 0.0`: a write into a tensor, whatever the value.
+            a.targets
+                .iter()
+                .any(|t| matches!(t, Expr::Subscript(s) if ch.is_tensor(&s.value)))
+                || (!config_value(&a.value)
+                    && !mentions_targets(&a.value)
+                    && ch.is_tensor(&a.value))
+        }
+        ast::Stmt::AugAssign(a) => ch.is_tensor(&a.value) || ch.is_tensor(&a.target),
+        ast::Stmt::Expr(e) => match e.value.as_ref() {
+            Expr::Call(c) => {
+                !mentions_targets(&e.value)
+                    && (c.arguments.args.iter().any(|a| ch.is_tensor(a))
+                        || matches!(c.func.as_ref(), Expr::Attribute(a)
+                            if a.attr.id.ends_with('_') && ch.is_tensor(&a.value)))
+            }
+            _ => false,
+        },
+        _ => false,
+    })
+}
+
+/// Whether the training side transforms a tensor the rest of the code goes on with:
+/// `x = self.shuffle_unit(x)` (not `proposals = self.select_training_samples(proposals, targets)`).
+fn transforms_tensor(ch: &Checker, side: &[ast::Stmt]) -> bool {
+    use ruff_python_ast::visitor::{self, Visitor};
+    struct Reads<'n>(&'n str, bool);
+    impl<'a> Visitor<'a> for Reads<'_> {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if matches!(e, Expr::Name(n) if n.id.as_str() == self.0) {
+                self.1 = true;
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    side.iter().any(|s| match s {
+        ast::Stmt::Assign(a) => {
+            let [Expr::Name(target)] = &a.targets[..] else {
+                return false;
+            };
+            let mut reads = Reads(target.id.as_str(), false);
+            reads.visit_expr(&a.value);
+            reads.1
+                && matches!(a.value.as_ref(), Expr::Call(_))
+                && !mentions_targets(&a.value)
+                && ch.is_tensor(&Expr::Name(target.clone()))
+        }
+        _ => false,
+    })
+}
+
+/// Whether the training side calls a method of the same class that draws random numbers or
+/// updates parameters (`self._momentum_update_key_encoder()`: `param_k.data = ...`).
+fn calls_numeric_method(ch: &Checker, side: &[ast::Stmt]) -> bool {
+    use ruff_python_ast::visitor::{self, Visitor};
+    struct Calls<'c, 'a>(&'c Checker<'a>, bool);
+    impl<'v> Visitor<'v> for Calls<'_, '_> {
+        fn visit_expr(&mut self, e: &'v Expr) {
+            if let Expr::Call(c) = e {
+                if let Expr::Attribute(a) = c.func.as_ref() {
+                    if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") {
+                        if let Some(body) = self.0.own_method(a.attr.id.as_str()) {
+                            if changes_numerics(body) || assigns_data(body) {
+                                self.1 = true;
+                            }
+                        }
+                    }
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut v = Calls(ch, false);
+    v.visit_body(side);
+    v.1
+}
+
+/// `p.data = ...`, `p.data.mul_(m)`, `p.copy_(...)`: parameters updated in place.
+fn assigns_data(body: &[ast::Stmt]) -> bool {
+    use ruff_python_ast::visitor::{self, Visitor};
+    struct Find(bool);
+    impl<'a> Visitor<'a> for Find {
+        fn visit_stmt(&mut self, s: &'a ast::Stmt) {
+            if let ast::Stmt::Assign(a) = s {
+                if a.targets
+                    .iter()
+                    .any(|t| matches!(t, Expr::Attribute(x) if x.attr.id.as_str() == "data"))
+                {
+                    self.0 = true;
+                }
+            }
+            visitor::walk_stmt(self, s);
+        }
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if let Expr::Call(c) = e {
+                if let Expr::Attribute(a) = c.func.as_ref() {
+                    let m = a.attr.id.as_str();
+                    let on_data = matches!(a.value.as_ref(), Expr::Attribute(x) if x.attr.id.as_str() == "data");
+                    if (on_data && m.ends_with('_')) || matches!(m, "copy_" | "lerp_") {
+                        self.0 = true;
+                    }
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut f = Find(false);
+    f.visit_body(body);
+    f.0
+}
+
 pub(crate) fn check_test(
     ch: &mut Checker,
     test: &Expr,
@@ -184,17 +391,64 @@ pub(crate) fn check_test(
         }
         _ => false,
     };
+    let (train, eval) = if negated {
+        (orelse, body)
+    } else {
+        (body, orelse)
+    };
     // `if self.training and torch.rand(1).item() < p:` (layer drop) draws in the test itself.
     let test_draws = changes_numerics(&[expr_stmt(test)]);
-    if !test_draws && !changes_numerics(if negated { orelse } else { body }) {
+    let why = if test_draws || changes_numerics(train) || calls_numeric_method(ch, train) {
+        Why::Numerics
+    } else if kind == "conditional expression" {
+        // `a if self.training else b`: two values, unless one side is nothing or a loss.
+        let side = |s: &[ast::Stmt]| match s.first() {
+            Some(ast::Stmt::Expr(e)) => Some(e.value.as_ref().clone()),
+            _ => None,
+        };
+        match (side(train), side(eval)) {
+            (Some(t), Some(e))
+                if !matches!(t, Expr::NoneLiteral(_))
+                    && !matches!(e, Expr::NoneLiteral(_))
+                    && !loss_like(&t)
+                    && !loss_like(&e) =>
+            {
+                Why::Values
+            }
+            _ => return true,
+        }
+    } else if returned(train).is_some_and(|v| !loss_like(v) && !config_value(v)) && !eval.is_empty()
+    {
+        // `if self.training: return outputs` before the eval path decodes them.
+        Why::Outputs
+    } else if (negated || !always_exits(body)) && computes(ch, eval) {
+        // `else: V = self.agg_inference(v)`, `if not self.training: y = y.clamp_min(0)`.
+        Why::Values
+    } else if !negated && !always_exits(body) && transforms_tensor(ch, train) {
+        Why::Values
+    } else {
         return true;
-    }
+    };
     let text = ch.text(test.range()).to_string();
-    let i = ch.report(
-        &RULE,
-        test.range(),
-        format!("`{kind} {text}`: only the branch of the mode at export time is exported"),
-    );
+    let message = match why {
+        Why::Numerics => {
+            format!("`{kind} {text}`: only the branch of the mode at export time is exported")
+        }
+        Why::Outputs => format!(
+            "`{kind} {text}`: training returns other outputs; only the mode at export time is exported"
+        ),
+        Why::Values => format!(
+            "`{kind} {text}`: training and eval compute different values; only the mode at export time is exported"
+        ),
+    };
+    let i = ch.report(&RULE, test.range(), message);
     ch.help(i, "call `model.eval()` before `torch.onnx.export` (the dynamo exporter does not switch modes)");
     true
+}
+
+fn always_exits(body: &[ast::Stmt]) -> bool {
+    matches!(
+        body.last(),
+        Some(ast::Stmt::Return(_) | ast::Stmt::Raise(_))
+    )
 }
