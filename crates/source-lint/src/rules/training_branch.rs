@@ -134,7 +134,9 @@ fn changes_numerics(body: &[ast::Stmt]) -> bool {
                     // `self.drop_path(x)`, `self._drop_tokens(x)`: stochastic-depth helpers;
                     // `random.random()`, `np.random.rand()`: Python's and NumPy's generators.
                     let lower = m.to_ascii_lowercase();
-                    let dropping = RANDOM_HELPERS.iter().any(|d| lower.contains(d));
+                    // `self.drop(x)`, `self.attn_drop(x)`: dropout submodules by their usual names.
+                    let dropping = RANDOM_HELPERS.iter().any(|d| lower.contains(d))
+                        || ((lower == "drop" || lower.ends_with("_drop")) && on_self(&a.value));
                     let python_random = match a.value.as_ref() {
                         Expr::Name(n) => n.id.as_str() == "random",
                         Expr::Attribute(r) => r.attr.id.as_str() == "random",
