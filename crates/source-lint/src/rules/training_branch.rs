@@ -15,7 +15,8 @@
 //!   `if not self.training: y = y.clamp_min(0)`, `out[out < floor] = 0`);
 //! - the training side transforms a tensor the code goes on with (`x = self.shuffle_unit(x)`);
 //! - a conditional expression picks between two values (`r = self.mask_ratio if self.training
-//!   else 0.0`).
+//!   else 0.0`), except a dropout probability that is zero in eval mode
+//!   (`dropout_p=self.attn_drop if self.training else 0.0`), which is what `nn.Dropout` does.
 //!
 //! Branches that only compute or return losses (`return losses`, `self.loss(...)`), pick
 //! training targets (`proposals = self.select_training_samples(proposals, targets)`), check
@@ -208,6 +209,22 @@ fn loss_like(e: &Expr) -> bool {
     let mut f = Find(false);
     f.visit_expr(e);
     f.0
+}
+
+/// `self.attention_dropout if self.training else 0.0`: a dropout probability handed to an
+/// attention kernel, off in eval mode. It is what `nn.Dropout` does, which is not reported either.
+fn dropout_rate(train: &Expr, eval: &Expr) -> bool {
+    fn names_drop(e: &Expr) -> bool {
+        match e {
+            Expr::Name(n) => n.id.to_ascii_lowercase().contains("drop"),
+            Expr::Attribute(a) => {
+                a.attr.id.to_ascii_lowercase().contains("drop") || names_drop(&a.value)
+            }
+            _ => false,
+        }
+    }
+    let zero = |e: &Expr| matches!(e, Expr::NumberLiteral(_));
+    names_drop(train) && zero(eval)
 }
 
 /// A value fixed by configuration, not computed: `None`, a literal, `self.attr`,
@@ -413,7 +430,8 @@ pub(crate) fn check_test(
                 if !matches!(t, Expr::NoneLiteral(_))
                     && !matches!(e, Expr::NoneLiteral(_))
                     && !loss_like(&t)
-                    && !loss_like(&e) =>
+                    && !loss_like(&e)
+                    && !dropout_rate(&t, &e) =>
             {
                 Why::Values
             }
