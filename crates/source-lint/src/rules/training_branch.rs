@@ -188,27 +188,32 @@ enum Why {
     Values,
 }
 
-/// Whether an expression names a loss (`losses`, `self.compute_loss(...)`, `{"loss": l}`).
-fn loss_like(e: &Expr) -> bool {
+/// Whether some sub-expression of `e` (itself included) satisfies `pred`.
+fn any_sub_expr(e: &Expr, pred: impl Fn(&Expr) -> bool) -> bool {
     use ruff_python_ast::visitor::{self, Visitor};
-    struct Find(bool);
-    impl<'a> Visitor<'a> for Find {
+    struct Find<P>(P, bool);
+    impl<'a, P: Fn(&Expr) -> bool> Visitor<'a> for Find<P> {
         fn visit_expr(&mut self, e: &'a Expr) {
-            let word = match e {
-                Expr::Name(n) => Some(n.id.as_str()),
-                Expr::Attribute(a) => Some(a.attr.id.as_str()),
-                Expr::StringLiteral(s) => Some(s.value.to_str()),
-                _ => None,
-            };
-            if word.is_some_and(|w| w.to_ascii_lowercase().contains("loss")) {
-                self.0 = true;
-            }
+            self.1 |= (self.0)(e);
             visitor::walk_expr(self, e);
         }
     }
-    let mut f = Find(false);
+    let mut f = Find(pred, false);
     f.visit_expr(e);
-    f.0
+    f.1
+}
+
+/// Whether an expression names a loss (`losses`, `self.compute_loss(...)`, `{"loss": l}`).
+fn loss_like(e: &Expr) -> bool {
+    any_sub_expr(e, |e| {
+        let word = match e {
+            Expr::Name(n) => n.id.as_str(),
+            Expr::Attribute(a) => a.attr.id.as_str(),
+            Expr::StringLiteral(s) => s.value.to_str(),
+            _ => return false,
+        };
+        word.to_ascii_lowercase().contains("loss")
+    })
 }
 
 /// `self.attention_dropout if self.training else 0.0`: a dropout probability handed to an
@@ -245,22 +250,11 @@ fn config_value(e: &Expr) -> bool {
 /// Whether an expression mentions training targets (`targets`, `labels`, `gt_boxes`): picking
 /// training samples is training-only work, not a different exported computation.
 fn mentions_targets(e: &Expr) -> bool {
-    use ruff_python_ast::visitor::{self, Visitor};
-    struct Find(bool);
-    impl<'a> Visitor<'a> for Find {
-        fn visit_expr(&mut self, e: &'a Expr) {
-            if let Expr::Name(n) = e {
-                let w = n.id.to_ascii_lowercase();
-                if w.contains("target") || w.contains("label") || w.starts_with("gt") {
-                    self.0 = true;
-                }
-            }
-            visitor::walk_expr(self, e);
-        }
-    }
-    let mut f = Find(false);
-    f.visit_expr(e);
-    f.0
+    any_sub_expr(e, |e| {
+        let Expr::Name(n) = e else { return false };
+        let w = n.id.to_ascii_lowercase();
+        w.contains("target") || w.contains("label") || w.starts_with("gt")
+    })
 }
 
 /// The value a branch side returns when it ends in `return VALUE`.
@@ -301,25 +295,15 @@ fn computes(ch: &Checker, side: &[ast::Stmt]) -> bool {
 /// Whether the training side transforms a tensor the rest of the code goes on with:
 /// `x = self.shuffle_unit(x)` (not `proposals = self.select_training_samples(proposals, targets)`).
 fn transforms_tensor(ch: &Checker, side: &[ast::Stmt]) -> bool {
-    use ruff_python_ast::visitor::{self, Visitor};
-    struct Reads<'n>(&'n str, bool);
-    impl<'a> Visitor<'a> for Reads<'_> {
-        fn visit_expr(&mut self, e: &'a Expr) {
-            if matches!(e, Expr::Name(n) if n.id.as_str() == self.0) {
-                self.1 = true;
-            }
-            visitor::walk_expr(self, e);
-        }
-    }
     side.iter().any(|s| match s {
         ast::Stmt::Assign(a) => {
             let [Expr::Name(target)] = &a.targets[..] else {
                 return false;
             };
-            let mut reads = Reads(target.id.as_str(), false);
-            reads.visit_expr(&a.value);
-            reads.1
-                && matches!(a.value.as_ref(), Expr::Call(_))
+            any_sub_expr(
+                &a.value,
+                |e| matches!(e, Expr::Name(n) if n.id == target.id),
+            ) && matches!(a.value.as_ref(), Expr::Call(_))
                 && !mentions_targets(&a.value)
                 && ch.is_tensor(&Expr::Name(target.clone()))
         }
