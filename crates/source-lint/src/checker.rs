@@ -842,6 +842,8 @@ impl<'a> Checker<'a> {
             }
             Expr::BinOp(b) => self.is_frozen_int(&b.left) || self.is_frozen_int(&b.right),
             Expr::UnaryOp(u) => self.is_frozen_int(&u.operand),
+            // `0 if past is None else int(past[0][0].shape[1])`
+            Expr::If(i) => self.is_frozen_int(&i.body) || self.is_frozen_int(&i.orelse),
             _ => false,
         }
     }
@@ -2684,6 +2686,10 @@ impl<'a> Checker<'a> {
             return;
         }
         if rules::mask_index_assignment::check_store(self, target, stmt, aug) {
+            // `x[mask] += v` is an indexed in-place update as well as a masked write.
+            if aug {
+                rules::inplace_index_write::check_aug_store(self, target);
+            }
             return;
         }
         if rules::loop_slice_assignment::check_store(self, target) {

@@ -1,9 +1,8 @@
 //! ## What it does
 //! Flags in-place indexed writes in model code: `x.scatter_(...)`, `x.index_put_(...)`,
 //! `x.index_add_(...)`, `x.index_copy_(...)`, `x.masked_scatter_(...)`, and augmented
-//! assignment through a tensor index, `x[idx] += v`, or into a slice with computed bounds
-//! (`canvas[:, :, y0:y1, x0:x1] += tile`); slices with literal bounds (`x[:, 1:] += 1`) are not
-//! reported.
+//! assignment into an indexed tensor: `x[idx] += v`, `canvas[:, :, y0:y1, x0:x1] += tile`,
+//! `x[..., 1:3] += 0.5`, `x[:, 0] -= 1`.
 //!
 //! ## Why is this bad?
 //! These trace to `index_put`/`scatter` on an existing buffer. The exporter needs opset 11 for
@@ -95,26 +94,9 @@ pub(crate) fn check_aug_store(ch: &mut Checker, target: &ast::ExprSubscript) {
     let tensor_index = index_elements(&target.slice)
         .iter()
         .any(|e| !matches!(e, Expr::Slice(_) | Expr::EllipsisLiteral(_)) && ch.is_tensor(e));
-    // `x[:, self.ids] += v`, `coords[n, j] += d`: a computed position updated in place.
-    let computed_index = index_elements(&target.slice).iter().any(|e| {
-        matches!(
-            e,
-            Expr::Name(_) | Expr::Attribute(_) | Expr::Subscript(_) | Expr::Call(_)
-        )
-    });
-    // `canvas[:, :, y0 * 8:y1 * 8] += tile`: an in-place update of a slice whose bounds are
-    // computed, which the exporter turns into an index_put with the bounds of the example.
-    // Literal bounds (`out[:, 1:] += 1`) are left alone.
-    let computed = |b: &Option<Box<Expr>>| {
-        b.as_deref().is_some_and(|e| {
-            !matches!(e, Expr::NumberLiteral(_))
-                && !matches!(e, Expr::UnaryOp(u) if matches!(u.operand.as_ref(), Expr::NumberLiteral(_)))
-        })
-    };
-    let sliced = index_elements(&target.slice)
-        .iter()
-        .any(|e| matches!(e, Expr::Slice(s) if computed(&s.lower) || computed(&s.upper)));
-    if !(tensor_index || ((computed_index || sliced) && ch.is_tensor(&target.value))) {
+    // `x[idx] += v` with a tensor index, or any indexed update of a tensor in place:
+    // `coords[n, j] += d`, `canvas[:, :, y0:y1] += tile`, `tok[:, :, 0] += t`.
+    if !(tensor_index || ch.is_tensor(&target.value)) {
         return;
     }
     let text = ch.text(target.range()).to_string();

@@ -143,7 +143,9 @@ fn changes_numerics(body: &[ast::Stmt]) -> bool {
                         Expr::Attribute(r) => r.attr.id.as_str() == "random",
                         _ => false,
                     };
-                    let state = m.ends_with('_') && !m.starts_with('_') && on_self(&a.value);
+                    // `self.eps.normal_()`, `self.ret_rms.update(v)`: state of the module updated.
+                    let state = ((m.ends_with('_') && !m.starts_with('_')) || m == "update")
+                        && on_self(&a.value);
                     if random || dropping || python_random || state {
                         self.found = true;
                     }
@@ -292,6 +294,42 @@ fn computes(ch: &Checker, side: &[ast::Stmt]) -> bool {
     })
 }
 
+/// Whether both sides bind a common name, the eval side to a computed value: `w = mu + sigma *
+/// eps` in training and `w, b = self.mu_w, self.mu_b` in eval (not `else: labels = None`).
+fn rebinds_same(train: &[ast::Stmt], eval: &[ast::Stmt]) -> bool {
+    fn bound(side: &[ast::Stmt], computed_only: bool) -> Vec<String> {
+        let mut names = Vec::new();
+        for s in side {
+            let ast::Stmt::Assign(a) = s else { continue };
+            let values: Vec<&Expr> = match (&a.targets[..], a.value.as_ref()) {
+                ([Expr::Tuple(t)], Expr::Tuple(v)) if t.elts.len() == v.elts.len() => {
+                    v.elts.iter().collect()
+                }
+                ([Expr::Tuple(t)], v) => t.elts.iter().map(|_| v).collect(),
+                (_, v) => vec![v],
+            };
+            let targets: Vec<&Expr> = match &a.targets[..] {
+                [Expr::Tuple(t)] => t.elts.iter().collect(),
+                ts => ts.iter().collect(),
+            };
+            for (t, v) in targets.into_iter().zip(values) {
+                let literal = matches!(
+                    v,
+                    Expr::NoneLiteral(_) | Expr::NumberLiteral(_) | Expr::BooleanLiteral(_)
+                );
+                if let Expr::Name(n) = t {
+                    if !(computed_only && (literal || mentions_targets(v))) {
+                        names.push(n.id.to_string());
+                    }
+                }
+            }
+        }
+        names
+    }
+    let eval_names = bound(eval, true);
+    !eval_names.is_empty() && bound(train, false).iter().any(|n| eval_names.contains(n))
+}
+
 /// Whether the training side transforms a tensor the rest of the code goes on with:
 /// `x = self.shuffle_unit(x)` (not `proposals = self.select_training_samples(proposals, targets)`).
 fn transforms_tensor(ch: &Checker, side: &[ast::Stmt]) -> bool {
@@ -425,7 +463,8 @@ pub(crate) fn check_test(
     {
         // `if self.training: return outputs` before the eval path decodes them.
         Why::Outputs
-    } else if (negated || !always_exits(body)) && computes(ch, eval) {
+    } else if (negated || !always_exits(body)) && (computes(ch, eval) || rebinds_same(train, eval))
+    {
         // `else: V = self.agg_inference(v)`, `if not self.training: y = y.clamp_min(0)`.
         Why::Values
     } else if !negated && !always_exits(body) && transforms_tensor(ch, train) {
