@@ -748,7 +748,20 @@ pub fn error_line(text: &str) -> Option<String> {
     if lines.iter().any(|l| l.ends_with("<--- HERE")) {
         return lines.first().map(|s| s.to_string());
     }
-    lines.last().map(|s| s.to_string())
+    // An error quoted inside a sentence ("转换时报错：onnxruntime...Fail: ...") and followed by the
+    // command that failed: the last line that names an error or a failure, else the last line
+    // that is not a Markdown fence.
+    let names_error = |l: &&&str| {
+        let low = l.to_lowercase();
+        low.contains("error") || low.contains("fail")
+    };
+    let not_fence = |l: &&&str| !l.starts_with("```");
+    lines
+        .iter()
+        .rev()
+        .find(names_error)
+        .or_else(|| lines.iter().rev().find(not_fence))
+        .map(|s| s.to_string())
 }
 
 #[cfg(test)]
@@ -948,5 +961,15 @@ mod tests {
         );
         let log = "[I] building\nsomething went wrong\n";
         assert_eq!(error_line(log).as_deref(), Some("something went wrong"));
+    }
+
+    #[test]
+    fn an_error_quoted_in_a_sentence_is_the_error_line_not_the_command_after_it() {
+        let quoted = "转换时报错：onnxruntime.capi.onnxruntime_pybind11_state.Fail: [ONNXRuntimeError] : 1 : FAIL : Failed to load library\n```\npython tools/deploy.py \\\n--device cpu\n```";
+        assert_eq!(
+            error_line(quoted).as_deref(),
+            Some("转换时报错：onnxruntime.capi.onnxruntime_pybind11_state.Fail: [ONNXRuntimeError] : 1 : FAIL : Failed to load library")
+        );
+        assert_eq!(error_line("it stopped\n```").as_deref(), Some("it stopped"));
     }
 }
