@@ -727,6 +727,12 @@ pub fn user_frame(text: &str) -> Option<Frame> {
 /// TorchScript compile error (a source excerpt marked `<--- HERE`), the first line, which states it;
 /// else the last non-empty line.
 pub fn error_line(text: &str) -> Option<String> {
+    error_line_near(text, None)
+}
+
+/// [`error_line`], told what a knowledge-base pattern matched: when no line reads like an error
+/// (`RuntimeError: ...`, `[E]`), the line where the match starts is the error.
+pub fn error_line_near(text: &str, matched: Option<&str>) -> Option<String> {
     static RE: OnceLock<Regex> = OnceLock::new();
     let re = RE.get_or_init(|| {
         Regex::new(r"^[\w.]*(Error|Exception|Warning|Fail|Failure)\b.*:|^\[ONNXRuntimeError\]|\[E\]|^ERROR")
@@ -747,6 +753,14 @@ pub fn error_line(text: &str) -> Option<String> {
     }
     if lines.iter().any(|l| l.ends_with("<--- HERE")) {
         return lines.first().map(|s| s.to_string());
+    }
+    if let Some(first) = matched
+        .and_then(|m| m.lines().map(str::trim).find(|l| !l.is_empty()))
+        .filter(|f| f.len() >= 8)
+    {
+        if let Some(l) = lines.iter().find(|l| l.contains(first)) {
+            return Some(l.to_string());
+        }
     }
     // An error quoted inside a sentence ("转换时报错：onnxruntime...Fail: ...") and followed by the
     // command that failed: the last line that names an error or a failure, else the last line
@@ -971,5 +985,10 @@ mod tests {
             Some("转换时报错：onnxruntime.capi.onnxruntime_pybind11_state.Fail: [ONNXRuntimeError] : 1 : FAIL : Failed to load library")
         );
         assert_eq!(error_line("it stopped\n```").as_deref(), Some("it stopped"));
+        let prose = "I am getting this error when loading the engine\n`network has dynamic or shape inputs, but no optimization profile has been defined`\nany idea?";
+        assert_eq!(
+            error_line_near(prose, Some("no optimization profile has been defined")).as_deref(),
+            Some("`network has dynamic or shape inputs, but no optimization profile has been defined`")
+        );
     }
 }

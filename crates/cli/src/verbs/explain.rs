@@ -66,7 +66,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             })
             .or_else(|| f.code.clone())
     });
-    let error = explain::error_line(&text);
+    let error = explain::error_line_near(&text, found.as_ref().map(|m| m.matched.as_str()));
 
     match args.format {
         Format::Json => {
