@@ -6,7 +6,8 @@
 //! `eval()` (to re-estimate batch norm statistics, say) puts it back in training mode. The
 //! exporter may be imported under another name (`from torch.onnx import export as onnx_export`).
 //! A module built by a constructor inside the call (`torch.onnx.export(Wrapper(Net()), ...)`)
-//! without `.eval()` on it is flagged too.
+//! without `.eval()` on it is flagged too, and so is a submodule of a local (`reg.matcher`) when
+//! neither the local nor the submodule was put in eval mode.
 //!
 //! ## Why is this bad?
 //! A module in training mode exports dropout as active and batch norm with batch statistics
@@ -195,8 +196,16 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         }
         return;
     }
-    let Expr::Name(n) = model else { return };
-    let name = n.id.as_str();
+    // `torch.onnx.export(reg.matcher, ...)`: a submodule of a local is in eval mode once the
+    // local (or the submodule itself) is.
+    let (name, sub) = match model {
+        Expr::Name(n) => (n.id.as_str(), None),
+        Expr::Attribute(a) => match a.value.as_ref() {
+            Expr::Name(n) if n.id.as_str() != "self" => (n.id.as_str(), Some(ch.text(a.range()))),
+            _ => return,
+        },
+        _ => return,
+    };
     let at = call.range().start();
     let Some(body) = ch.bodies.last().copied() else {
         return;
@@ -233,6 +242,11 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         let evals = exprs.iter().any(|e| {
             has_eval(e, Receiver::Name(name))
                 || (mentions(e, &[name.to_string()]) && helper_evals(ch, e))
+                || sub.is_some_and(|sub| {
+                    let text = ch.text(e.range());
+                    text.contains(&format!("{sub}.eval("))
+                        || text.contains(&format!("{sub}.train(False"))
+                })
         });
         // `model.eval()` then `model.train()` (to recalibrate batch norm): back in training.
         if !evals && exprs.iter().any(|e| has_train(e, name)) {
@@ -246,7 +260,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     let i = ch.report(
         &RULE,
         call.func.range(),
-        format!("`{name}` is exported without `{name}.eval()`: dropout and batch-norm statistics export in training mode"),
+        format!("`{shown}` is exported without `{name}.eval()`: dropout and batch-norm statistics export in training mode", shown = sub.unwrap_or(name)),
     );
     ch.help(i, format!("call `{name}.eval()` before `torch.onnx.export` (the default dynamo exporter does not switch modes)"));
 }

@@ -421,14 +421,18 @@ pub(crate) fn check_test(
     }
     // `if not self.training:` and `if p == 0.0 or not self.training:` run their body in eval
     // mode: the training side is the else branch (or the rest of the block after a return).
+    // `if self.refine and not self.training:` runs its body in eval mode too.
     let negated = match test {
         Expr::UnaryOp(_) => true,
         Expr::BoolOp(b) => {
-            matches!(b.op, ast::BoolOp::Or)
-                && b.values.iter().any(|v| {
-                    matches!(v, Expr::UnaryOp(u)
-                    if matches!(u.op, ast::UnaryOp::Not) && mentions_training(&u.operand))
-                })
+            b.values.iter().any(|v| {
+                matches!(v, Expr::UnaryOp(u)
+                if matches!(u.op, ast::UnaryOp::Not) && mentions_training(&u.operand))
+            }) && (matches!(b.op, ast::BoolOp::Or)
+                || !b
+                    .values
+                    .iter()
+                    .any(|v| Checker::is_self_attr(v, "training")))
         }
         _ => false,
     };
