@@ -1778,22 +1778,20 @@ fn is_loss_forward(body: &[Stmt], targets: &[String]) -> bool {
             visitor::walk_expr(self, e);
         }
     }
-    let mut scan = Scan {
+    // Returns anywhere in the body; targets only in the statements that compute the loss.
+    let mut whole = Scan {
         targets,
         mentions_target: false,
         tuple_return: false,
     };
-    scan.visit_body(body);
-    let tuple_return = scan.tuple_return;
-    let mut scan = Scan {
+    whole.visit_body(body);
+    let mut loss = Scan {
         targets,
         mentions_target: false,
         tuple_return: false,
     };
-    for s in loss_statements(body) {
-        scan.visit_stmt(s);
-    }
-    scan.mentions_target || !tuple_return
+    loss_statements(body).for_each(|s| loss.visit_stmt(s));
+    loss.mentions_target || !whole.tuple_return
 }
 
 /// Functions that by name only run in training (losses, target assignment, sampling).
@@ -2319,7 +2317,7 @@ fn annotation_is_non_tensor(e: &Expr) -> bool {
 }
 
 /// Whether a block always ends in `return` or `raise`.
-fn always_exits(body: &[Stmt]) -> bool {
+pub(crate) fn always_exits(body: &[Stmt]) -> bool {
     matches!(body.last(), Some(Stmt::Return(_) | Stmt::Raise(_)))
 }
 

@@ -65,6 +65,8 @@ enum Receiver<'n> {
     Name(&'n str),
     /// `<name>.eval()` or `.eval()` on a call (`Net().eval()`).
     NameOrCall(&'n str),
+    /// `<name>.<attr>.eval()`: a submodule of a local (`reg.matcher.eval()`).
+    Attribute(&'n str, &'n str),
     /// Any (`m.eval()` inside a helper the model is handed to).
     Any,
 }
@@ -88,6 +90,9 @@ impl<'a> Visitor<'a> for EvalFind<'_> {
                     Receiver::NameOrCall(name) => {
                         on_name(name) || matches!(a.value.as_ref(), Expr::Call(_))
                     }
+                    Receiver::Attribute(name, attr) => matches!(a.value.as_ref(),
+                        Expr::Attribute(inner) if inner.attr.id.as_str() == attr
+                            && matches!(inner.value.as_ref(), Expr::Name(n) if n.id.as_str() == name)),
                     Receiver::Any => true,
                 };
                 if (eval || train_false) && receiver {
@@ -201,7 +206,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     let (name, sub) = match model {
         Expr::Name(n) => (n.id.as_str(), None),
         Expr::Attribute(a) => match a.value.as_ref() {
-            Expr::Name(n) if n.id.as_str() != "self" => (n.id.as_str(), Some(ch.text(a.range()))),
+            Expr::Name(n) if n.id.as_str() != "self" => (n.id.as_str(), Some(a.attr.id.as_str())),
             _ => return,
         },
         _ => return,
@@ -242,11 +247,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         let evals = exprs.iter().any(|e| {
             has_eval(e, Receiver::Name(name))
                 || (mentions(e, &[name.to_string()]) && helper_evals(ch, e))
-                || sub.is_some_and(|sub| {
-                    let text = ch.text(e.range());
-                    text.contains(&format!("{sub}.eval("))
-                        || text.contains(&format!("{sub}.train(False"))
-                })
+                || sub.is_some_and(|attr| has_eval(e, Receiver::Attribute(name, attr)))
         });
         // `model.eval()` then `model.train()` (to recalibrate batch norm): back in training.
         if !evals && exprs.iter().any(|e| has_train(e, name)) {
@@ -260,7 +261,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     let i = ch.report(
         &RULE,
         call.func.range(),
-        format!("`{shown}` is exported without `{name}.eval()`: dropout and batch-norm statistics export in training mode", shown = sub.unwrap_or(name)),
+        format!("`{shown}` is exported without `{name}.eval()`: dropout and batch-norm statistics export in training mode", shown = ch.text(model.range())),
     );
     ch.help(i, format!("call `{name}.eval()` before `torch.onnx.export` (the default dynamo exporter does not switch modes)"));
 }

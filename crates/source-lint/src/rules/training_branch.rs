@@ -47,7 +47,7 @@
 //! torch.onnx.export(model, (x,), "model.onnx")
 //! ```
 
-use crate::checker::{expr_stmt, Checker};
+use crate::checker::{always_exits, expr_stmt, Checker};
 use crate::registry::{FixKind, Rule};
 use diagnostics::Severity;
 use ruff_python_ast::{self as ast, Expr};
@@ -133,11 +133,11 @@ fn changes_numerics(body: &[ast::Stmt]) -> bool {
                             | "gumbel_softmax"
                     );
                     // `self.drop_path(x)`, `self._drop_tokens(x)`: stochastic-depth helpers;
-                    // `random.random()`, `np.random.rand()`: Python's and NumPy's generators.
-                    let lower = m.to_ascii_lowercase();
                     // `self.drop(x)`, `self.attn_drop(x)`: dropout submodules by their usual names.
+                    let lower = m.to_ascii_lowercase();
                     let dropping = RANDOM_HELPERS.iter().any(|d| lower.contains(d))
                         || ((lower == "drop" || lower.ends_with("_drop")) && on_self(&a.value));
+                    // `random.random()`, `np.random.rand()`: Python's and NumPy's generators.
                     let python_random = match a.value.as_ref() {
                         Expr::Name(n) => n.id.as_str() == "random",
                         Expr::Attribute(r) => r.attr.id.as_str() == "random",
@@ -491,11 +491,4 @@ pub(crate) fn check_test(
     let i = ch.report(&RULE, test.range(), message);
     ch.help(i, "call `model.eval()` before `torch.onnx.export` (the dynamo exporter does not switch modes)");
     true
-}
-
-fn always_exits(body: &[ast::Stmt]) -> bool {
-    matches!(
-        body.last(),
-        Some(ast::Stmt::Return(_) | ast::Stmt::Raise(_))
-    )
 }
