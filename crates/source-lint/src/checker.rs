@@ -86,6 +86,9 @@ pub(crate) struct Checker<'a> {
     /// Module-level functions of this file without a return annotation: called on tensors,
     /// they most likely return one (`heat = _nms(hm)`).
     unannotated_fns: HashSet<String>,
+    /// Functions (class `None`) and methods of this file whose every `return` is a comparison
+    /// or a `|`/`&`/`~` of comparisons: `self._out_of_frame(flow)` is a mask.
+    returns_mask: HashSet<(Option<String>, String)>,
     /// Methods of this file's classes without a return annotation: `self.span_scores(words)`.
     unannotated_methods: HashSet<(String, String)>,
     imported_unannotated: HashSet<String>,
@@ -227,6 +230,7 @@ impl<'a> Checker<'a> {
             .any(|q| q == "torch" || q.starts_with("torch."));
         let model_fns = model_functions(module, &imports, &project.roots, &project.methods);
         let returns_tensor = tensor_returning_functions(module);
+        let returns_mask = mask_returning_functions(module);
         let unannotated_fns = module
             .iter()
             .filter_map(|s| match s {
@@ -257,6 +261,7 @@ impl<'a> Checker<'a> {
             class_methods: Vec::new(),
             class_tensor_attrs: Vec::new(),
             returns_tensor,
+            returns_mask,
             unannotated_fns,
             unannotated_methods,
             imported_unannotated: project.unannotated.clone(),
@@ -661,9 +666,10 @@ impl<'a> Checker<'a> {
     pub fn is_array(&self, e: &Expr) -> bool {
         match e {
             Expr::Name(n) => self.state().arrays.contains(n.id.as_str()),
+            // OpenCV's Python API returns NumPy arrays: `pts = cv2.boxPoints(rect)`.
             Expr::Call(c) => {
                 self.qualify(&c.func)
-                    .is_some_and(|q| q.starts_with("numpy."))
+                    .is_some_and(|q| q.starts_with("numpy.") || q.starts_with("cv2."))
                     || matches!(self.method(c), Some(("numpy", _)))
             }
             _ => false,
@@ -748,6 +754,16 @@ impl<'a> Checker<'a> {
                     Expr::Name(n) => Some(n.id.as_str()),
                     f => self_attr(f),
                 };
+                // `self._out_of_frame(flow)`: a function of this file that returns comparisons.
+                let key = match c.func.as_ref() {
+                    Expr::Name(n) => Some((None, n.id.to_string())),
+                    f => self_attr(f).and_then(|m| {
+                        self.classes.last().map(|cls| (Some(cls.clone()), m.to_string()))
+                    }),
+                };
+                if key.is_some_and(|k| self.returns_mask.contains(&k)) {
+                    return true;
+                }
                 if helper.is_some_and(|h| h.to_ascii_lowercase().ends_with("mask"))
                     && self
                         .qualify(&c.func)
@@ -1072,7 +1088,10 @@ fn model_functions(
         // Losses and metrics are modules too, but they run beside the exported model; so do
         // heads whose `forward` always computes a loss (`AAMSoftmax`, `OhemCrossEntropy`).
         let lower = class.to_ascii_lowercase();
+        // `LabelSmoothingCE`, `MaskedNLL`: cross-entropy and likelihood criteria by name.
         if lower.contains("loss")
+            || class.ends_with("CE")
+            || class.ends_with("NLL")
             || lower.contains("criterion")
             || lower.ends_with("metric")
             || methods.get("forward").is_some_and(|b| {
@@ -2145,6 +2164,78 @@ fn tensor_returning_functions(module: &[Stmt]) -> HashMap<(Option<String>, Strin
     out
 }
 
+/// Functions and methods of a module that return a mask: at least one `return`, and every one
+/// gives a comparison (`a < b`, not `is`/`in`), or `~`, `|`, `&`, `^` over one.
+fn mask_returning_functions(module: &[Stmt]) -> HashSet<(Option<String>, String)> {
+    fn mask_like(e: &Expr) -> bool {
+        match e {
+            Expr::Compare(c) => c.ops.iter().all(|op| {
+                matches!(
+                    op,
+                    ast::CmpOp::Eq
+                        | ast::CmpOp::NotEq
+                        | ast::CmpOp::Lt
+                        | ast::CmpOp::LtE
+                        | ast::CmpOp::Gt
+                        | ast::CmpOp::GtE
+                )
+            }),
+            Expr::UnaryOp(u) => matches!(u.op, ast::UnaryOp::Invert) && mask_like(&u.operand),
+            Expr::BinOp(b) => {
+                matches!(
+                    b.op,
+                    ast::Operator::BitAnd | ast::Operator::BitOr | ast::Operator::BitXor
+                ) && mask_like(&b.left)
+                    && mask_like(&b.right)
+            }
+            _ => false,
+        }
+    }
+    struct Returns {
+        any: bool,
+        all_masks: bool,
+    }
+    impl<'a> Visitor<'a> for Returns {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            match s {
+                Stmt::FunctionDef(_) | Stmt::ClassDef(_) => {}
+                Stmt::Return(r) => {
+                    self.any = true;
+                    self.all_masks &= r.value.as_deref().is_some_and(mask_like);
+                }
+                s => visitor::walk_stmt(self, s),
+            }
+        }
+    }
+    let returns_masks = |f: &ast::StmtFunctionDef| {
+        let mut r = Returns {
+            any: false,
+            all_masks: true,
+        };
+        r.visit_body(&f.body);
+        r.any && r.all_masks
+    };
+    let mut out = HashSet::new();
+    for stmt in module {
+        match stmt {
+            Stmt::FunctionDef(f) if returns_masks(f) => {
+                out.insert((None, f.name.id.to_string()));
+            }
+            Stmt::ClassDef(c) => {
+                for s in &c.body {
+                    if let Stmt::FunctionDef(f) = s {
+                        if returns_masks(f) {
+                            out.insert((Some(c.name.id.to_string()), f.name.id.to_string()));
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 /// Attributes a class body binds to tensors: `self.register_buffer("name", ...)`,
 /// `self.register_parameter("name", ...)`, `self.name = nn.Parameter(...)` or a torch tensor.
 fn tensor_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
@@ -2405,6 +2496,11 @@ impl<'a> Visitor<'a> for Checker<'a> {
                             continue;
                         }
                         if annotation.is_some_and(annotation_is_non_tensor) {
+                            // `bitmap: np.ndarray`
+                            if matches!(annotation, Some(Expr::Attribute(a)) if a.attr.id.as_str() == "ndarray")
+                            {
+                                st.arrays.insert(name.to_string());
+                            }
                             if annotation.is_some_and(mentions_tensor_anywhere) {
                                 st.containers.insert(name.to_string());
                             }
@@ -2703,6 +2799,11 @@ impl<'a> Checker<'a> {
             return;
         }
         if rules::training_branch::check_test(self, test, kind, body, orelse) {
+            // `if not self.training and (a - b).abs().mean() > t:` tests a tensor in eval mode,
+            // the mode export traces.
+            for operand in rules::training_branch::eval_operands(test) {
+                rules::tensor_condition::check_test(self, operand, kind);
+            }
             return;
         }
         rules::tensor_condition::check_test(self, test, kind);

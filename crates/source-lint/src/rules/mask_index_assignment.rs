@@ -31,6 +31,7 @@ use crate::registry::{FixKind, Rule};
 use crate::rules::index_elements;
 use crate::Edit;
 use diagnostics::Severity;
+use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{self as ast, Expr, Stmt};
 use ruff_text_size::Ranged;
 
@@ -55,10 +56,20 @@ pub(crate) fn check_store(
     }
     let elements = index_elements(&target.slice);
     // `x[cloud.expand_as(x)] = fill`: an index of the receiver's own shape is a mask.
-    let receiver_shaped = |e: &Expr| {
+    // `pad = key_padding.unsqueeze(1).expand_as(scores)` then `scores[pad] = v`: the same,
+    // through a name bound in this function.
+    let expands_to_receiver = |e: &Expr| {
         matches!(e, Expr::Call(c)
             if matches!(ch.method(c), Some(("expand_as", _)))
                 && c.arguments.args.first().is_some_and(|a| ch.text(a.range()) == ch.text(target.value.range())))
+    };
+    let receiver_shaped = |e: &Expr| match e {
+        Expr::Name(n) => ch.bodies.last().is_some_and(|body| {
+            bound_values(body, n.id.as_str())
+                .iter()
+                .any(|v| expands_to_receiver(v))
+        }),
+        e => expands_to_receiver(e),
     };
     if !elements
         .iter()
@@ -108,4 +119,36 @@ pub(crate) fn check_store(
         }
     }
     true
+}
+
+/// The values assigned to `name` by plain assignments in a function body (not in nested
+/// functions or classes).
+fn bound_values<'a>(body: &'a [Stmt], name: &str) -> Vec<&'a Expr> {
+    struct Bindings<'a, 'n> {
+        name: &'n str,
+        values: Vec<&'a Expr>,
+    }
+    impl<'a> Visitor<'a> for Bindings<'a, '_> {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            match s {
+                Stmt::FunctionDef(_) | Stmt::ClassDef(_) => {}
+                Stmt::Assign(a) => {
+                    if a
+                        .targets
+                        .iter()
+                        .any(|t| matches!(t, Expr::Name(n) if n.id.as_str() == self.name))
+                    {
+                        self.values.push(&a.value);
+                    }
+                }
+                s => visitor::walk_stmt(self, s),
+            }
+        }
+    }
+    let mut b = Bindings {
+        name,
+        values: Vec::new(),
+    };
+    b.visit_body(body);
+    b.values
 }

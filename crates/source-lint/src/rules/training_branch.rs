@@ -178,6 +178,25 @@ fn mentions_training(e: &Expr) -> bool {
     }
 }
 
+/// The operands of a test on `self.training` that Python evaluates in eval mode, the mode
+/// export traces: the rest of `not self.training and X`, or of `self.training or X`.
+pub(crate) fn eval_operands(test: &Expr) -> Vec<&Expr> {
+    let Expr::BoolOp(b) = test else {
+        return Vec::new();
+    };
+    let gate = b.values.iter().any(|v| match b.op {
+        ast::BoolOp::And => {
+            matches!(v, Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not)
+                && Checker::is_self_attr(&u.operand, "training"))
+        }
+        ast::BoolOp::Or => Checker::is_self_attr(v, "training"),
+    });
+    if !gate {
+        return Vec::new();
+    }
+    b.values.iter().filter(|v| !mentions_training(v)).collect()
+}
+
 /// Why a branch on `self.training` changes what an export gets.
 enum Why {
     /// The training side draws random numbers or updates module state.
