@@ -758,7 +758,9 @@ impl<'a> Checker<'a> {
                 let key = match c.func.as_ref() {
                     Expr::Name(n) => Some((None, n.id.to_string())),
                     f => self_attr(f).and_then(|m| {
-                        self.classes.last().map(|cls| (Some(cls.clone()), m.to_string()))
+                        self.classes
+                            .last()
+                            .map(|cls| (Some(cls.clone()), m.to_string()))
                     }),
                 };
                 if key.is_some_and(|k| self.returns_mask.contains(&k)) {

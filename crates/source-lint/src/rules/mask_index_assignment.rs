@@ -133,8 +133,7 @@ fn bound_values<'a>(body: &'a [Stmt], name: &str) -> Vec<&'a Expr> {
             match s {
                 Stmt::FunctionDef(_) | Stmt::ClassDef(_) => {}
                 Stmt::Assign(a) => {
-                    if a
-                        .targets
+                    if a.targets
                         .iter()
                         .any(|t| matches!(t, Expr::Name(n) if n.id.as_str() == self.name))
                     {
