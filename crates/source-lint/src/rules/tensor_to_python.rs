@@ -2,7 +2,9 @@
 //! Flags tensor values turned into Python values inside model code: `.item()`, `.tolist()`,
 //! `.numpy()`, and `int(t)`, `float(t)`, `bool(t)` on a tensor. Tensors made only from Python
 //! numbers or random draws (`torch.tensor(scale).log2().item()`, `int(torch.randint(n, ()))`)
-//! are not reported: nothing the inputs decide is frozen.
+//! are not reported: nothing the inputs decide is frozen. Neither is `int()` of arithmetic on
+//! sizes (`int(windows.shape[0] / (h * w))`): that freezes a shape, which ODL016 reports where
+//! the number is used.
 //!
 //! ## Why is this bad?
 //! The tracer cannot record a Python number: it reads the example's value once and bakes it into
@@ -31,7 +33,8 @@
 use crate::checker::Checker;
 use crate::registry::{FixKind, Rule};
 use diagnostics::Severity;
-use ruff_python_ast as ast;
+use ruff_python_ast::visitor::{self, Visitor};
+use ruff_python_ast::{self as ast, Expr};
 use ruff_text_size::Ranged;
 
 pub(crate) const RULE: Rule = Rule {
@@ -77,6 +80,11 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     if call.arguments.args.len() != 1 || !ch.is_tensor(arg) || ch.is_constant_tensor(arg) {
         return;
     }
+    // `int(windows.shape[0] / (h * w / ws / ws))`: arithmetic on a size is a Python number the
+    // tracer records; where it feeds a shape, ODL016 reports the consumer.
+    if matches!(arg, Expr::BinOp(_)) && size_arithmetic(ch, arg) && mentions_size(ch, arg) {
+        return;
+    }
     let text = ch.text(arg.range()).to_string();
     let i = ch.report(
         &RULE,
@@ -87,4 +95,38 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         i,
         "keep it a tensor; compare or mask with tensor ops instead",
     );
+}
+
+/// Whether an expression is arithmetic on sizes, names and numbers only: no operand computes a
+/// tensor's values (`mask.numel() / mask.sum()` does).
+fn size_arithmetic(ch: &Checker, e: &Expr) -> bool {
+    match e {
+        Expr::BinOp(b) => size_arithmetic(ch, &b.left) && size_arithmetic(ch, &b.right),
+        Expr::UnaryOp(u) => size_arithmetic(ch, &u.operand),
+        Expr::NumberLiteral(_) | Expr::Name(_) => true,
+        e => ch.is_size(e),
+    }
+}
+
+/// Whether an expression reads a tensor size anywhere (`x.shape[0]`, `x.size(1)`).
+fn mentions_size(ch: &Checker, e: &Expr) -> bool {
+    struct Find<'c, 'a> {
+        ch: &'c Checker<'a>,
+        found: bool,
+    }
+    impl<'e> Visitor<'e> for Find<'_, '_> {
+        fn visit_expr(&mut self, e: &'e Expr) {
+            if self.found {
+                return;
+            }
+            if self.ch.is_size(e) {
+                self.found = true;
+                return;
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut f = Find { ch, found: false };
+    f.visit_expr(e);
+    f.found
 }
