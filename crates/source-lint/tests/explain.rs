@@ -102,6 +102,20 @@ fn real_messages_are_recognised_with_the_right_cause() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+#[test]
+fn every_fixture_is_counted_once() {
+    // The same message from the same thread twice would inflate the fixture count.
+    let cases = cases();
+    let mut seen = std::collections::HashSet::new();
+    let twice: Vec<&str> = cases
+        .case
+        .iter()
+        .filter(|c| !seen.insert((c.source.as_str(), c.text.trim())))
+        .map(|c| c.source.as_str())
+        .collect();
+    assert!(twice.is_empty(), "fixtures given twice: {twice:?}");
+}
+
 /// `{name}` left in rendered text (the renderer's last resort is `(see the message)`).
 fn unrendered(text: &str) -> Option<String> {
     let re = regex::Regex::new(r"\{\??[A-Za-z_][A-Za-z0-9_]*\}|\{\?|\(see the message\)").unwrap();
