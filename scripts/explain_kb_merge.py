@@ -11,7 +11,8 @@ files on every textual merge. This applies a branch's changes block by block ins
 branch added (an entry id, or a case's whole text, not in BASE) is appended unless the checkout has
 it already; an entry the branch edited is replaced in place when the checkout still holds BASE's
 text. An entry edited on both sides, an id added on both sides with different text, or a block the
-branch removed is reported and left as the checkout has it, and the exit status is 1.
+branch removed is reported and left as the checkout has it, and the exit status is 1. A case is
+keyed by its source and text, so a branch that changes a case's `expect` edits it in place.
 
 BASE defaults to `git merge-base HEAD BRANCH`, so the checkout's own changes since the branch was cut
 (a fixture deleted as a duplicate, say) are not undone. Comment lines between blocks are kept as the
@@ -57,7 +58,8 @@ def key(block: str, header: str) -> str:
         if not found:
             sys.exit(f"an [[entry]] without an id:\n{block[:200]}")
         return found.group(1)
-    return block
+    # A case is its source and text: a branch that changes which entry it expects edits it.
+    return re.sub(r'(?m)^expect = .*\n', "", block)
 
 
 def merge(path: str, header: str, branch: str, base: str) -> int:
