@@ -94,6 +94,9 @@ pub(crate) struct Checker<'a> {
     imported_unannotated: HashSet<String>,
     /// The same for imported callees, as this file spells them (`pad_mask`, `U.decode`).
     imported_returns: HashMap<String, Vec<bool>>,
+    /// This file's functions that return Python numbers made from sizes, and imported ones (as
+    /// called here): `xs, n_chunks = pad_to_multiple(xs, 4)`.
+    frozen_returns: HashMap<String, Vec<bool>>,
     pub fns: Vec<FnState>,
     pub loops: Vec<LoopInfo>,
     /// Statements of the innermost function (or the module) that encloses the current node.
@@ -200,6 +203,9 @@ pub(crate) struct Project {
     pub returns: HashMap<String, Vec<bool>>,
     /// Imported callables (as called here) whose defining file gives no return annotation.
     pub unannotated: HashSet<String>,
+    /// Imported functions (as called here) that return sizes as Python numbers; the flags as in
+    /// [`frozen_returning_functions`].
+    pub frozen_returns: HashMap<String, Vec<bool>>,
     /// Methods that model code of files importing this one calls on submodules
     /// (`self.model.score_masked(...)`): this file's methods of those names are model code.
     pub methods: HashSet<String>,
@@ -211,6 +217,7 @@ impl Project {
         self.roots.is_empty()
             && self.returns.is_empty()
             && self.unannotated.is_empty()
+            && self.frozen_returns.is_empty()
             && self.methods.is_empty()
     }
 }
@@ -266,6 +273,11 @@ impl<'a> Checker<'a> {
             unannotated_methods,
             imported_unannotated: project.unannotated.clone(),
             imported_returns: project.returns.clone(),
+            frozen_returns: {
+                let mut all = frozen_returning_functions(module);
+                all.extend(project.frozen_returns.clone());
+                all
+            },
             fns: Vec::new(),
             loops: Vec::new(),
             bodies: vec![module],
@@ -281,6 +293,19 @@ impl<'a> Checker<'a> {
             .filter(|((class, _), _)| class.is_none())
             .map(|((_, name), flags)| (name.clone(), flags.clone()))
             .collect()
+    }
+
+    /// Module-level functions of this file that return frozen sizes (for importers).
+    pub fn module_frozen_returns(&self) -> HashMap<String, Vec<bool>> {
+        frozen_returning_functions(self.bodies[0])
+    }
+
+    /// Which elements of a call's result are sizes frozen into Python numbers by the callee
+    /// (one flag for a single value).
+    pub fn frozen_return(&self, c: &ast::ExprCall) -> Option<&[bool]> {
+        imported_callee(c)
+            .and_then(|callee| self.frozen_returns.get(&callee))
+            .map(Vec::as_slice)
     }
 
     /// Module-level functions of this file without a return annotation (for importers).
@@ -468,8 +493,17 @@ impl<'a> Checker<'a> {
                     return true;
                 }
                 if let Some((m, recv)) = self.method(c) {
-                    if NON_TENSOR_METHODS.contains(&m) {
+                    // `self.join(feats)` is a submodule named `join`, not `str.join`.
+                    if NON_TENSOR_METHODS.contains(&m) && !(m == "join" && is_self(recv)) {
                         return false;
+                    }
+                    // `BinarizeSTE.apply(p - t)`: an autograd Function (a class, by its
+                    // capitalised name) applied to a tensor.
+                    if m == "apply"
+                        && matches!(recv, Expr::Name(n) if n.id.starts_with(|ch: char| ch.is_ascii_uppercase()))
+                        && c.arguments.args.iter().any(|a| self.is_tensor(a))
+                    {
+                        return true;
                     }
                     // `super().forward(x)`: the parent module's computation.
                     if matches!(recv, Expr::Call(r) if matches!(r.func.as_ref(), Expr::Name(n) if n.id.as_str() == "super"))
@@ -831,14 +865,28 @@ impl<'a> Checker<'a> {
         match e {
             Expr::Name(n) => self.state().frozen.contains(n.id.as_str()),
             Expr::Call(c) => {
+                if self.frozen_return(c) == Some(&[true][..]) {
+                    return true;
+                }
                 if let Some(q) = self.qualify(&c.func) {
                     let arg = c.arguments.args.first();
                     return match q.as_str() {
                         "builtins.len" => arg.is_some_and(|a| self.is_tensor(a)),
                         // `min(len(boxes), len(slots))`: still a frozen number.
-                        "builtins.min" | "builtins.max" => {
-                            c.arguments.args.iter().any(|a| self.is_frozen_int(a))
-                        }
+                        // `max([len(idx) for idx in indexes])` (BEVFormer): lengths of the
+                        // elements as Python numbers; `max(x.size(0) for x in xs)` stays traced.
+                        "builtins.min" | "builtins.max" => c.arguments.args.iter().any(|a| {
+                            let elt = match a {
+                                Expr::ListComp(l) => Some(&l.elt),
+                                Expr::Generator(g) => Some(&g.elt),
+                                _ => None,
+                            };
+                            self.is_frozen_int(a)
+                                || elt.is_some_and(|e| {
+                                    matches!(e.as_ref(), Expr::Call(ec)
+                                    if matches!(self.qualify(&ec.func).as_deref(), Some("builtins.len" | "builtins.int")))
+                                })
+                        }),
                         "builtins.int" | "builtins.float" => arg.is_some_and(|a| {
                             ((self.is_size(a) || self.is_tensor(a)) && !self.is_constant_tensor(a))
                                 || self.is_frozen_int(a)
@@ -1356,7 +1404,11 @@ pub(crate) fn imported_model_calls(
     // local name -> module for `import M [as local]`.
     let mut from_imports: HashMap<String, (u32, String, String)> = HashMap::new();
     let mut module_imports: HashMap<String, String> = HashMap::new();
-    for stmt in module {
+    // `try: from .ops import f` / `except ImportError: from ops import f`: imports in the
+    // module's blocks count too.
+    let mut top = Vec::new();
+    flatten(module, &mut top);
+    for stmt in top {
         match stmt {
             Stmt::ImportFrom(i) => {
                 let m = from_module(i);
@@ -1980,6 +2032,16 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                 _ => None,
             };
             if let Expr::Call(c) = value {
+                // `xs, n_chunks = pad_to_multiple(xs, chunk)`: the callee froze `n_chunks`.
+                if let Some(flags) = ch.frozen_return(c).filter(|f| f.len() == elts.len()) {
+                    let flags = flags.to_vec();
+                    for (elt, frozen) in elts.iter().zip(flags) {
+                        if let (Expr::Name(n), true) = (elt, frozen) {
+                            let st = ch.fns.last_mut().expect("scope");
+                            st.frozen.insert(n.id.to_string());
+                        }
+                    }
+                }
                 if let Some(flags) = ch.tuple_return(c).filter(|f| f.len() == elts.len()) {
                     let flags = flags.to_vec();
                     for (elt, tensor) in elts.iter().zip(flags) {
@@ -2161,6 +2223,108 @@ fn tensor_returning_functions(module: &[Stmt]) -> HashMap<(Option<String>, Strin
                 }
             }
             _ => {}
+        }
+    }
+    out
+}
+
+/// Module-level functions that return a tensor size as a Python number, by element of the
+/// returned tuple (one flag for a single value): `n_chunks = int(math.ceil(x.size(1) / c))`
+/// then `return y, n_chunks`. Read from the text alone: `int()`, `float()`, `round()` or a
+/// `math` function over an expression that reads `.shape` or `.size()`, `.item()`, and names
+/// bound to those in the function.
+fn frozen_returning_functions(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
+    fn reads_size(e: &Expr) -> bool {
+        struct Find(bool);
+        impl<'a> Visitor<'a> for Find {
+            fn visit_expr(&mut self, e: &'a Expr) {
+                match e {
+                    Expr::Attribute(a) if a.attr.id.as_str() == "shape" => self.0 = true,
+                    Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "size") => {
+                        self.0 = true
+                    }
+                    _ => visitor::walk_expr(self, e),
+                }
+            }
+        }
+        let mut f = Find(false);
+        f.visit_expr(e);
+        f.0
+    }
+    fn frozen(e: &Expr, names: &HashSet<String>) -> bool {
+        match e {
+            Expr::Name(n) => names.contains(n.id.as_str()),
+            Expr::BinOp(b) => frozen(&b.left, names) || frozen(&b.right, names),
+            Expr::Call(c) => {
+                let numeric = match c.func.as_ref() {
+                    Expr::Name(n) => matches!(n.id.as_str(), "int" | "float" | "round"),
+                    Expr::Attribute(a) => {
+                        matches!(a.value.as_ref(), Expr::Name(m) if m.id.as_str() == "math")
+                    }
+                    _ => false,
+                };
+                let item = matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "item")
+                    && c.arguments.args.is_empty();
+                item || (numeric
+                    && c.arguments
+                        .args
+                        .iter()
+                        .any(|a| reads_size(a) || frozen(a, names)))
+            }
+            _ => false,
+        }
+    }
+    let mut out = HashMap::new();
+    for stmt in module {
+        let Stmt::FunctionDef(f) = stmt else { continue };
+        let mut stmts = Vec::new();
+        flatten(&f.body, &mut stmts);
+        let mut names: HashSet<String> = HashSet::new();
+        let mut flags: Option<Vec<bool>> = None;
+        for s in stmts {
+            match s {
+                Stmt::Assign(a) if a.targets.len() == 1 => {
+                    match (&a.targets[0], a.value.as_ref()) {
+                        (Expr::Name(n), v) => {
+                            if frozen(v, &names) {
+                                names.insert(n.id.to_string());
+                            } else {
+                                names.remove(n.id.as_str());
+                            }
+                        }
+                        (Expr::Tuple(t), Expr::Tuple(v)) if t.elts.len() == v.elts.len() => {
+                            for (target, value) in t.elts.iter().zip(&v.elts) {
+                                if let Expr::Name(n) = target {
+                                    if frozen(value, &names) {
+                                        names.insert(n.id.to_string());
+                                    }
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                Stmt::Return(r) => {
+                    let Some(v) = r.value.as_deref() else {
+                        continue;
+                    };
+                    let these: Vec<bool> = match v {
+                        Expr::Tuple(t) => t.elts.iter().map(|e| frozen(e, &names)).collect(),
+                        v => vec![frozen(v, &names)],
+                    };
+                    flags = Some(match flags {
+                        Some(prev) if prev.len() == these.len() => {
+                            prev.iter().zip(&these).map(|(a, b)| *a || *b).collect()
+                        }
+                        Some(prev) => prev,
+                        None => these,
+                    });
+                }
+                _ => {}
+            }
+        }
+        if let Some(flags) = flags.filter(|f| f.iter().any(|x| *x)) {
+            out.insert(f.name.id.to_string(), flags);
         }
     }
     out

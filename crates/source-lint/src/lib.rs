@@ -96,6 +96,8 @@ pub struct FileLint {
     /// This file's module-level functions without a return annotation (for importers: called on
     /// tensors, they most likely return one).
     unannotated: std::collections::HashSet<String>,
+    /// This file's module-level functions that return sizes as Python numbers (for importers).
+    frozen_returns: std::collections::HashMap<String, Vec<bool>>,
     /// Every import of another module (for the project-level opset check).
     imports: Vec<checker::ImportedCall>,
     /// Methods this file's model code calls on submodules (for the files it imports).
@@ -144,6 +146,7 @@ fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Pro
                 calls: Vec::new(),
                 returns: Default::default(),
                 unannotated: Default::default(),
+                frozen_returns: Default::default(),
                 imports: Vec::new(),
                 method_calls: Vec::new(),
                 module_methods: Default::default(),
@@ -155,6 +158,7 @@ fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Pro
     let calls = checker::imported_model_calls(&module.body, ch.model_functions());
     let returns = ch.module_returns();
     let unannotated = ch.unannotated_functions().clone();
+    let frozen_returns = ch.module_frozen_returns();
     let imports = checker::project_imports(&module.body);
     let method_calls = checker::submodule_method_calls(&module.body, ch.model_functions());
     let module_methods = checker::module_methods(&module.body);
@@ -168,6 +172,7 @@ fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Pro
         calls,
         returns,
         unannotated,
+        frozen_returns,
         imports,
         method_calls,
         module_methods,
@@ -456,6 +461,11 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
             for i in resolve(j, call) {
                 extra[i].roots.insert(call.name.clone());
                 if let Ok(defining) = &read[i] {
+                    if let Some(flags) = defining.lint.frozen_returns.get(&call.name) {
+                        extra[j]
+                            .frozen_returns
+                            .insert(call.callee.clone(), flags.clone());
+                    }
                     if let Some(flags) = defining.lint.returns.get(&call.name) {
                         if r.lint.facts.defines_models {
                             extra[j].returns.insert(call.callee.clone(), flags.clone());

@@ -6,7 +6,8 @@
 //! `eval()` (to re-estimate batch norm statistics, say) puts it back in training mode. The
 //! exporter may be imported under another name (`from torch.onnx import export as onnx_export`).
 //! A module built by a constructor inside the call (`torch.onnx.export(Wrapper(Net()), ...)`)
-//! without `.eval()` on it is flagged too, and so is a submodule of a local (`reg.matcher`) when
+//! without `.eval()` on it is flagged too, also when handed through a function of the same file
+//! that never calls `.eval()` (`torch.onnx.export(_load(Net(), ckpt), ...)`), and so is a submodule of a local (`reg.matcher`) when
 //! neither the local nor the submodule was put in eval mode.
 //!
 //! ## Why is this bad?
@@ -185,12 +186,29 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     // `torch.onnx.export(BagWrapper(TopKMIL(cfg)), ...)`: a module built inline in the call,
     // by a constructor (not a helper, which may load weights and call `.eval()` itself).
     if let Expr::Call(c) = model {
-        let constructor = match c.func.as_ref() {
+        let is_constructor = |c: &ast::ExprCall| match c.func.as_ref() {
             Expr::Name(f) => f.id.starts_with(|ch: char| ch.is_ascii_uppercase()),
             Expr::Attribute(a) => a.attr.id.starts_with(|ch: char| ch.is_ascii_uppercase()),
             _ => false,
         };
-        if constructor && !has_eval(model, Receiver::Any) && !helper_evals(ch, model) {
+        // `export(_load(TLNet(), ckpt), ...)`: a module built inline and handed through a
+        // function of this file (which `helper_evals` then reads).
+        let local_helper = matches!(c.func.as_ref(), Expr::Name(f)
+            if ch.bodies.first().is_some_and(|m| m.iter().any(|s|
+                matches!(s, Stmt::FunctionDef(d) if d.name.id == f.id))));
+        let built = if is_constructor(c) {
+            Some(c)
+        } else if local_helper {
+            c.arguments.args.iter().find_map(|a| match a {
+                Expr::Call(inner) if is_constructor(inner) => Some(inner),
+                _ => None,
+            })
+        } else {
+            None
+        };
+        if let Some(c) =
+            built.filter(|_| !has_eval(model, Receiver::Any) && !helper_evals(ch, model))
+        {
             let text = ch.text(c.func.range()).to_string();
             let i = ch.report(
                 &RULE,

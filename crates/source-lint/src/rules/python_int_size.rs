@@ -5,7 +5,9 @@
 //! or to `view`, `reshape`, `expand`, `repeat`, `new_zeros`, `narrow`, `split`. Only the
 //! arguments that set a size count: `linspace`'s `steps`, not its start and end; `full`'s size,
 //! not its fill value (a frozen value there is ODL004's). `min`/`max` of frozen sizes and
-//! `T, b, h = [int(s) for s in x.size()]` are frozen too.
+//! `T, b, h = [int(s) for s in x.size()]` are frozen too, and so are `max([len(i) for i in
+//! idx])` and the numbers a helper of the project returns after making them with `int()` or
+//! `math` from a size (`xs, n_chunks = pad_to_multiple(xs, 4)`).
 //!
 //! ## Why is this bad?
 //! The tracer records `x.size(i)` and `x.shape[i]` as graph values, but a Python `int` is a
