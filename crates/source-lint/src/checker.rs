@@ -97,6 +97,8 @@ pub(crate) struct Checker<'a> {
     /// This file's functions that return Python numbers made from sizes, and imported ones (as
     /// called here): `xs, n_chunks = pad_to_multiple(xs, 4)`.
     frozen_returns: HashMap<String, Vec<bool>>,
+    /// The part of `frozen_returns` this file defines (for importers).
+    own_frozen_returns: HashMap<String, Vec<bool>>,
     pub fns: Vec<FnState>,
     pub loops: Vec<LoopInfo>,
     /// Statements of the innermost function (or the module) that encloses the current node.
@@ -238,6 +240,7 @@ impl<'a> Checker<'a> {
         let model_fns = model_functions(module, &imports, &project.roots, &project.methods);
         let returns_tensor = tensor_returning_functions(module);
         let returns_mask = mask_returning_functions(module);
+        let own_frozen_returns = frozen_returning_functions(module);
         let unannotated_fns = module
             .iter()
             .filter_map(|s| match s {
@@ -274,10 +277,11 @@ impl<'a> Checker<'a> {
             imported_unannotated: project.unannotated.clone(),
             imported_returns: project.returns.clone(),
             frozen_returns: {
-                let mut all = frozen_returning_functions(module);
+                let mut all = own_frozen_returns.clone();
                 all.extend(project.frozen_returns.clone());
                 all
             },
+            own_frozen_returns,
             fns: Vec::new(),
             loops: Vec::new(),
             bodies: vec![module],
@@ -297,7 +301,7 @@ impl<'a> Checker<'a> {
 
     /// Module-level functions of this file that return frozen sizes (for importers).
     pub fn module_frozen_returns(&self) -> HashMap<String, Vec<bool>> {
-        frozen_returning_functions(self.bodies[0])
+        self.own_frozen_returns.clone()
     }
 
     /// Which elements of a call's result are sizes frozen into Python numbers by the callee
