@@ -847,6 +847,8 @@ impl<'a> Checker<'a> {
             Expr::Subscript(s) => match s.value.as_ref() {
                 Expr::Attribute(a) => a.attr.id.as_str() == "shape",
                 Expr::Call(c) => matches!(self.method(c), Some(("size", _))),
+                // `shape = x.shape; shape[0]`
+                Expr::Name(n) => self.state().sizes.contains(n.id.as_str()),
                 _ => false,
             },
             Expr::Attribute(a) => a.attr.id.as_str() == "shape",
@@ -2484,11 +2486,16 @@ fn names_a_mask(name: &str) -> bool {
         || (n.starts_with("is_") && n.len() > 3)
 }
 
-/// Parameter names that by convention hold Python sizes (`size`, `target_size`, `x_shape`):
+/// Parameter names that by convention hold Python sizes (`size`, `target_size`, `x_shape`,
+/// `img_hw`):
 /// torchvision, timm and mmcv pass tuples of ints under these names.
 fn names_a_size(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
-    matches!(n.as_str(), "size" | "shape") || n.ends_with("_size") || n.ends_with("_shape")
+    matches!(n.as_str(), "size" | "shape" | "hw")
+        || n.ends_with("_size")
+        || n.ends_with("_shape")
+        // `img_hw`, `feat_hw`: (height, width) pairs.
+        || n.ends_with("_hw")
 }
 
 /// Names a function tests with `isinstance(name, int | float | numbers.Number ...)`: it
@@ -2657,6 +2664,12 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         let annotation = p.parameter.annotation.as_deref();
                         let annotated_tensor =
                             annotation.is_some_and(|a| !annotation_is_non_tensor(a));
+                        // `img_hw`: an image's (height, width), most likely `x.shape[-2:]`
+                        // handed down, so `int(img_hw[0])` freezes a traced size.
+                        let n = name.to_ascii_lowercase();
+                        if (n == "hw" || n.ends_with("_hw")) && !annotated_tensor {
+                            st.sizes.insert(name.to_string());
+                        }
                         if p.default
                             .as_deref()
                             .is_some_and(is_literal_non_tensor_default)
