@@ -307,9 +307,11 @@ impl<'a> Checker<'a> {
     /// Which elements of a call's result are sizes frozen into Python numbers by the callee
     /// (one flag for a single value).
     pub fn frozen_return(&self, c: &ast::ExprCall) -> Option<&[bool]> {
-        imported_callee(c)
-            .and_then(|callee| self.frozen_returns.get(&callee))
-            .map(Vec::as_slice)
+        let key = match self_attr(&c.func) {
+            Some(m) => format!("{}.{m}", self.classes.last()?),
+            None => imported_callee(c)?,
+        };
+        self.frozen_returns.get(&key).map(Vec::as_slice)
     }
 
     /// Module-level functions of this file without a return annotation (for importers).
@@ -2280,9 +2282,7 @@ fn frozen_returning_functions(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
             _ => false,
         }
     }
-    let mut out = HashMap::new();
-    for stmt in module {
-        let Stmt::FunctionDef(f) = stmt else { continue };
+    let analyse = |f: &ast::StmtFunctionDef| -> Option<Vec<bool>> {
         let mut stmts = Vec::new();
         flatten(&f.body, &mut stmts);
         let mut names: HashSet<String> = HashSet::new();
@@ -2329,8 +2329,27 @@ fn frozen_returning_functions(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
                 _ => {}
             }
         }
-        if let Some(flags) = flags.filter(|f| f.iter().any(|x| *x)) {
-            out.insert(f.name.id.to_string(), flags);
+        flags.filter(|f| f.iter().any(|x| *x))
+    };
+    let mut out = HashMap::new();
+    for stmt in module {
+        match stmt {
+            Stmt::FunctionDef(f) => {
+                if let Some(flags) = analyse(f) {
+                    out.insert(f.name.id.to_string(), flags);
+                }
+            }
+            // Methods as `Class.method`, for `self.method(...)` inside the class.
+            Stmt::ClassDef(c) => {
+                for s in &c.body {
+                    if let Stmt::FunctionDef(f) = s {
+                        if let Some(flags) = analyse(f) {
+                            out.insert(format!("{}.{}", c.name.id, f.name.id), flags);
+                        }
+                    }
+                }
+            }
+            _ => {}
         }
     }
     out

@@ -7,7 +7,9 @@
 //! not its fill value (a frozen value there is ODL004's). `min`/`max` of frozen sizes and
 //! `T, b, h = [int(s) for s in x.size()]` are frozen too, and so are `max([len(i) for i in
 //! idx])` and the numbers a helper of the project returns after making them with `int()` or
-//! `math` from a size (`xs, n_chunks = pad_to_multiple(xs, 4)`).
+//! `math` from a size (`xs, n_chunks = pad_to_multiple(xs, 4)`, or a method of the class:
+//! `sal, n = self.salience(audio)`). A shape written as `(b, c) + tuple(rest)` is read element
+//! by element.
 //!
 //! ## Why is this bad?
 //! The tracer records `x.size(i)` and `x.shape[i]` as graph values, but a Python `int` is a
@@ -80,15 +82,32 @@ const METHODS: &[&str] = &[
     "resize_",
 ];
 
+/// The elements of a shape argument: `(b, c)`, `[b, c]`, `*dims`, and `(b, c) + tuple(rest)`.
+fn spread<'e>(e: &'e Expr, v: &mut Vec<&'e Expr>) {
+    match e {
+        Expr::Tuple(t) => v.extend(t.elts.iter()),
+        Expr::List(t) => v.extend(t.elts.iter()),
+        Expr::Starred(s) => v.push(&s.value),
+        Expr::BinOp(b) if matches!(b.op, ast::Operator::Add) && is_sequence(&b.left) => {
+            spread(&b.left, v);
+            spread(&b.right, v);
+        }
+        e => v.push(e),
+    }
+}
+
+fn is_sequence(e: &Expr) -> bool {
+    match e {
+        Expr::Tuple(_) | Expr::List(_) => true,
+        Expr::BinOp(b) => matches!(b.op, ast::Operator::Add) && is_sequence(&b.left),
+        _ => false,
+    }
+}
+
 fn args_of(call: &ast::ExprCall) -> Vec<&Expr> {
     let mut v: Vec<&Expr> = Vec::new();
     for a in call.arguments.args.iter() {
-        match a {
-            Expr::Tuple(t) => v.extend(t.elts.iter()),
-            Expr::List(t) => v.extend(t.elts.iter()),
-            Expr::Starred(s) => v.push(&s.value),
-            e => v.push(e),
-        }
+        spread(a, &mut v);
     }
     for k in call.arguments.keywords.iter() {
         if k.arg
@@ -96,9 +115,8 @@ fn args_of(call: &ast::ExprCall) -> Vec<&Expr> {
             .is_some_and(|a| matches!(a.id.as_str(), "size" | "end" | "start" | "steps" | "shape"))
         {
             match &k.value {
-                Expr::Tuple(t) => v.extend(t.elts.iter()),
-                Expr::List(t) => v.extend(t.elts.iter()),
-                e => v.push(e),
+                Expr::Starred(_) => {}
+                e => spread(e, &mut v),
             }
         }
     }
