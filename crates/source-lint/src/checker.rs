@@ -492,6 +492,12 @@ impl<'a> Checker<'a> {
                 if self.qualify(&c.func).is_some() {
                     return false;
                 }
+                // `self.refine_heads[i](x)`: a member of a ModuleList applied to a tensor.
+                if matches!(c.func.as_ref(), Expr::Subscript(sub) if is_self_chain(&sub.value))
+                    && c.arguments.args.iter().any(|a| self.is_tensor(a))
+                {
+                    return true;
+                }
                 // `for layer, ramp in zip(self.layers, self.ramps): logits = ramp(h)`.
                 if matches!(c.func.as_ref(), Expr::Name(n) if st.modules.contains(n.id.as_str()))
                     && c.arguments.args.iter().any(|a| self.is_tensor(a))
