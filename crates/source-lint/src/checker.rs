@@ -1153,7 +1153,7 @@ fn model_functions(
         // heads whose `forward` always computes a loss (`AAMSoftmax`, `OhemCrossEntropy`).
         let lower = class.to_ascii_lowercase();
         // `LabelSmoothingCE`, `MaskedNLL`: cross-entropy and likelihood criteria by name.
-        if lower.contains("loss")
+        if names_loss(class)
             || class.ends_with("CE")
             || class.ends_with("NLL")
             || lower.contains("criterion")
@@ -1881,10 +1881,36 @@ fn is_loss_forward(body: &[Stmt], targets: &[String]) -> bool {
     loss.mentions_target || !whole.tuple_return
 }
 
+/// Whether a name says "loss" as a word of its own (`FocalLoss`, `compute_loss`, `bceloss`,
+/// `losses`), not inside another word (`GlossAligner`, `decode_glosses`).
+pub(crate) fn names_loss(name: &str) -> bool {
+    let mut words: Vec<String> = Vec::new();
+    let mut word = String::new();
+    let mut prev_lower = false;
+    for c in name.chars() {
+        if c == '_' || c == '.' || c == '-' || c == ' ' {
+            words.push(std::mem::take(&mut word));
+            prev_lower = false;
+            continue;
+        }
+        if c.is_ascii_uppercase() && prev_lower {
+            words.push(std::mem::take(&mut word));
+        }
+        prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        word.push(c.to_ascii_lowercase());
+    }
+    words.push(word);
+    words.iter().any(|w| {
+        (w.ends_with("loss") && !w.ends_with("gloss"))
+            || w.ends_with("losses") && !w.ends_with("glosses")
+            || w.starts_with("loss")
+    })
+}
+
 /// Functions that by name only run in training (losses, target assignment, sampling).
 fn training_only_name(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
-    n.contains("loss")
+    names_loss(name)
         || n.contains("training")
         || n.contains("assign_targets")
         || n.starts_with("train")

@@ -233,7 +233,7 @@ fn loss_like(e: &Expr) -> bool {
             Expr::StringLiteral(s) => s.value.to_str(),
             _ => return false,
         };
-        word.to_ascii_lowercase().contains("loss")
+        crate::checker::names_loss(word)
     })
 }
 
