@@ -80,6 +80,9 @@ pub(crate) struct Checker<'a> {
     /// Attributes of each enclosing class that hold tensors: buffers, parameters and tensors
     /// assigned to `self.<name>`.
     class_tensor_attrs: Vec<HashSet<String>>,
+    /// Attributes of each enclosing class that hold boolean tensors
+    /// (`self.register_buffer("disabled", torch.zeros(n, dtype=torch.bool))`).
+    class_bool_attrs: Vec<HashSet<String>>,
     /// Functions (class `None`) and methods whose return annotation names `Tensor`.
     /// For a tuple annotation, which elements are tensors (empty: the whole value is one).
     returns_tensor: HashMap<(Option<String>, String), Vec<bool>>,
@@ -270,6 +273,7 @@ impl<'a> Checker<'a> {
             classes: Vec::new(),
             class_methods: Vec::new(),
             class_tensor_attrs: Vec::new(),
+            class_bool_attrs: Vec::new(),
             returns_tensor,
             returns_mask,
             unannotated_fns,
@@ -842,8 +846,16 @@ impl<'a> Checker<'a> {
                 false
             }
             Expr::Subscript(s) => self.is_bool_mask(&s.value),
-            // `self.bad_mask`, `self.valid`: a mask kept on the module.
-            Expr::Attribute(a) => is_self_chain(e) && names_a_mask(a.attr.id.as_str()),
+            // `self.bad_mask`, `self.valid`: a mask kept on the module, by name or by dtype.
+            Expr::Attribute(a) => {
+                is_self_chain(e)
+                    && (names_a_mask(a.attr.id.as_str())
+                        || (self_attr(e).is_some()
+                            && self
+                                .class_bool_attrs
+                                .last()
+                                .is_some_and(|b| b.contains(a.attr.id.as_str()))))
+            }
             _ => false,
         }
     }
@@ -2495,6 +2507,49 @@ fn tensor_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
     out
 }
 
+/// Attributes a class body binds to boolean tensors: a buffer or attribute made with
+/// `dtype=torch.bool`, by `.bool()`, or from a comparison.
+fn bool_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
+    let boolean = |v: &Expr| match v {
+        Expr::Compare(_) => true,
+        Expr::Call(c) => {
+            c.arguments.keywords.iter().any(|k| {
+                k.arg.as_ref().is_some_and(|a| a.as_str() == "dtype")
+                    && ch.qualify(&k.value).is_some_and(|d| d == "torch.bool")
+            }) || matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "bool")
+        }
+        _ => false,
+    };
+    let mut out: HashSet<String> = self_assignments(class_body)
+        .into_iter()
+        .filter(|(_, value)| boolean(value))
+        .map(|(attr, _)| attr.to_string())
+        .collect();
+    for s in class_body {
+        let Stmt::FunctionDef(f) = s else { continue };
+        let mut stmts = Vec::new();
+        flatten(&f.body, &mut stmts);
+        for stmt in stmts {
+            let Stmt::Expr(e) = stmt else { continue };
+            let Expr::Call(c) = e.value.as_ref() else {
+                continue;
+            };
+            if self_attr(&c.func) != Some("register_buffer") {
+                continue;
+            }
+            if let (Some(name), Some(value)) = (
+                c.arguments.args.first().and_then(rules::string_literal),
+                c.arguments.args.get(1),
+            ) {
+                if boolean(value) {
+                    out.insert(name.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
 /// `self.<attr> = <value>` assignments in the methods of a class body, including
 /// `self.a, self.b = va, vb`.
 fn self_assignments(class_body: &[Stmt]) -> Vec<(&str, &Expr)> {
@@ -2773,7 +2828,9 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 );
                 self.class_tensor_attrs
                     .push(tensor_attributes(self, &c.body));
+                self.class_bool_attrs.push(bool_attributes(self, &c.body));
                 self.visit_body(&c.body);
+                self.class_bool_attrs.pop();
                 self.class_tensor_attrs.pop();
                 self.class_methods.pop();
                 self.classes.pop();
