@@ -2886,10 +2886,13 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 };
                 self.visit_expr(&i.test);
                 self.visit_guarded(&i.body, body_on);
-                for c in &i.elif_else_clauses {
+                for (k, c) in i.elif_else_clauses.iter().enumerate() {
                     if let Some(t) = &c.test {
                         if else_on {
-                            self.on_test(t, "elif", &c.body, &[]);
+                            // `elif self.training: ... else: ...`: the next clause is its else.
+                            let next: &[Stmt] =
+                                i.elif_else_clauses.get(k + 1).map_or(&[], |n| &n.body);
+                            self.on_test(t, "elif", &c.body, next);
                         }
                         self.visit_expr(t);
                     }

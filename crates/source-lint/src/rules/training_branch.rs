@@ -360,7 +360,7 @@ fn transforms_tensor(ch: &Checker, side: &[ast::Stmt]) -> bool {
             any_sub_expr(
                 &a.value,
                 |e| matches!(e, Expr::Name(n) if n.id == target.id),
-            ) && matches!(a.value.as_ref(), Expr::Call(_))
+            ) && matches!(a.value.as_ref(), Expr::Call(_) | Expr::BinOp(_))
                 && !mentions_targets(&a.value)
                 && ch.is_tensor(&Expr::Name(target.clone()))
         }
