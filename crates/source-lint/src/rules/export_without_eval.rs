@@ -186,10 +186,46 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     // `torch.onnx.export(BagWrapper(TopKMIL(cfg)), ...)`: a module built inline in the call,
     // by a constructor (not a helper, which may load weights and call `.eval()` itself).
     if let Expr::Call(c) = model {
+        // `Net(...)`, `nn.Sequential(...)`, a local `_Wrapper(...)`: a class, by its name.
         let is_constructor = |c: &ast::ExprCall| match c.func.as_ref() {
-            Expr::Name(f) => f.id.starts_with(|ch: char| ch.is_ascii_uppercase()),
+            Expr::Name(f) => {
+                f.id.trim_start_matches('_')
+                    .starts_with(|ch: char| ch.is_ascii_uppercase())
+            }
             Expr::Attribute(a) => a.attr.id.starts_with(|ch: char| ch.is_ascii_uppercase()),
             _ => false,
+        };
+        // `export(_Wrapper(detector), ...)` after `detector.eval()`: the wrapped module is in
+        // eval mode, which is what matters.
+        let wrapped_evaluated = |c: &ast::ExprCall| {
+            let at = call.range().start();
+            let Some(body) = ch.bodies.last().copied() else {
+                return false;
+            };
+            let mut stmts = Vec::new();
+            collect(body, &mut stmts);
+            c.arguments.args.iter().any(|a| {
+                let Expr::Name(n) = a else { return false };
+                let name = n.id.as_str();
+                stmts
+                    .iter()
+                    .filter(|s| s.range().start() < at)
+                    .any(|s| match s {
+                        Stmt::Expr(e) => {
+                            has_eval(&e.value, Receiver::Name(name))
+                                || (mentions(&e.value, &[name.to_string()])
+                                    && helper_evals(ch, &e.value))
+                        }
+                        Stmt::Assign(a) => {
+                            a.targets
+                                .iter()
+                                .any(|t| matches!(t, Expr::Name(t) if t.id.as_str() == name))
+                                && (has_eval(&a.value, Receiver::NameOrCall(name))
+                                    || helper_evals(ch, &a.value))
+                        }
+                        _ => false,
+                    })
+            })
         };
         // `export(_load(TLNet(), ckpt), ...)`: a module built inline and handed through a
         // function of this file (which `helper_evals` then reads).
@@ -206,9 +242,9 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         } else {
             None
         };
-        if let Some(c) =
-            built.filter(|_| !has_eval(model, Receiver::Any) && !helper_evals(ch, model))
-        {
+        if let Some(c) = built.filter(|b| {
+            !has_eval(model, Receiver::Any) && !helper_evals(ch, model) && !wrapped_evaluated(b)
+        }) {
             let text = ch.text(c.func.range()).to_string();
             let i = ch.report(
                 &RULE,
