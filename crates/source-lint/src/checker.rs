@@ -2486,24 +2486,11 @@ fn tensor_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
         .filter(|(_, value)| is_tensor_call(value))
         .map(|(attr, _)| attr.to_string())
         .collect();
-    for s in class_body {
-        let Stmt::FunctionDef(f) = s else { continue };
-        let mut stmts = Vec::new();
-        flatten(&f.body, &mut stmts);
-        for stmt in stmts {
-            let Stmt::Expr(e) = stmt else { continue };
-            let Expr::Call(c) = e.value.as_ref() else {
-                continue;
-            };
-            let registered = self_attr(&c.func)
-                .is_some_and(|m| matches!(m, "register_buffer" | "register_parameter"));
-            if let Some(name) = c.arguments.args.first().and_then(rules::string_literal) {
-                if registered {
-                    out.insert(name.to_string());
-                }
-            }
-        }
-    }
+    out.extend(
+        registrations(class_body)
+            .into_iter()
+            .map(|(name, _)| name.to_string()),
+    );
     out
 }
 
@@ -2520,11 +2507,22 @@ fn bool_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
         }
         _ => false,
     };
-    let mut out: HashSet<String> = self_assignments(class_body)
+    self_assignments(class_body)
         .into_iter()
+        .chain(
+            registrations(class_body)
+                .into_iter()
+                .filter_map(|(name, value)| Some((name, value?))),
+        )
         .filter(|(_, value)| boolean(value))
         .map(|(attr, _)| attr.to_string())
-        .collect();
+        .collect()
+}
+
+/// `self.register_buffer("name", value)` / `self.register_parameter("name", value)` calls in the
+/// methods of a class body: the name and, when given, the value.
+fn registrations(class_body: &[Stmt]) -> Vec<(&str, Option<&Expr>)> {
+    let mut out = Vec::new();
     for s in class_body {
         let Stmt::FunctionDef(f) = s else { continue };
         let mut stmts = Vec::new();
@@ -2534,16 +2532,13 @@ fn bool_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
             let Expr::Call(c) = e.value.as_ref() else {
                 continue;
             };
-            if self_attr(&c.func) != Some("register_buffer") {
+            if !self_attr(&c.func)
+                .is_some_and(|m| matches!(m, "register_buffer" | "register_parameter"))
+            {
                 continue;
             }
-            if let (Some(name), Some(value)) = (
-                c.arguments.args.first().and_then(rules::string_literal),
-                c.arguments.args.get(1),
-            ) {
-                if boolean(value) {
-                    out.insert(name.to_string());
-                }
+            if let Some(name) = c.arguments.args.first().and_then(rules::string_literal) {
+                out.push((name, c.arguments.args.get(1)));
             }
         }
     }
