@@ -311,6 +311,9 @@ impl<'a> Checker<'a> {
     /// Which elements of a call's result are sizes frozen into Python numbers by the callee
     /// (one flag for a single value).
     pub fn frozen_return(&self, c: &ast::ExprCall) -> Option<&[bool]> {
+        if self.frozen_returns.is_empty() {
+            return None;
+        }
         let key = match self_attr(&c.func) {
             Some(m) => format!("{}.{m}", self.classes.last()?),
             None => imported_callee(c)?,
@@ -741,17 +744,8 @@ impl<'a> Checker<'a> {
                     || (names_a_mask(id) && !st.sizes.contains(id) && !st.frozen.contains(id))
             }
             Expr::Compare(c) => {
-                c.ops.iter().all(|op| {
-                    matches!(
-                        op,
-                        ast::CmpOp::Eq
-                            | ast::CmpOp::NotEq
-                            | ast::CmpOp::Lt
-                            | ast::CmpOp::LtE
-                            | ast::CmpOp::Gt
-                            | ast::CmpOp::GtE
-                    )
-                }) && (self.is_tensor(&c.left) || c.comparators.iter().any(|x| self.is_tensor(x)))
+                compares_values(c)
+                    && (self.is_tensor(&c.left) || c.comparators.iter().any(|x| self.is_tensor(x)))
             }
             // `~t` only applies to bool (or integer) tensors: on a tensor it is a mask.
             Expr::UnaryOp(u) => {
@@ -805,16 +799,18 @@ impl<'a> Checker<'a> {
                     f => self_attr(f),
                 };
                 // `self._out_of_frame(flow)`: a function of this file that returns comparisons.
-                let key = match c.func.as_ref() {
-                    Expr::Name(n) => Some((None, n.id.to_string())),
-                    f => self_attr(f).and_then(|m| {
-                        self.classes
-                            .last()
-                            .map(|cls| (Some(cls.clone()), m.to_string()))
-                    }),
-                };
-                if key.is_some_and(|k| self.returns_mask.contains(&k)) {
-                    return true;
+                if !self.returns_mask.is_empty() {
+                    let key = match c.func.as_ref() {
+                        Expr::Name(n) => Some((None, n.id.to_string())),
+                        f => self_attr(f).and_then(|m| {
+                            self.classes
+                                .last()
+                                .map(|cls| (Some(cls.clone()), m.to_string()))
+                        }),
+                    };
+                    if key.is_some_and(|k| self.returns_mask.contains(&k)) {
+                        return true;
+                    }
                 }
                 if helper.is_some_and(|h| h.to_ascii_lowercase().ends_with("mask"))
                     && self
@@ -2256,28 +2252,37 @@ fn tensor_returning_functions(module: &[Stmt]) -> HashMap<(Option<String>, Strin
         }
         mentions_tensor_anywhere(r)
     }
-    let mut out = HashMap::new();
-    for stmt in module {
-        match stmt {
-            Stmt::FunctionDef(f) if returns_tensor(f) => {
-                out.insert((None, f.name.id.to_string()), elements(f));
-            }
-            Stmt::ClassDef(c) => {
-                for s in &c.body {
-                    if let Stmt::FunctionDef(f) = s {
-                        if returns_tensor(f) {
-                            out.insert(
-                                (Some(c.name.id.to_string()), f.name.id.to_string()),
-                                elements(f),
-                            );
-                        }
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    out
+    functions_and_methods(module)
+        .filter(|(_, f)| returns_tensor(f))
+        .map(|(class, f)| {
+            (
+                (class.map(str::to_string), f.name.id.to_string()),
+                elements(f),
+            )
+        })
+        .collect()
+}
+
+/// The module-level functions of a module, with class `None`, and the methods of its classes,
+/// with their class's name.
+fn functions_and_methods(
+    module: &[Stmt],
+) -> impl Iterator<Item = (Option<&str>, &ast::StmtFunctionDef)> {
+    module.iter().flat_map(|stmt| {
+        let defs: Vec<(Option<&str>, &ast::StmtFunctionDef)> = match stmt {
+            Stmt::FunctionDef(f) => vec![(None, f)],
+            Stmt::ClassDef(c) => c
+                .body
+                .iter()
+                .filter_map(|s| match s {
+                    Stmt::FunctionDef(f) => Some((Some(c.name.id.as_str()), f)),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        defs
+    })
 }
 
 /// Module-level functions that return a tensor size as a Python number, by element of the
@@ -2287,21 +2292,13 @@ fn tensor_returning_functions(module: &[Stmt]) -> HashMap<(Option<String>, Strin
 /// bound to those in the function.
 fn frozen_returning_functions(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
     fn reads_size(e: &Expr) -> bool {
-        struct Find(bool);
-        impl<'a> Visitor<'a> for Find {
-            fn visit_expr(&mut self, e: &'a Expr) {
-                match e {
-                    Expr::Attribute(a) if a.attr.id.as_str() == "shape" => self.0 = true,
-                    Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "size") => {
-                        self.0 = true
-                    }
-                    _ => visitor::walk_expr(self, e),
-                }
+        rules::any_sub_expr(e, |e| match e {
+            Expr::Attribute(a) => a.attr.id.as_str() == "shape",
+            Expr::Call(c) => {
+                matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "size")
             }
-        }
-        let mut f = Find(false);
-        f.visit_expr(e);
-        f.0
+            _ => false,
+        })
     }
     fn frozen(e: &Expr, names: &HashSet<String>) -> bool {
         match e {
@@ -2375,28 +2372,32 @@ fn frozen_returning_functions(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
         }
         flags.filter(|f| f.iter().any(|x| *x))
     };
-    let mut out = HashMap::new();
-    for stmt in module {
-        match stmt {
-            Stmt::FunctionDef(f) => {
-                if let Some(flags) = analyse(f) {
-                    out.insert(f.name.id.to_string(), flags);
-                }
-            }
-            // Methods as `Class.method`, for `self.method(...)` inside the class.
-            Stmt::ClassDef(c) => {
-                for s in &c.body {
-                    if let Stmt::FunctionDef(f) = s {
-                        if let Some(flags) = analyse(f) {
-                            out.insert(format!("{}.{}", c.name.id, f.name.id), flags);
-                        }
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    out
+    // Methods as `Class.method`, for `self.method(...)` inside the class.
+    functions_and_methods(module)
+        .filter_map(|(class, f)| {
+            let key = match class {
+                Some(c) => format!("{c}.{}", f.name.id),
+                None => f.name.id.to_string(),
+            };
+            Some((key, analyse(f)?))
+        })
+        .collect()
+}
+
+/// Whether a comparison compares values (`==`, `!=`, `<`, ...), which on tensors gives a mask;
+/// `is` and `in` do not.
+fn compares_values(c: &ast::ExprCompare) -> bool {
+    c.ops.iter().all(|op| {
+        matches!(
+            op,
+            ast::CmpOp::Eq
+                | ast::CmpOp::NotEq
+                | ast::CmpOp::Lt
+                | ast::CmpOp::LtE
+                | ast::CmpOp::Gt
+                | ast::CmpOp::GtE
+        )
+    })
 }
 
 /// Functions and methods of a module that return a mask: at least one `return`, and every one
@@ -2404,17 +2405,7 @@ fn frozen_returning_functions(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
 fn mask_returning_functions(module: &[Stmt]) -> HashSet<(Option<String>, String)> {
     fn mask_like(e: &Expr) -> bool {
         match e {
-            Expr::Compare(c) => c.ops.iter().all(|op| {
-                matches!(
-                    op,
-                    ast::CmpOp::Eq
-                        | ast::CmpOp::NotEq
-                        | ast::CmpOp::Lt
-                        | ast::CmpOp::LtE
-                        | ast::CmpOp::Gt
-                        | ast::CmpOp::GtE
-                )
-            }),
+            Expr::Compare(c) => compares_values(c),
             Expr::UnaryOp(u) => matches!(u.op, ast::UnaryOp::Invert) && mask_like(&u.operand),
             Expr::BinOp(b) => {
                 matches!(
@@ -2450,25 +2441,10 @@ fn mask_returning_functions(module: &[Stmt]) -> HashSet<(Option<String>, String)
         r.visit_body(&f.body);
         r.any && r.all_masks
     };
-    let mut out = HashSet::new();
-    for stmt in module {
-        match stmt {
-            Stmt::FunctionDef(f) if returns_masks(f) => {
-                out.insert((None, f.name.id.to_string()));
-            }
-            Stmt::ClassDef(c) => {
-                for s in &c.body {
-                    if let Stmt::FunctionDef(f) = s {
-                        if returns_masks(f) {
-                            out.insert((Some(c.name.id.to_string()), f.name.id.to_string()));
-                        }
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    out
+    functions_and_methods(module)
+        .filter(|(_, f)| returns_masks(f))
+        .map(|(class, f)| (class.map(str::to_string), f.name.id.to_string()))
+        .collect()
 }
 
 /// Attributes a class body binds to tensors: `self.register_buffer("name", ...)`,

@@ -39,7 +39,7 @@ use crate::rules::{keyword, mentions};
 use diagnostics::Severity;
 use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{self as ast, Expr, Stmt};
-use ruff_text_size::Ranged;
+use ruff_text_size::{Ranged, TextSize};
 
 pub(crate) const RULE: Rule = Rule {
     code: "ODL017",
@@ -198,33 +198,8 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         // `export(_Wrapper(detector), ...)` after `detector.eval()`: the wrapped module is in
         // eval mode, which is what matters.
         let wrapped_evaluated = |c: &ast::ExprCall| {
-            let at = call.range().start();
-            let Some(body) = ch.bodies.last().copied() else {
-                return false;
-            };
-            let mut stmts = Vec::new();
-            collect(body, &mut stmts);
             c.arguments.args.iter().any(|a| {
-                let Expr::Name(n) = a else { return false };
-                let name = n.id.as_str();
-                stmts
-                    .iter()
-                    .filter(|s| s.range().start() < at)
-                    .any(|s| match s {
-                        Stmt::Expr(e) => {
-                            has_eval(&e.value, Receiver::Name(name))
-                                || (mentions(&e.value, &[name.to_string()])
-                                    && helper_evals(ch, &e.value))
-                        }
-                        Stmt::Assign(a) => {
-                            a.targets
-                                .iter()
-                                .any(|t| matches!(t, Expr::Name(t) if t.id.as_str() == name))
-                                && (has_eval(&a.value, Receiver::NameOrCall(name))
-                                    || helper_evals(ch, &a.value))
-                        }
-                        _ => false,
-                    })
+                matches!(a, Expr::Name(n) if mode_before(ch, n.id.as_str(), None, call.range().start()).evaluated)
             })
         };
         // `export(_load(TLNet(), ckpt), ...)`: a module built inline and handed through a
@@ -265,19 +240,45 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         },
         _ => return,
     };
-    let at = call.range().start();
-    let Some(body) = ch.bodies.last().copied() else {
+    let Mode {
+        assigned,
+        evaluated,
+    } = mode_before(ch, name, sub, call.range().start());
+    if !assigned || evaluated {
         return;
+    }
+    let i = ch.report(
+        &RULE,
+        call.func.range(),
+        format!("`{shown}` is exported without `{name}.eval()`: dropout and batch-norm statistics export in training mode", shown = ch.text(model.range())),
+    );
+    ch.help(i, format!("call `{name}.eval()` before `torch.onnx.export` (the default dynamo exporter does not switch modes)"));
+}
+
+/// What the statements of the enclosing function before `at` do to a local `name` (or to its
+/// submodule `sub`).
+struct Mode {
+    /// It is bound in this scope (assigned, or a `for` target).
+    assigned: bool,
+    /// It was last put in eval mode, not back in training mode.
+    evaluated: bool,
+}
+
+fn mode_before(ch: &Checker, name: &str, sub: Option<&str>, at: TextSize) -> Mode {
+    let mut mode = Mode {
+        assigned: false,
+        evaluated: false,
+    };
+    let Some(body) = ch.bodies.last().copied() else {
+        return mode;
     };
     let mut stmts = Vec::new();
     collect(body, &mut stmts);
-    let mut assigned = false;
-    let mut evaluated = false;
     for s in stmts.iter().filter(|s| s.range().start() < at) {
         // `for name, model in candidates.items(): ... export(model, ...)`: built in this scope too.
         if let Stmt::For(f) = s {
             if mentions(&f.target, &[name.to_string()]) {
-                assigned = true;
+                mode.assigned = true;
             }
         }
         if let Stmt::Assign(a) = s {
@@ -285,8 +286,8 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
                 .iter()
                 .any(|t| matches!(t, Expr::Name(t) if t.id.as_str() == name))
             {
-                assigned = true;
-                evaluated |=
+                mode.assigned = true;
+                mode.evaluated |=
                     has_eval(&a.value, Receiver::NameOrCall(name)) || helper_evals(ch, &a.value);
                 continue;
             }
@@ -305,19 +306,11 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         });
         // `model.eval()` then `model.train()` (to recalibrate batch norm): back in training.
         if !evals && exprs.iter().any(|e| has_train(e, name)) {
-            evaluated = false;
+            mode.evaluated = false;
         }
-        evaluated |= evals;
+        mode.evaluated |= evals;
     }
-    if !assigned || evaluated {
-        return;
-    }
-    let i = ch.report(
-        &RULE,
-        call.func.range(),
-        format!("`{shown}` is exported without `{name}.eval()`: dropout and batch-norm statistics export in training mode", shown = ch.text(model.range())),
-    );
-    ch.help(i, format!("call `{name}.eval()` before `torch.onnx.export` (the default dynamo exporter does not switch modes)"));
+    mode
 }
 
 /// The statements of a body and of its nested blocks (not nested functions), in order.

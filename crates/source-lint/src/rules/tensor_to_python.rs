@@ -33,7 +33,6 @@
 use crate::checker::Checker;
 use crate::registry::{FixKind, Rule};
 use diagnostics::Severity;
-use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{self as ast, Expr};
 use ruff_text_size::Ranged;
 
@@ -82,7 +81,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     }
     // `int(windows.shape[0] / (h * w / ws / ws))`: arithmetic on a size is a Python number the
     // tracer records; where it feeds a shape, ODL016 reports the consumer.
-    if matches!(arg, Expr::BinOp(_)) && size_arithmetic(ch, arg) && mentions_size(ch, arg) {
+    if matches!(arg, Expr::BinOp(_)) && size_arithmetic(ch, arg) == Some(true) {
         return;
     }
     let text = ch.text(arg.range()).to_string();
@@ -97,36 +96,15 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     );
 }
 
-/// Whether an expression is arithmetic on sizes, names and numbers only: no operand computes a
-/// tensor's values (`mask.numel() / mask.sum()` does).
-fn size_arithmetic(ch: &Checker, e: &Expr) -> bool {
+/// Whether an expression is arithmetic on sizes, names and numbers only (`None` when an operand
+/// computes a tensor's values, as `mask.numel() / mask.sum()` does), and if so whether it reads a
+/// size.
+fn size_arithmetic(ch: &Checker, e: &Expr) -> Option<bool> {
     match e {
-        Expr::BinOp(b) => size_arithmetic(ch, &b.left) && size_arithmetic(ch, &b.right),
+        Expr::BinOp(b) => Some(size_arithmetic(ch, &b.left)? | size_arithmetic(ch, &b.right)?),
         Expr::UnaryOp(u) => size_arithmetic(ch, &u.operand),
-        Expr::NumberLiteral(_) | Expr::Name(_) => true,
-        e => ch.is_size(e),
+        Expr::NumberLiteral(_) => Some(false),
+        Expr::Name(_) => Some(ch.is_size(e)),
+        e => ch.is_size(e).then_some(true),
     }
-}
-
-/// Whether an expression reads a tensor size anywhere (`x.shape[0]`, `x.size(1)`).
-fn mentions_size(ch: &Checker, e: &Expr) -> bool {
-    struct Find<'c, 'a> {
-        ch: &'c Checker<'a>,
-        found: bool,
-    }
-    impl<'e> Visitor<'e> for Find<'_, '_> {
-        fn visit_expr(&mut self, e: &'e Expr) {
-            if self.found {
-                return;
-            }
-            if self.ch.is_size(e) {
-                self.found = true;
-                return;
-            }
-            visitor::walk_expr(self, e);
-        }
-    }
-    let mut f = Find { ch, found: false };
-    f.visit_expr(e);
-    f.found
 }

@@ -49,6 +49,7 @@
 
 use crate::checker::{always_exits, expr_stmt, Checker};
 use crate::registry::{FixKind, Rule};
+use crate::rules::any_sub_expr;
 use diagnostics::Severity;
 use ruff_python_ast::{self as ast, Expr};
 use ruff_text_size::Ranged;
@@ -207,21 +208,6 @@ enum Why {
     /// The two modes compute different values on the way (`x = self.shuffle(x)` only in
     /// training, `y.clamp_min(0)` only in eval, `a if self.training else b`).
     Values,
-}
-
-/// Whether some sub-expression of `e` (itself included) satisfies `pred`.
-fn any_sub_expr(e: &Expr, pred: impl Fn(&Expr) -> bool) -> bool {
-    use ruff_python_ast::visitor::{self, Visitor};
-    struct Find<P>(P, bool);
-    impl<'a, P: Fn(&Expr) -> bool> Visitor<'a> for Find<P> {
-        fn visit_expr(&mut self, e: &'a Expr) {
-            self.1 |= (self.0)(e);
-            visitor::walk_expr(self, e);
-        }
-    }
-    let mut f = Find(pred, false);
-    f.visit_expr(e);
-    f.1
 }
 
 /// Whether an expression names a loss (`losses`, `self.compute_loss(...)`, `{"loss": l}`).
