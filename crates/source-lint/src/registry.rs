@@ -133,7 +133,8 @@ pub fn rules_markdown() -> String {
          `torch.onnx.export`/`torch.jit.trace`, every module-level function passed around as a \
          value. Branches taken only in training (`if self.training:`, `if targets is not None:`), \
          export-aware code (under `torch.jit.is_tracing()`, `torch.onnx.is_in_onnx_export()`, ...), \
-         functions compiled with `torch.jit.script`, functions named like losses, `*Loss`/`*Criterion`/`*Metric` \
+         functions compiled with `torch.jit.script`, functions named like losses (\"loss\" as a word of \
+         its own: `compute_loss`, not `decode_glosses`), `*Loss`/`*Criterion`/`*Metric`/`*CE`/`*NLL` \
          modules and modules whose `forward` always computes a loss (`F.cross_entropy(...)`), code \
          after `if not self.training: return x`, and an export script's driver code (functions that call the exporter or check the \
          result on onnxruntime, and what they or module-level statements call) are not model code.\n\
@@ -142,7 +143,12 @@ pub fn rules_markdown() -> String {
          parameters, loop variables over tensors, buffers and `nn.Parameter`s on `self`, results of \
          functions annotated `-> Tensor` (here or in another linted file) and of unannotated ones \
          called on tensors are tensors; names like `mask`, `valid`, `is_*` and `done` hold boolean \
-         masks; a comparison with a string is a Python option, and `np.*` results are arrays. Tensors built only from Python numbers or random \
+         masks, and so do buffers made with `dtype=torch.bool` and results of functions of the file \
+         that return comparisons; a comparison with a string is a Python option, and `np.*` and \
+         `cv2.*` results and `np.ndarray` parameters are arrays; `img_hw`-style parameters are an \
+         image's traced (height, width), and a Python number that a function of the project returns \
+         after `int()`/`math.*` of a size (`xs, n = pad_to_multiple(xs, 4)`) is a frozen size. \
+         Tensors built only from Python numbers or random \
          draws (`torch.tensor(0.5)`, `torch.rand(1)`) do not depend on the inputs and are not frozen data.\n\
          - `# noqa` on a line silences it; `# noqa: ODL001, ODL004` silences those codes (prefixes \
          work too). `--select`/`--ignore` take codes or prefixes (`ODL01`).\n\
