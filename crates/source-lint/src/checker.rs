@@ -303,7 +303,8 @@ impl<'a> Checker<'a> {
             .collect()
     }
 
-    /// Module-level functions of this file that return frozen sizes (for importers).
+    /// Functions (and methods, as `Class.method`) of this file that return frozen sizes (for
+    /// importers).
     pub fn module_frozen_returns(&self) -> HashMap<String, Vec<bool>> {
         self.own_frozen_returns.clone()
     }
@@ -2285,9 +2286,9 @@ fn functions_and_methods(
     })
 }
 
-/// Module-level functions that return a tensor size as a Python number, by element of the
-/// returned tuple (one flag for a single value): `n_chunks = int(math.ceil(x.size(1) / c))`
-/// then `return y, n_chunks`. Read from the text alone: `int()`, `float()`, `round()` or a
+/// Functions (and methods, keyed `Class.method`) that return a tensor size as a Python number,
+/// by element of the returned tuple (one flag for a single value):
+/// `n_chunks = int(math.ceil(x.size(1) / c))` then `return y, n_chunks`. Read from the text alone: `int()`, `float()`, `round()` or a
 /// `math` function over an expression that reads `.shape` or `.size()`, `.item()`, and names
 /// bound to those in the function.
 fn frozen_returning_functions(module: &[Stmt]) -> HashMap<String, Vec<bool>> {

@@ -96,7 +96,8 @@ pub struct FileLint {
     /// This file's module-level functions without a return annotation (for importers: called on
     /// tensors, they most likely return one).
     unannotated: std::collections::HashSet<String>,
-    /// This file's module-level functions that return sizes as Python numbers (for importers).
+    /// This file's functions (and methods, as `Class.method`) that return sizes as Python numbers
+    /// (for importers, which look up the functions).
     frozen_returns: std::collections::HashMap<String, Vec<bool>>,
     /// Every import of another module (for the project-level opset check).
     imports: Vec<checker::ImportedCall>,
