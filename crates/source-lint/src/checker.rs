@@ -5,11 +5,11 @@
 use crate::registry::Rule;
 use crate::rules;
 use crate::{Edit, Finding, LineIndex, OpsetNeed};
+use crate::{HashMap, HashSet};
 use diagnostics::{Diagnostic, Location};
 use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{self as ast, Expr, Stmt};
 use ruff_text_size::TextRange;
-use std::collections::{HashMap, HashSet};
 
 /// What a project-level rule needs to know about one export call site.
 #[derive(Debug, Clone)]
@@ -235,7 +235,7 @@ impl<'a> Checker<'a> {
         module: &'a [Stmt],
         project: &Project,
     ) -> Self {
-        let mut imports = HashMap::new();
+        let mut imports = HashMap::default();
         collect_imports(module, &mut imports);
         let torch_imported = imports
             .values()
@@ -251,7 +251,7 @@ impl<'a> Checker<'a> {
                 _ => None,
             })
             .collect();
-        let mut unannotated_methods = HashSet::new();
+        let mut unannotated_methods = HashSet::default();
         for s in module {
             let Stmt::ClassDef(c) = s else { continue };
             for m in &c.body {
@@ -407,11 +407,19 @@ impl<'a> Checker<'a> {
     /// The qualified name an expression refers to through the file's imports
     /// (`F.interpolate` → `torch.nn.functional.interpolate`), builtins as `builtins.len`.
     pub fn qualify(&self, e: &Expr) -> Option<String> {
+        let mut out = String::new();
+        self.qualify_into(e, &mut out).then_some(out)
+    }
+
+    /// Writes `qualify`'s answer into `out` (one allocation per name, not one per attribute);
+    /// false when the expression does not resolve.
+    fn qualify_into(&self, e: &Expr, out: &mut String) -> bool {
         match e {
             Expr::Name(n) => {
                 let id = n.id.as_str();
                 if let Some(q) = self.imports.get(id) {
-                    return Some(q.clone());
+                    out.push_str(q);
+                    return true;
                 }
                 if matches!(
                     id,
@@ -427,18 +435,21 @@ impl<'a> Checker<'a> {
                         | "max"
                 ) && !self.state().tensors.contains(id)
                 {
-                    return Some(format!("builtins.{id}"));
+                    out.push_str("builtins.");
+                    out.push_str(id);
+                    return true;
                 }
-                None
+                false
             }
             Expr::Attribute(a) => {
-                let base = self.qualify(&a.value)?;
-                if base.starts_with("builtins.") {
-                    return None;
+                if !self.qualify_into(&a.value, out) || out.starts_with("builtins.") {
+                    return false;
                 }
-                Some(format!("{base}.{}", a.attr.id.as_str()))
+                out.push('.');
+                out.push_str(a.attr.id.as_str());
+                true
             }
-            _ => None,
+            _ => false,
         }
     }
 
@@ -1107,8 +1118,8 @@ fn called_names(body: &[Stmt]) -> (HashSet<String>, HashSet<String>) {
         }
     }
     let mut v = Calls {
-        methods: HashSet::new(),
-        funcs: HashSet::new(),
+        methods: HashSet::default(),
+        funcs: HashSet::default(),
     };
     v.visit_body(body);
     (v.methods, v.funcs)
@@ -1122,17 +1133,17 @@ fn model_functions(
     extra_roots: &HashSet<String>,
     extra_methods: &HashSet<String>,
 ) -> HashSet<(Option<String>, String)> {
-    let mut module_fns: HashMap<String, &[Stmt]> = HashMap::new();
+    let mut module_fns: HashMap<String, &[Stmt]> = HashMap::default();
     let mut classes: Vec<(String, HashMap<String, &[Stmt]>)> = Vec::new();
     // Parameters of each class's `forward` after its first input: the targets a loss takes.
-    let mut forward_targets: HashMap<String, Vec<String>> = HashMap::new();
+    let mut forward_targets: HashMap<String, Vec<String>> = HashMap::default();
     for stmt in module {
         match stmt {
             Stmt::FunctionDef(f) => {
                 module_fns.insert(f.name.id.to_string(), &f.body);
             }
             Stmt::ClassDef(c) => {
-                let mut methods = HashMap::new();
+                let mut methods = HashMap::default();
                 for s in &c.body {
                     if let Stmt::FunctionDef(f) = s {
                         methods.insert(f.name.id.to_string(), &f.body[..]);
@@ -1155,7 +1166,7 @@ fn model_functions(
     }
     let is_root =
         |n: &str| n == "forward" || n.starts_with("forward_") || n.starts_with("_forward");
-    let mut out: HashSet<(Option<String>, String)> = HashSet::new();
+    let mut out: HashSet<(Option<String>, String)> = HashSet::default();
     let mut work: Vec<(Option<String>, String)> = Vec::new();
     for (class, methods) in &classes {
         // Losses and metrics are modules too, but they run beside the exported model; so do
@@ -1204,7 +1215,7 @@ fn model_functions(
                 driver_work.extend(funcs.into_iter().filter(|f| module_fns.contains_key(f)));
             }
         }
-        let mut drivers: HashSet<String> = HashSet::new();
+        let mut drivers: HashSet<String> = HashSet::default();
         while let Some(name) = driver_work.pop() {
             if !drivers.insert(name.clone()) {
                 continue;
@@ -1231,10 +1242,10 @@ fn model_functions(
     }
     // For each class, its attributes bound to an instance of another class of this file.
     let class_names: HashSet<&str> = classes.iter().map(|(c, _)| c.as_str()).collect();
-    let mut submodule_classes: HashMap<String, HashMap<String, String>> = HashMap::new();
+    let mut submodule_classes: HashMap<String, HashMap<String, String>> = HashMap::default();
     for stmt in module {
         let Stmt::ClassDef(c) = stmt else { continue };
-        let mut attrs = HashMap::new();
+        let mut attrs = HashMap::default();
         for (attr, value) in self_assignments(&c.body) {
             if let Expr::Call(call) = value {
                 if let Expr::Name(ctor) = call.func.as_ref() {
@@ -1370,7 +1381,7 @@ pub(crate) fn submodule_method_calls(
 
 /// Methods of this file's module classes (classes with a `forward`), other than dunders.
 pub(crate) fn module_methods(module: &[Stmt]) -> HashSet<String> {
-    let mut out = HashSet::new();
+    let mut out = HashSet::default();
     for stmt in module {
         let Stmt::ClassDef(c) = stmt else { continue };
         let names: Vec<&str> = c
@@ -1425,8 +1436,8 @@ pub(crate) fn imported_model_calls(
 ) -> Vec<ImportedCall> {
     // local name -> (level, module, name) for `from M import name [as local]`;
     // local name -> module for `import M [as local]`.
-    let mut from_imports: HashMap<String, (u32, String, String)> = HashMap::new();
-    let mut module_imports: HashMap<String, String> = HashMap::new();
+    let mut from_imports: HashMap<String, (u32, String, String)> = HashMap::default();
+    let mut module_imports: HashMap<String, String> = HashMap::default();
     // `try: from .ops import f` / `except ImportError: from ops import f`: imports in the
     // module's blocks count too.
     let mut top = Vec::new();
@@ -1510,7 +1521,7 @@ pub(crate) fn imported_model_calls(
     let mut calls = Calls {
         from_imports: &from_imports,
         module_imports: &module_imports,
-        out: HashSet::new(),
+        out: HashSet::default(),
     };
     for stmt in module {
         match stmt {
@@ -1698,7 +1709,7 @@ fn submodule_calls(body: &[Stmt]) -> HashSet<(String, String)> {
         }
     }
     let mut f = Find {
-        out: HashSet::new(),
+        out: HashSet::default(),
     };
     f.visit_body(body);
     f.out
@@ -1745,7 +1756,7 @@ fn referenced_names(module: &[Stmt]) -> HashSet<String> {
         }
     }
     let mut f = Find {
-        out: HashSet::new(),
+        out: HashSet::default(),
     };
     f.visit_body(module);
     f.out
@@ -1817,7 +1828,7 @@ fn loss_statements(body: &[Stmt]) -> impl Iterator<Item = &Stmt> {
         })
         .filter(|s| {
             let (methods, funcs) = called_names(std::slice::from_ref(s));
-            let mut attrs = HashSet::new();
+            let mut attrs = HashSet::default();
             struct Find<'h> {
                 out: &'h mut HashSet<String>,
             }
@@ -2327,7 +2338,7 @@ fn frozen_returning_functions(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
     let analyse = |f: &ast::StmtFunctionDef| -> Option<Vec<bool>> {
         let mut stmts = Vec::new();
         flatten(&f.body, &mut stmts);
-        let mut names: HashSet<String> = HashSet::new();
+        let mut names: HashSet<String> = HashSet::default();
         let mut flags: Option<Vec<bool>> = None;
         for s in stmts {
             match s {
@@ -2608,7 +2619,7 @@ fn number_checked_names(body: &[Stmt]) -> HashSet<String> {
         }
     }
     let mut f = Find {
-        out: HashSet::new(),
+        out: HashSet::default(),
     };
     f.visit_body(body);
     f.out

@@ -21,6 +21,9 @@ pub use registry::{rule, FixKind, Rule, RULES, SECTIONS};
 
 use diagnostics::{Diagnostic, Location};
 use rayon::prelude::*;
+/// Every table the checker keeps is keyed by identifiers: FxHash instead of SipHash (hashing was
+/// about 5 % of `lint` on the torch package; see docs/performance.md).
+pub(crate) use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::path::{Path, PathBuf};
 
 /// One replacement of a byte range of a file's text.
@@ -92,19 +95,19 @@ pub struct FileLint {
     /// Helpers of other files this file's model code calls (for the project pass).
     calls: Vec<checker::ImportedCall>,
     /// This file's module-level functions annotated as returning tensors (for importers).
-    returns: std::collections::HashMap<String, Vec<bool>>,
+    returns: crate::HashMap<String, Vec<bool>>,
     /// This file's module-level functions without a return annotation (for importers: called on
     /// tensors, they most likely return one).
-    unannotated: std::collections::HashSet<String>,
+    unannotated: crate::HashSet<String>,
     /// This file's functions (and methods, as `Class.method`) that return sizes as Python numbers
     /// (for importers, which look up the functions).
-    frozen_returns: std::collections::HashMap<String, Vec<bool>>,
+    frozen_returns: crate::HashMap<String, Vec<bool>>,
     /// Every import of another module (for the project-level opset check).
     imports: Vec<checker::ImportedCall>,
     /// Methods this file's model code calls on submodules (for the files it imports).
     method_calls: Vec<String>,
     /// Methods of this file's module classes (those with a `forward`), other than dunders.
-    module_methods: std::collections::HashSet<String>,
+    module_methods: crate::HashSet<String>,
 }
 
 /// Lints one file's text. `file` is the name findings carry. Unparseable Python is a finding
@@ -277,6 +280,9 @@ pub fn noqa_codes(line: &str) -> Option<Vec<String>> {
 
 /// Drops findings suppressed by `# noqa` on their line.
 pub fn apply_noqa(source: &str, findings: Vec<Finding>) -> Vec<Finding> {
+    if findings.is_empty() {
+        return findings;
+    }
     let lines: Vec<&str> = source.lines().collect();
     findings
         .into_iter()
@@ -424,7 +430,7 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
         .map(|r| r.as_ref().ok().map(|r| r.path.as_path()))
         .collect();
     // Files by module name (`utils` for `utils.py` and `utils/__init__.py`).
-    let mut by_stem: std::collections::HashMap<String, Vec<usize>> = Default::default();
+    let mut by_stem: crate::HashMap<String, Vec<usize>> = Default::default();
     for (i, p) in paths.iter().enumerate() {
         let Some(p) = p else { continue };
         let stem = if p.file_name().is_some_and(|n| n == "__init__.py") {
@@ -483,7 +489,7 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
     // Methods model code calls on submodules (`self.model.score_masked(x)`) are model code in
     // the files it imports, where the submodule's class most likely lives; only names some
     // module class of the project defines are worth resolving imports for.
-    let defined: std::collections::HashSet<&str> = read
+    let defined: crate::HashSet<&str> = read
         .iter()
         .flatten()
         .flat_map(|r| r.lint.module_methods.iter().map(String::as_str))

@@ -113,7 +113,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
 pub(crate) fn check_project(reports: &mut [FileReport], facts: &[Facts]) {
     let all_needs: Vec<&OpsetNeed> = facts.iter().flat_map(|f| &f.needs).collect();
     let displays: Vec<String> = reports.iter().map(|r| r.display.clone()).collect();
-    let by_display: std::collections::HashMap<&str, &Facts> =
+    let by_display: crate::HashMap<&str, &Facts> =
         displays.iter().map(String::as_str).zip(facts).collect();
     for ((rep, f), display) in reports.iter_mut().zip(facts).zip(&displays) {
         // An export reaches the ops of its own file and of the linted files it imports,
