@@ -470,6 +470,12 @@ impl<'a> Checker<'a> {
         Some((a.attr.id.as_str(), &a.value))
     }
 
+    /// Inside the `__init__` of a class with a `forward`: what it builds is what forward runs on.
+    pub fn in_module_init(&self) -> bool {
+        self.fns.last().is_some_and(|f| f.name == "__init__")
+            && self.own_method("forward").is_some()
+    }
+
     /// The body of a method of the innermost enclosing class (`self.NAME(...)`).
     pub fn own_method(&self, name: &str) -> Option<&'a [Stmt]> {
         self.class_methods.last().and_then(|m| m.get(name).copied())

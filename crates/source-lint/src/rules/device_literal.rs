@@ -3,7 +3,9 @@
 //! `torch.zeros(n, device="cuda")`, `torch.tensor(v, device=torch.device("cuda:0"))`,
 //! `t.cuda()`, `t.to("cuda")`, also through a name bound to such a literal in the function or at
 //! module level (`DEVICE = "cuda"`, `GPU = torch.device("cuda:0")`), and the legacy CUDA tensor
-//! types (`t.type(torch.cuda.FloatTensor)`, `torch.cuda.LongTensor(n)`).
+//! types (`t.type(torch.cuda.FloatTensor)`, `torch.cuda.LongTensor(n)`). The `__init__` of a
+//! module counts as model code here: `self.disp = torch.arange(d).cuda()` there is a plain
+//! attribute, not a buffer, so it stays on that device whatever `model.to(...)` does.
 //!
 //! ## Why is this bad?
 //! The trace records the device of every tensor it creates. A literal device ties the module to
@@ -74,11 +76,16 @@ fn cuda_tensor_type(ch: &Checker, e: &Expr) -> bool {
 }
 
 pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
-    if !ch.in_model() {
+    if !ch.in_model() && !ch.in_module_init() {
         return;
     }
+    // In `__init__` only what ties the module to an accelerator: `device="cpu"` there builds
+    // configuration (`torch.arange(n, device="cpu").tolist()`), and `self.cuda()` or
+    // `.cuda(rank)` place the whole module the way the caller asks.
+    let init = !ch.in_model();
     if let Some(k) = keyword(call, "device") {
-        if let Some(dev) = literal_device(ch, &k.value) {
+        if let Some(dev) = literal_device(ch, &k.value).filter(|d| !(init && d.starts_with("cpu")))
+        {
             let i = ch.report(&RULE, k.range(), format!("device \"{dev}\" is a literal in model code: the export is tied to that device"));
             ch.help(i, "use the input's device: `device=x.device`");
         }
@@ -100,11 +107,21 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         );
         return;
     }
-    let Some((m, _)) = ch.method(call) else {
+    let Some((m, recv)) = ch.method(call) else {
         return;
     };
+    if init && matches!(recv, Expr::Name(n) if n.id.as_str() == "self") {
+        return;
+    }
     let hit = match m {
-        "cuda" => true,
+        "cuda" => {
+            !init
+                || call
+                    .arguments
+                    .args
+                    .iter()
+                    .all(|a| matches!(a, Expr::NumberLiteral(_) | Expr::StringLiteral(_)))
+        }
         // `.type(torch.cuda.FloatTensor)`: a cast that also moves to the GPU.
         "type" => call
             .arguments
@@ -115,7 +132,8 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
             .arguments
             .args
             .first()
-            .is_some_and(|a| literal_device(ch, a).is_some()),
+            .and_then(|a| literal_device(ch, a))
+            .is_some_and(|d| !(init && d.starts_with("cpu"))),
         _ => false,
     };
     // In model code whatever is moved (a tensor, a buffer, a submodule) ends up on that device.

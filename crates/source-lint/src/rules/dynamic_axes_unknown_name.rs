@@ -95,7 +95,7 @@ fn keys(ch: &Checker, value: &Expr, before: TextSize) -> Option<Vec<(String, Tex
     if let Expr::Name(n) = value {
         let mut stmts = Vec::new();
         for body in ch.bodies.iter().rev().take(1) {
-            collect(body, &mut stmts);
+            collect(body, before, &mut stmts);
         }
         for s in stmts.into_iter().filter(|s| s.range().start() < before) {
             let Stmt::Assign(a) = s else { continue };

@@ -273,7 +273,7 @@ fn mode_before(ch: &Checker, name: &str, sub: Option<&str>, at: TextSize) -> Mod
         return mode;
     };
     let mut stmts = Vec::new();
-    collect(body, &mut stmts);
+    collect(body, at, &mut stmts);
     for s in stmts.iter().filter(|s| s.range().start() < at) {
         // `for name, model in candidates.items(): ... export(model, ...)`: built in this scope too.
         if let Stmt::For(f) = s {
@@ -313,24 +313,32 @@ fn mode_before(ch: &Checker, name: &str, sub: Option<&str>, at: TextSize) -> Mod
     mode
 }
 
-/// The statements of a body and of its nested blocks (not nested functions), in order.
-pub(crate) fn collect<'s>(body: &'s [Stmt], out: &mut Vec<&'s Stmt>) {
+/// The statements of a body and of its nested blocks (not nested functions), in order, that can
+/// run on the way to offset `at`: of an `if`/`elif`/`else` holding `at`, only the clause that
+/// holds it (`if cmd == "eval": evaluate(m) else: export(m)` never evaluates before exporting).
+pub(crate) fn collect<'s>(body: &'s [Stmt], at: TextSize, out: &mut Vec<&'s Stmt>) {
     for s in body {
         out.push(s);
         match s {
             Stmt::If(i) => {
-                collect(&i.body, out);
-                for c in &i.elif_else_clauses {
-                    collect(&c.body, out);
+                let holds = |b: &[Stmt]| {
+                    b.first().is_some_and(|f| f.range().start() <= at)
+                        && b.last().is_some_and(|l| at < l.range().end())
+                };
+                let clauses = std::iter::once(&i.body[..])
+                    .chain(i.elif_else_clauses.iter().map(|c| &c.body[..]));
+                match clauses.clone().find(|b| holds(b)) {
+                    Some(b) => collect(b, at, out),
+                    None => clauses.for_each(|b| collect(b, at, out)),
                 }
             }
-            Stmt::With(w) => collect(&w.body, out),
+            Stmt::With(w) => collect(&w.body, at, out),
             Stmt::Try(t) => {
-                collect(&t.body, out);
-                collect(&t.orelse, out);
-                collect(&t.finalbody, out);
+                collect(&t.body, at, out);
+                collect(&t.orelse, at, out);
+                collect(&t.finalbody, at, out);
             }
-            Stmt::For(f) => collect(&f.body, out),
+            Stmt::For(f) => collect(&f.body, at, out),
             _ => {}
         }
     }

@@ -16,7 +16,10 @@
 //! - the training side transforms a tensor the code goes on with (`x = self.shuffle_unit(x)`);
 //! - a conditional expression picks between two values (`r = self.mask_ratio if self.training
 //!   else 0.0`), except a dropout probability that is zero in eval mode
-//!   (`dropout_p=self.attn_drop if self.training else 0.0`), which is what `nn.Dropout` does.
+//!   (`dropout_p=self.attn_drop if self.training else 0.0`), which is what `nn.Dropout` does,
+//!   or computes an output in one mode only (`self.aux(x) if self.training else None`);
+//! - the training side ends a loop iteration early (`if self.training: outs.append(y);
+//!   continue`), skipping what eval mode runs after it.
 //!
 //! Branches that only compute or return losses (`return losses`, `self.loss(...)`), pick
 //! training targets (`proposals = self.select_training_samples(proposals, targets)`), check
@@ -466,8 +469,29 @@ pub(crate) fn check_test(
             {
                 Why::Values
             }
+            // `self.aux_head(x) if self.training else None`: an output only one mode computes.
+            (Some(t), Some(e))
+                if matches!(t, Expr::NoneLiteral(_)) != matches!(e, Expr::NoneLiteral(_))
+                    && [&t, &e].into_iter().any(|v| {
+                        matches!(v, Expr::Call(_) | Expr::BinOp(_))
+                            && !loss_like(v)
+                            && !mentions_targets(v)
+                    }) =>
+            {
+                Why::Values
+            }
             _ => return true,
         }
+    } else if !negated
+        && orelse.is_empty()
+        && matches!(
+            train.last(),
+            Some(ast::Stmt::Continue(_) | ast::Stmt::Break(_))
+        )
+    {
+        // `if self.training and deep_supervision: outs.append(...); continue`: training skips
+        // the rest of the loop body, which eval mode runs.
+        Why::Values
     } else if returned(train).is_some_and(|v| !loss_like(v) && !config_value(v)) && !eval.is_empty()
     {
         // `if self.training: return outputs` before the eval path decodes them.
