@@ -2879,8 +2879,13 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     if let Some(t) = &c.test {
                         if else_on {
                             // `elif self.training: ... else: ...`: the next clause is its else.
-                            let next: &[Stmt] =
-                                i.elif_else_clauses.get(k + 1).map_or(&[], |n| &n.body);
+                            // With no clause after it, an `elif` that returns has the rest
+                            // of the block as its else.
+                            let next: &[Stmt] = match i.elif_else_clauses.get(k + 1) {
+                                Some(n) => &n.body,
+                                None if always_exits(&c.body) => rest,
+                                None => &[],
+                            };
                             self.on_test(t, "elif", &c.body, next);
                         }
                         self.visit_expr(t);

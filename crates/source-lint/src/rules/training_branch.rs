@@ -8,9 +8,11 @@
 //!   (`self._momentum_update_key_encoder()`, which sets `param.data`); a random draw in the
 //!   test itself counts (layer drop: `if self.training and torch.rand(1).item() < p: return x`),
 //!   and so does `if not self.training: return x` (or `if p == 0.0 or not self.training:
-//!   return x`) followed by training-only randomness (SpecAugment, drop path);
+//!   return x`) followed by training-only randomness (SpecAugment, drop path); so does an eval
+//!   body that updates module state (`if not self.training: self.last_counts = y.tolist()`);
 //! - the training side returns early with outputs other than losses (`if self.training:
-//!   return outputs` before the eval path decodes them, `return x, aux`);
+//!   return outputs` before the eval path decodes them, `return x, aux`, also from an
+//!   `elif self.training:` with no clause after it: the rest of the block is its else);
 //! - the eval side computes on tensors (`else: v = self.agg_inference(v)`,
 //!   `if not self.training: y = y.clamp_min(0)`, `out[out < floor] = 0`);
 //! - the training side transforms a tensor the code goes on with (`x = self.shuffle_unit(x)`);
@@ -451,7 +453,14 @@ pub(crate) fn check_test(
     };
     // `if self.training and torch.rand(1).item() < p:` (layer drop) draws in the test itself.
     let test_draws = changes_numerics(&[expr_stmt(test)]);
-    let why = if test_draws || changes_numerics(train) || calls_numeric_method(ch, train) {
+    // Either side drawing random numbers or updating module state (`if not self.training:
+    // self.last_counts = ...`) makes the two modes differ. (The eval side only when it is the
+    // body: an else taken from the rest of the block holds whatever follows.)
+    let why = if test_draws
+        || changes_numerics(train)
+        || (negated && changes_numerics(eval))
+        || calls_numeric_method(ch, train)
+    {
         Why::Numerics
     } else if kind == "conditional expression" {
         // `a if self.training else b`: two values, unless one side is nothing or a loss.
