@@ -514,6 +514,16 @@ impl<'a> Checker<'a> {
                         return true;
                     }
                 }
+                // `STEBinarize.apply(p)` with `STEBinarize` imported from a helper module: an
+                // autograd Function (a class, by its capitalised name) applied to a tensor.
+                if let Expr::Attribute(a) = c.func.as_ref() {
+                    if a.attr.id.as_str() == "apply"
+                        && matches!(a.value.as_ref(), Expr::Name(n) if n.id.starts_with(|ch: char| ch.is_ascii_uppercase()))
+                        && c.arguments.args.iter().any(|x| self.is_tensor(x))
+                    {
+                        return true;
+                    }
+                }
                 if self.qualify(&c.func).is_some() {
                     return false;
                 }
@@ -1330,6 +1340,13 @@ fn model_functions(
                 }
             }
         }
+        // `corr_fn = CorrBlock(fmaps)` then `corr_fn.sample(coords)`: methods of a helper
+        // object built in model code run in the trace too.
+        for (class, method) in local_instance_calls(body, &class_names) {
+            if !training_only_name(&method) {
+                work.push((Some(class), method));
+            }
+        }
         for name in funcs {
             if module_fns.contains_key(&name) && !training_only_name(&name) {
                 work.push((None, name));
@@ -1345,6 +1362,54 @@ fn model_functions(
         }
     }
     out
+}
+
+/// `(Class, method)` for each `name.method(...)` in a body where `name = Class(...)` is bound in
+/// the same body to a class of `classes`.
+fn local_instance_calls(body: &[Stmt], classes: &HashSet<&str>) -> Vec<(String, String)> {
+    struct Find<'c> {
+        classes: &'c HashSet<&'c str>,
+        bound: HashMap<String, String>,
+        calls: Vec<(String, String)>,
+    }
+    impl<'a> Visitor<'a> for Find<'_> {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            if let Stmt::Assign(a) = s {
+                if let ([Expr::Name(t)], Expr::Call(c)) = (&a.targets[..], a.value.as_ref()) {
+                    if let Expr::Name(ctor) = c.func.as_ref() {
+                        if self.classes.contains(ctor.id.as_str()) {
+                            self.bound.insert(t.id.to_string(), ctor.id.to_string());
+                        }
+                    }
+                }
+            }
+            visitor::walk_stmt(self, s);
+        }
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if let Expr::Call(c) = e {
+                if let Expr::Attribute(a) = c.func.as_ref() {
+                    if let Expr::Name(n) = a.value.as_ref() {
+                        self.calls.push((n.id.to_string(), a.attr.id.to_string()));
+                    }
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut f = Find {
+        classes,
+        bound: HashMap::default(),
+        calls: Vec::new(),
+    };
+    f.visit_body(body);
+    if f.bound.is_empty() {
+        return Vec::new();
+    }
+    f.calls
+        .into_iter()
+        .filter_map(|(name, method)| Some((f.bound.get(&name)?.clone(), method)))
+        .filter(|(_, method)| !method.starts_with("__"))
+        .collect()
 }
 
 /// Methods this file's model code calls on submodules (`self.model.score_masked(x)`), other than
@@ -2593,8 +2658,9 @@ fn names_a_size(name: &str) -> bool {
         || n.ends_with("_hw")
 }
 
-/// Names a function tests with `isinstance(name, int | float | numbers.Number ...)`: it
-/// expects Python numbers there.
+/// Names a function tests with `isinstance(name, int | float | numbers.Number ...)` or passes
+/// as `scale_factor=`, `kernel_size=`, `stride=`, `dilation=`, `groups=`: it expects Python
+/// numbers there.
 fn number_checked_names(body: &[Stmt]) -> HashSet<String> {
     struct Find {
         out: HashSet<String>,
@@ -2618,6 +2684,19 @@ fn number_checked_names(body: &[Stmt]) -> HashSet<String> {
                         if is_number_type(t) {
                             self.out.insert(v.id.to_string());
                         }
+                    }
+                }
+                // `F.interpolate(flow, scale_factor=factor)`, `F.avg_pool2d(x, kernel_size=k)`:
+                // arguments that take Python numbers.
+                for k in &c.arguments.keywords {
+                    let number_arg = k.arg.as_ref().is_some_and(|a| {
+                        matches!(
+                            a.id.as_str(),
+                            "scale_factor" | "kernel_size" | "stride" | "dilation" | "groups"
+                        )
+                    });
+                    if let (true, Expr::Name(v)) = (number_arg, &k.value) {
+                        self.out.insert(v.id.to_string());
                     }
                 }
             }

@@ -1,6 +1,7 @@
 //! ## What it does
 //! Flags writes through a boolean mask: `x[mask] = v`, `x[x < 0] = 0`, `x[~m] += v`, when the
-//! index is a comparison, an inverted or combined mask, or a local bound to one.
+//! index is a comparison, an inverted or combined mask, or a local bound to one; also through a
+//! mask's indices, `x[torch.where(m)] = v` (one-argument `where`), which is the same write.
 //!
 //! ## Why is this bad?
 //! A masked write traces to `aten::index_put`. The exporter has no `index_put` before opset 11
@@ -28,10 +29,9 @@
 
 use crate::checker::Checker;
 use crate::registry::{FixKind, Rule};
-use crate::rules::index_elements;
+use crate::rules::{bound_values, index_elements};
 use crate::Edit;
 use diagnostics::Severity;
-use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{self as ast, Expr, Stmt};
 use ruff_text_size::Ranged;
 
@@ -71,9 +71,18 @@ pub(crate) fn check_store(
         }),
         e => expands_to_receiver(e),
     };
-    if !elements
-        .iter()
-        .any(|e| ch.is_bool_mask(e) || receiver_shaped(e))
+    // `x[torch.where(m)] = v`: the indices of a mask, the same write as `x[m] = v`.
+    let where_indices = |e: &Expr| {
+        matches!(e, Expr::Call(c)
+            if c.arguments.args.len() == 1
+                && c.arguments.keywords.is_empty()
+                && ch.torch_fn(c).is_some_and(|q| q == "torch.where"))
+    };
+    let via_where = elements.iter().any(|e| where_indices(e));
+    if !via_where
+        && !elements
+            .iter()
+            .any(|e| ch.is_bool_mask(e) || receiver_shaped(e))
     {
         return false;
     }
@@ -103,7 +112,7 @@ pub(crate) fn check_store(
     // A suggested rewrite for the plain single-mask case; unsafe: it is no longer in place and
     // `torch.where` broadcasts the mask from the right.
     if let (Stmt::Assign(a), false, Expr::Name(_)) = (stmt, aug, target.value.as_ref()) {
-        if a.targets.len() == 1 && elements.len() == 1 {
+        if a.targets.len() == 1 && elements.len() == 1 && !via_where {
             let value = ch.text(a.value.range()).to_string();
             let content = format!("{base} = torch.where({mask}, {value}, {base})");
             ch.fix(
@@ -119,35 +128,4 @@ pub(crate) fn check_store(
         }
     }
     true
-}
-
-/// The values assigned to `name` by plain assignments in a function body (not in nested
-/// functions or classes).
-fn bound_values<'a>(body: &'a [Stmt], name: &str) -> Vec<&'a Expr> {
-    struct Bindings<'a, 'n> {
-        name: &'n str,
-        values: Vec<&'a Expr>,
-    }
-    impl<'a> Visitor<'a> for Bindings<'a, '_> {
-        fn visit_stmt(&mut self, s: &'a Stmt) {
-            match s {
-                Stmt::FunctionDef(_) | Stmt::ClassDef(_) => {}
-                Stmt::Assign(a) => {
-                    if a.targets
-                        .iter()
-                        .any(|t| matches!(t, Expr::Name(n) if n.id.as_str() == self.name))
-                    {
-                        self.values.push(&a.value);
-                    }
-                }
-                s => visitor::walk_stmt(self, s),
-            }
-        }
-    }
-    let mut b = Bindings {
-        name,
-        values: Vec::new(),
-    };
-    b.visit_body(body);
-    b.values
 }

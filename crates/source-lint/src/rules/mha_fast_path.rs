@@ -1,7 +1,8 @@
 //! ## What it does
 //! Flags `nn.MultiheadAttention`, `nn.TransformerEncoderLayer` and `nn.TransformerEncoder`
-//! built with `batch_first=True` (or a `batch_first` value that may be true), the configuration
-//! that can take PyTorch's fused "fast path".
+//! built with `batch_first=True` (also through keyword arguments unpacked from a dict of the same
+//! function: `enc_kw = dict(..., batch_first=True)`, `nn.TransformerEncoderLayer(**enc_kw)`), the
+//! configuration that can take PyTorch's fused "fast path".
 //!
 //! ## Why is this bad?
 //! In eval mode, with autograd off (`torch.no_grad()`/`inference_mode`, or parameters that do
@@ -28,7 +29,7 @@
 
 use crate::checker::Checker;
 use crate::registry::{FixKind, Rule};
-use crate::rules::keyword;
+use crate::rules::{bound_values, keyword};
 use diagnostics::Severity;
 use ruff_python_ast::{self as ast, Expr};
 use ruff_text_size::Ranged;
@@ -53,7 +54,21 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         _ => return,
     };
     let batch_first = keyword(call, "batch_first")
-        .is_some_and(|k| matches!(k.value, Expr::BooleanLiteral(ref b) if b.value));
+        .is_some_and(|k| matches!(k.value, Expr::BooleanLiteral(ref b) if b.value))
+        // `nn.TransformerEncoderLayer(**enc_kw)` with `enc_kw = dict(..., batch_first=True)`.
+        || call
+            .arguments
+            .keywords
+            .iter()
+            .filter(|k| k.arg.is_none())
+            .any(|k| match &k.value {
+                Expr::Name(n) => ch.bodies.last().is_some_and(|body| {
+                    bound_values(body, n.id.as_str())
+                        .into_iter()
+                        .any(sets_batch_first)
+                }),
+                e => sets_batch_first(e),
+            });
     if !batch_first {
         return;
     }
@@ -63,4 +78,19 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         format!("batch-first `nn.{short}` takes the `_native_multi_head_attention` fast path in eval/no-grad, which the exporter cannot export"),
     );
     ch.help(i, "call `torch.backends.mha.set_fastpath_enabled(False)` before exporting, or export with `dynamo=True`");
+}
+
+/// `dict(..., batch_first=True)` or `{"batch_first": True, ...}`.
+fn sets_batch_first(e: &Expr) -> bool {
+    let is_true = |v: &Expr| matches!(v, Expr::BooleanLiteral(b) if b.value);
+    match e {
+        Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "dict") => {
+            keyword(c, "batch_first").is_some_and(|k| is_true(&k.value))
+        }
+        Expr::Dict(d) => d.items.iter().any(|item| {
+            matches!(&item.key, Some(Expr::StringLiteral(s)) if s.value.to_str() == "batch_first")
+                && is_true(&item.value)
+        }),
+        _ => false,
+    }
 }

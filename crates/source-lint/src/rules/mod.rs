@@ -24,7 +24,8 @@ pub(crate) mod tensor_condition;
 pub(crate) mod tensor_to_python;
 pub(crate) mod training_branch;
 
-use ruff_python_ast::{self as ast, Expr};
+use ruff_python_ast::visitor::{self, Visitor};
+use ruff_python_ast::{self as ast, Expr, Stmt};
 
 /// The value of keyword argument `name`.
 pub(crate) fn keyword<'a>(call: &'a ast::ExprCall, name: &str) -> Option<&'a ast::Keyword> {
@@ -180,4 +181,35 @@ pub(crate) fn append_argument(source: &str, call: &ast::ExprCall, arg: &str) -> 
         end: at,
         content,
     }
+}
+
+/// The values assigned to `name` by plain assignments in a function body (not in nested
+/// functions or classes).
+pub(crate) fn bound_values<'a>(body: &'a [Stmt], name: &str) -> Vec<&'a Expr> {
+    struct Bindings<'a, 'n> {
+        name: &'n str,
+        values: Vec<&'a Expr>,
+    }
+    impl<'a> Visitor<'a> for Bindings<'a, '_> {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            match s {
+                Stmt::FunctionDef(_) | Stmt::ClassDef(_) => {}
+                Stmt::Assign(a) => {
+                    if a.targets
+                        .iter()
+                        .any(|t| matches!(t, Expr::Name(n) if n.id.as_str() == self.name))
+                    {
+                        self.values.push(&a.value);
+                    }
+                }
+                s => visitor::walk_stmt(self, s),
+            }
+        }
+    }
+    let mut b = Bindings {
+        name,
+        values: Vec::new(),
+    };
+    b.visit_body(body);
+    b.values
 }
