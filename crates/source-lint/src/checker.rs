@@ -586,8 +586,14 @@ impl<'a> Checker<'a> {
                         }
                         _ => false,
                     };
+                    // `self.sampler(x.shape[0])`: a submodule handed a traced size builds a
+                    // tensor from it.
                     if !own_method && (is_self_chain(recv) || alias(recv)) {
-                        return c.arguments.args.iter().any(|x| self.is_tensor(x));
+                        return c
+                            .arguments
+                            .args
+                            .iter()
+                            .any(|x| self.is_tensor(x) || self.is_size(x));
                     }
                     return false;
                 }
