@@ -126,7 +126,8 @@ pub fn rules_markdown() -> String {
          and the like, so rules see what the code calls.\n\
          - **Model code** is what export traces: every `forward` (and `forward_*`, `_forward*`) \
          method, the methods and module functions it calls (and `__init__`/`__call__` of helper \
-         objects it builds, and methods called on submodules: `self.head.split(x)`), functions and \
+         objects it builds and the methods it calls on them: `corr = CorrBlock(f); corr.sample(x)`, \
+         and methods called on submodules: `self.head.split(x)`), functions and \
          classes of other linted files it calls through imports \
          (`from .utils import make_pad_mask`, `import box_ops as B; B.decode(...)`), functions \
          handed to the exporter, and, in a file that calls \
@@ -139,10 +140,11 @@ pub fn rules_markdown() -> String {
          after `if not self.training: return x`, and an export script's driver code (functions that call the exporter or check the \
          result on onnxruntime, and what they or module-level statements call) are not model code.\n\
          - Values are guessed from the code: parameters are tensors unless annotated or defaulted \
-         otherwise or named like sizes (`size`, `*_shape`); items of `List[Tensor]`/`Dict[str, Tensor]` \
+         otherwise, named like sizes (`size`, `*_shape`), checked with `isinstance(p, (int, float))` \
+         or passed as `scale_factor=`, `kernel_size=`, `stride=`, `dilation=` or `groups=`; items of `List[Tensor]`/`Dict[str, Tensor]` \
          parameters, loop variables over tensors, buffers and `nn.Parameter`s on `self`, results of \
-         functions annotated `-> Tensor` (here or in another linted file) and of unannotated ones \
-         called on tensors are tensors; names like `mask`, `valid`, `is_*` and `done` hold boolean \
+         functions annotated `-> Tensor` (here or in another linted file), of unannotated ones \
+         called on tensors and of submodules called on tensors or traced sizes are tensors; names like `mask`, `valid`, `is_*` and `done` hold boolean \
          masks, and so do buffers made with `dtype=torch.bool` and results of functions of the file \
          that return comparisons; a comparison with a string is a Python option, and `np.*` and \
          `cv2.*` results and `np.ndarray` parameters are arrays; `img_hw`-style parameters are an \
