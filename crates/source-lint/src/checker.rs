@@ -514,11 +514,22 @@ impl<'a> Checker<'a> {
                         return true;
                     }
                 }
-                // `STEBinarize.apply(p)` with `STEBinarize` imported from a helper module: an
-                // autograd Function (a class, by its capitalised name) applied to a tensor.
+                // `STEBinarize.apply(p)` with `STEBinarize` imported from a helper module,
+                // `ops.StraightThroughPenState.apply(p)`: an autograd Function (a class, by its
+                // capitalised name) applied to a tensor.
                 if let Expr::Attribute(a) = c.func.as_ref() {
+                    let function = match a.value.as_ref() {
+                        Expr::Name(n) => class_like(n.id.as_str()),
+                        Expr::Attribute(f) => {
+                            class_like(f.attr.id.as_str())
+                                && !self
+                                    .qualify(&a.value)
+                                    .is_some_and(|q| q.starts_with("torch."))
+                        }
+                        _ => false,
+                    };
                     if a.attr.id.as_str() == "apply"
-                        && matches!(a.value.as_ref(), Expr::Name(n) if n.id.starts_with(|ch: char| ch.is_ascii_uppercase()))
+                        && function
                         && c.arguments.args.iter().any(|x| self.is_tensor(x))
                     {
                         return true;
@@ -547,7 +558,7 @@ impl<'a> Checker<'a> {
                     // `BinarizeSTE.apply(p - t)`: an autograd Function (a class, by its
                     // capitalised name) applied to a tensor.
                     if m == "apply"
-                        && matches!(recv, Expr::Name(n) if n.id.starts_with(|ch: char| ch.is_ascii_uppercase()))
+                        && matches!(recv, Expr::Name(n) if class_like(n.id.as_str()))
                         && c.arguments.args.iter().any(|a| self.is_tensor(a))
                     {
                         return true;
@@ -1370,6 +1381,13 @@ fn model_functions(
     out
 }
 
+/// A capitalised name, private ones included (`STEBinarize`, `_STEThreshold`): a class by
+/// Python's naming conventions.
+fn class_like(name: &str) -> bool {
+    name.trim_start_matches('_')
+        .starts_with(|ch: char| ch.is_ascii_uppercase())
+}
+
 /// `(Class, method)` for each `name.method(...)` in a body where `name = Class(...)` is bound in
 /// the same body to a class of `classes`.
 fn local_instance_calls(body: &[Stmt], classes: &HashSet<&str>) -> Vec<(String, String)> {
@@ -2010,6 +2028,7 @@ fn training_only_name(name: &str) -> bool {
     names_loss(name)
         || n.contains("training")
         || n.contains("assign_targets")
+        || n.contains("collate")
         || n.starts_with("train")
 }
 

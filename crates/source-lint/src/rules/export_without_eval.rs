@@ -3,7 +3,10 @@
 //! loop variable over models) and nothing before the call puts it in eval mode (`model.eval()`,
 //! `model.train(False)`, `model = Net().eval()`), unless the call asks for the TorchScript
 //! exporter (`dynamo=False`), which switches to eval mode itself. A `model.train()` after the
-//! `eval()` (to re-estimate batch norm statistics, say) puts it back in training mode. The
+//! `eval()` (to re-estimate batch norm statistics, say) puts it back in training mode, and so
+//! does a helper of the file that calls `model.eval()` and then `model.train()` before returning
+//! (an accuracy function); an `eval()` in another clause of the `if` that holds the export does
+//! not count. The
 //! exporter may be imported under another name (`from torch.onnx import export as onnx_export`).
 //! A module built by a constructor inside the call (`torch.onnx.export(Wrapper(Net()), ...)`)
 //! without `.eval()` on it is flagged too, also when handed through a function of the same file
@@ -154,13 +157,39 @@ fn helper_evals(ch: &Checker, e: &Expr) -> bool {
     };
     let (_, called) = called_names_expr(e);
     module.iter().any(|s| match s {
+        // It counts when the module is left in eval mode: `def accuracy(model, dl):
+        // model.eval() ... model.train()` puts it back in training before returning.
         Stmt::FunctionDef(f) if called.contains(f.name.id.as_str()) => {
-            let mut find = EvalFind {
-                receiver: Receiver::Any,
-                found: false,
-            };
-            find.visit_body(&f.body);
-            find.found
+            let params: Vec<&str> = f
+                .parameters
+                .iter_non_variadic_params()
+                .map(|p| p.parameter.name.id.as_str())
+                .collect();
+            let mut stmts = Vec::new();
+            collect(&f.body, f.range().end(), &mut stmts);
+            let mut evaluated = false;
+            for s in stmts {
+                let e: &Expr = match s {
+                    Stmt::Expr(x) => &x.value,
+                    Stmt::Assign(a) => &a.value,
+                    Stmt::Return(r) => match r.value.as_deref() {
+                        Some(v) => v,
+                        None => continue,
+                    },
+                    _ => continue,
+                };
+                let mut find = EvalFind {
+                    receiver: Receiver::Any,
+                    found: false,
+                };
+                find.visit_expr(e);
+                if find.found {
+                    evaluated = true;
+                } else if params.iter().any(|p| has_train(e, p)) {
+                    evaluated = false;
+                }
+            }
+            evaluated
         }
         _ => false,
     })
