@@ -514,9 +514,9 @@ impl<'a> Checker<'a> {
                         return true;
                     }
                 }
-                // `STEBinarize.apply(p)` with `STEBinarize` imported from a helper module,
-                // `ops.StraightThroughPenState.apply(p)`: an autograd Function (a class, by its
-                // capitalised name) applied to a tensor.
+                // `BinarizeSTE.apply(p - t)` (also with the class imported from a helper
+                // module), `ops.StraightThroughPenState.apply(p)`: an autograd Function (a class,
+                // by its capitalised name) applied to a tensor.
                 if let Expr::Attribute(a) = c.func.as_ref() {
                     let function = match a.value.as_ref() {
                         Expr::Name(n) => class_like(n.id.as_str()),
@@ -554,14 +554,6 @@ impl<'a> Checker<'a> {
                     // `self.join(feats)` is a submodule named `join`, not `str.join`.
                     if NON_TENSOR_METHODS.contains(&m) && !(m == "join" && is_self(recv)) {
                         return false;
-                    }
-                    // `BinarizeSTE.apply(p - t)`: an autograd Function (a class, by its
-                    // capitalised name) applied to a tensor.
-                    if m == "apply"
-                        && matches!(recv, Expr::Name(n) if class_like(n.id.as_str()))
-                        && c.arguments.args.iter().any(|a| self.is_tensor(a))
-                    {
-                        return true;
                     }
                     // `super().forward(x)`: the parent module's computation.
                     if matches!(recv, Expr::Call(r) if matches!(r.func.as_ref(), Expr::Name(n) if n.id.as_str() == "super"))

@@ -165,6 +165,7 @@ fn helper_evals(ch: &Checker, e: &Expr) -> bool {
                 .iter_non_variadic_params()
                 .map(|p| p.parameter.name.id.as_str())
                 .collect();
+            // Every statement of the helper, in order (an offset at its end is inside no clause).
             let mut stmts = Vec::new();
             collect(&f.body, f.range().end(), &mut stmts);
             let mut evaluated = false;
