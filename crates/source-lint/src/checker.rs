@@ -9,7 +9,7 @@ use crate::{HashMap, HashSet};
 use diagnostics::{Diagnostic, Location};
 use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{self as ast, Expr, Stmt};
-use ruff_text_size::TextRange;
+use ruff_text_size::{TextRange, TextSize};
 
 /// What a project-level rule needs to know about one export call site.
 #[derive(Debug, Clone)]
@@ -102,6 +102,8 @@ pub(crate) struct Checker<'a> {
     frozen_returns: HashMap<String, Vec<bool>>,
     /// The part of `frozen_returns` this file defines (for importers).
     own_frozen_returns: HashMap<String, Vec<bool>>,
+    /// [`argument_seeds`] of this file, read when the first model function is entered.
+    argument_seeds: std::cell::OnceCell<HashMap<TextSize, ArgumentSeeds>>,
     pub fns: Vec<FnState>,
     pub loops: Vec<LoopInfo>,
     /// Statements of the innermost function (or the module) that encloses the current node.
@@ -286,6 +288,7 @@ impl<'a> Checker<'a> {
                 all
             },
             own_frozen_returns,
+            argument_seeds: std::cell::OnceCell::new(),
             fns: Vec::new(),
             loops: Vec::new(),
             bodies: vec![module],
@@ -2385,44 +2388,50 @@ fn functions_and_methods(
     })
 }
 
+/// Whether an expression reads a tensor's size (`x.shape`, `x.size(0)`) anywhere.
+fn reads_size(e: &Expr) -> bool {
+    rules::any_sub_expr(e, |e| match e {
+        Expr::Attribute(a) => a.attr.id.as_str() == "shape",
+        Expr::Call(c) => {
+            matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "size")
+        }
+        _ => false,
+    })
+}
+
+/// Whether an expression is, by its spelling alone, a size or tensor value turned into a Python
+/// number (`int(x.size(0))`, `t.item()`, or a name in `names` bound to one): the pre-passes'
+/// cheap version of [`Checker::is_frozen_int`].
+fn frozen(e: &Expr, names: &HashSet<String>) -> bool {
+    match e {
+        Expr::Name(n) => names.contains(n.id.as_str()),
+        Expr::BinOp(b) => frozen(&b.left, names) || frozen(&b.right, names),
+        Expr::Call(c) => {
+            let numeric = match c.func.as_ref() {
+                Expr::Name(n) => matches!(n.id.as_str(), "int" | "float" | "round"),
+                Expr::Attribute(a) => {
+                    matches!(a.value.as_ref(), Expr::Name(m) if m.id.as_str() == "math")
+                }
+                _ => false,
+            };
+            let item = matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "item")
+                && c.arguments.args.is_empty();
+            item || (numeric
+                && c.arguments
+                    .args
+                    .iter()
+                    .any(|a| reads_size(a) || frozen(a, names)))
+        }
+        _ => false,
+    }
+}
+
 /// Functions (and methods, keyed `Class.method`) that return a tensor size as a Python number,
 /// by element of the returned tuple (one flag for a single value):
 /// `n_chunks = int(math.ceil(x.size(1) / c))` then `return y, n_chunks`. Read from the text alone: `int()`, `float()`, `round()` or a
 /// `math` function over an expression that reads `.shape` or `.size()`, `.item()`, and names
 /// bound to those in the function.
 fn frozen_returning_functions(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
-    fn reads_size(e: &Expr) -> bool {
-        rules::any_sub_expr(e, |e| match e {
-            Expr::Attribute(a) => a.attr.id.as_str() == "shape",
-            Expr::Call(c) => {
-                matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "size")
-            }
-            _ => false,
-        })
-    }
-    fn frozen(e: &Expr, names: &HashSet<String>) -> bool {
-        match e {
-            Expr::Name(n) => names.contains(n.id.as_str()),
-            Expr::BinOp(b) => frozen(&b.left, names) || frozen(&b.right, names),
-            Expr::Call(c) => {
-                let numeric = match c.func.as_ref() {
-                    Expr::Name(n) => matches!(n.id.as_str(), "int" | "float" | "round"),
-                    Expr::Attribute(a) => {
-                        matches!(a.value.as_ref(), Expr::Name(m) if m.id.as_str() == "math")
-                    }
-                    _ => false,
-                };
-                let item = matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "item")
-                    && c.arguments.args.is_empty();
-                item || (numeric
-                    && c.arguments
-                        .args
-                        .iter()
-                        .any(|a| reads_size(a) || frozen(a, names)))
-            }
-            _ => false,
-        }
-    }
     let analyse = |f: &ast::StmtFunctionDef| -> Option<Vec<bool>> {
         let mut stmts = Vec::new();
         flatten(&f.body, &mut stmts);
@@ -2482,6 +2491,171 @@ fn frozen_returning_functions(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
             Some((key, analyse(f)?))
         })
         .collect()
+}
+
+/// Parameters that calls in the same file fill with sizes. `self._shape(q, bsz)` after
+/// `bsz = int(x.size(0))` makes `bsz` a frozen Python number inside `_shape`, so its
+/// `q.view(bsz, ...)` freezes the batch; `flow_warp(x, flow, x.size()[2:])` makes `size` a traced
+/// size there, so `int(size[0])` freezes it. One caller is enough: the export traces that path.
+/// Read from the text alone, like [`frozen_returning_functions`]; keyed by the callee's `def`
+/// offset.
+#[derive(Default)]
+struct ArgumentSeeds {
+    frozen: HashSet<String>,
+    sizes: HashSet<String>,
+}
+
+fn argument_seeds(module: &[Stmt]) -> HashMap<TextSize, ArgumentSeeds> {
+    /// A traced size by its spelling: `x.shape`, `x.shape[2:]`, `x.size(0)`, `x.size()[-2:]`,
+    /// names bound to one, and arithmetic on them with number literals.
+    fn size(e: &Expr, names: &HashSet<String>) -> bool {
+        match e {
+            Expr::Name(n) => names.contains(n.id.as_str()),
+            Expr::Attribute(a) => a.attr.id.as_str() == "shape",
+            Expr::Call(c) => {
+                matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "size")
+            }
+            Expr::Subscript(s) => size(&s.value, names),
+            Expr::BinOp(b) => {
+                let side = |e: &Expr| size(e, names) || e.is_number_literal_expr();
+                (size(&b.left, names) || size(&b.right, names)) && side(&b.left) && side(&b.right)
+            }
+            _ => false,
+        }
+    }
+    struct Calls<'a>(Vec<&'a ast::ExprCall>);
+    impl<'a> Visitor<'a> for Calls<'a> {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if let Expr::Call(c) = e {
+                self.0.push(c);
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    // The expressions a statement evaluates itself (compound statements: their header only;
+    // `flatten` lists the statements of their bodies).
+    fn own_exprs(s: &Stmt) -> Vec<&Expr> {
+        match s {
+            Stmt::Assign(a) => vec![&a.value],
+            Stmt::AnnAssign(a) => a.value.as_deref().into_iter().collect(),
+            Stmt::AugAssign(a) => vec![&a.value],
+            Stmt::Expr(e) => vec![&e.value],
+            Stmt::Return(r) => r.value.as_deref().into_iter().collect(),
+            Stmt::If(i) => vec![&i.test],
+            Stmt::While(w) => vec![&w.test],
+            Stmt::For(f) => vec![&f.iter],
+            Stmt::With(w) => w.items.iter().map(|i| &i.context_expr).collect(),
+            _ => Vec::new(),
+        }
+    }
+    let defs: HashMap<(Option<&str>, &str), &ast::StmtFunctionDef> = functions_and_methods(module)
+        .map(|(class, f)| ((class, f.name.id.as_str()), f))
+        .collect();
+    let mut seeds: HashMap<TextSize, ArgumentSeeds> = HashMap::default();
+    for (class, f) in functions_and_methods(module) {
+        let mut stmts = Vec::new();
+        flatten(&f.body, &mut stmts);
+        let mut frozen_names: HashSet<String> = HashSet::default();
+        let mut size_names: HashSet<String> = HashSet::default();
+        for s in stmts {
+            // `self.rel_indices = self.get_rel_indices(N)` (timm's ConViT): a cache the module
+            // refreshes when the size changes, built from the size on purpose.
+            let caches = matches!(s, Stmt::Assign(a) if matches!(&a.targets[..], [Expr::Attribute(t)]
+                if matches!(t.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self")));
+            for e in own_exprs(s).into_iter().filter(|_| !caches) {
+                let mut calls = Calls(Vec::new());
+                calls.visit_expr(e);
+                for c in calls.0 {
+                    let (callee, method) = match c.func.as_ref() {
+                        Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") => {
+                            (
+                                class.and_then(|c| defs.get(&(Some(c), a.attr.id.as_str()))),
+                                true,
+                            )
+                        }
+                        Expr::Name(n) => (defs.get(&(None, n.id.as_str())), false),
+                        _ => (None, false),
+                    };
+                    let Some(callee) = callee else { continue };
+                    let static_method = callee.decorator_list.iter().any(|d| {
+                        matches!(&d.expression, Expr::Name(n) if n.id.as_str() == "staticmethod")
+                    });
+                    let mut bind = |name: &str, arg: &Expr| {
+                        if frozen(arg, &frozen_names) {
+                            let seed = seeds.entry(callee.range.start()).or_default();
+                            seed.frozen.insert(name.to_string());
+                        } else if size(arg, &size_names) {
+                            let seed = seeds.entry(callee.range.start()).or_default();
+                            seed.sizes.insert(name.to_string());
+                        }
+                    };
+                    let positional = callee
+                        .parameters
+                        .posonlyargs
+                        .iter()
+                        .chain(&callee.parameters.args)
+                        .skip(usize::from(method && !static_method));
+                    for (p, arg) in positional.zip(&c.arguments.args) {
+                        if arg.is_starred_expr() {
+                            break;
+                        }
+                        bind(p.parameter.name.id.as_str(), arg);
+                    }
+                    for k in &c.arguments.keywords {
+                        let Some(name) = &k.arg else { continue };
+                        if parameters(callee).any(|p| p.parameter.name.id == name.id) {
+                            bind(name.id.as_str(), &k.value);
+                        }
+                    }
+                }
+            }
+            let Stmt::Assign(a) = s else { continue };
+            let [target] = &a.targets[..] else { continue };
+            match (target, a.value.as_ref()) {
+                (Expr::Name(n), v) => {
+                    let name = n.id.to_string();
+                    if frozen(v, &frozen_names) {
+                        size_names.remove(&name);
+                        frozen_names.insert(name);
+                    } else if size(v, &size_names) {
+                        frozen_names.remove(&name);
+                        size_names.insert(name);
+                    } else {
+                        frozen_names.remove(&name);
+                        size_names.remove(&name);
+                    }
+                }
+                (Expr::Tuple(t), v) => {
+                    // `B, C, H, W = x.shape`: every element a traced size.
+                    let whole_size = size(v, &size_names);
+                    let values = match v {
+                        Expr::Tuple(vt) if vt.elts.len() == t.elts.len() => Some(&vt.elts),
+                        _ => None,
+                    };
+                    for (i, target) in t.elts.iter().enumerate() {
+                        let Expr::Name(n) = target else { continue };
+                        let name = n.id.to_string();
+                        frozen_names.remove(&name);
+                        size_names.remove(&name);
+                        match values.map(|vs| &vs[i]) {
+                            Some(v) if frozen(v, &frozen_names) => {
+                                frozen_names.insert(name);
+                            }
+                            Some(v) if size(v, &size_names) => {
+                                size_names.insert(name);
+                            }
+                            None if whole_size => {
+                                size_names.insert(name);
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    seeds
 }
 
 /// Whether a comparison compares values (`==`, `!=`, `<`, ...), which on tensors gives a mask;
@@ -2847,6 +3021,10 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 }
                 if in_model {
                     let number_checked = number_checked_names(&f.body);
+                    let seeds = self
+                        .argument_seeds
+                        .get_or_init(|| argument_seeds(self.bodies[0]))
+                        .get(&f.range.start());
                     for p in parameters(f) {
                         let name = p.parameter.name.id.as_str();
                         if name == "self" || name == "cls" {
@@ -2855,6 +3033,17 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         let annotation = p.parameter.annotation.as_deref();
                         let annotated_tensor =
                             annotation.is_some_and(|a| !annotation_is_non_tensor(a));
+                        // Filled with sizes by a caller in this file (`argument_seeds`).
+                        if let Some(seeds) = seeds.filter(|_| !annotated_tensor) {
+                            if seeds.frozen.contains(name) {
+                                st.frozen.insert(name.to_string());
+                                continue;
+                            }
+                            if seeds.sizes.contains(name) {
+                                st.sizes.insert(name.to_string());
+                                continue;
+                            }
+                        }
                         // `img_hw`: an image's (height, width), most likely `x.shape[-2:]`
                         // handed down, so `int(img_hw[0])` freezes a traced size.
                         let n = name.to_ascii_lowercase();

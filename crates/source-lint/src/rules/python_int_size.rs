@@ -9,7 +9,10 @@
 //! idx])` and the numbers a helper of the project returns after making them with `int()` or
 //! `math` from a size (`xs, n_chunks = pad_to_multiple(xs, 4)`, or a method of the class:
 //! `sal, n = self.salience(audio)`). A shape written as `(b, c) + tuple(rest)` is read element
-//! by element.
+//! by element. Sizes also cross calls inside a file as arguments: a helper's parameter is a
+//! frozen number when a caller passes one (`self._shape(q, int(q.size(0)))`), and a traced size
+//! when a caller passes `x.size()[2:]` or `B, N, C = x.shape`'s `N`, so the helper's own `int()`
+//! of it freezes it. A cache the module refreshes (`self.grid = self.make_grid(n)`) is left alone.
 //!
 //! ## Why is this bad?
 //! The tracer records `x.size(i)` and `x.shape[i]` as graph values, but a Python `int` is a
