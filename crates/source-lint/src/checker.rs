@@ -2168,6 +2168,9 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
             };
             let frozen = match value {
                 Expr::Call(c) if matches!(ch.method(c), Some(("tolist", _))) => true,
+                // `d, h, w = dims` with `dims` a tuple of frozen numbers (a parameter a caller
+                // filled with `(dp, hp, wp)` made by `int()`).
+                Expr::Name(n) => ch.state().frozen.contains(n.id.as_str()),
                 Expr::ListComp(l) => int_of(&l.elt, &l.generators),
                 Expr::Generator(g) => int_of(&g.elt, &g.generators),
                 Expr::Call(c) => {
@@ -2405,6 +2408,9 @@ fn reads_size(e: &Expr) -> bool {
 fn frozen(e: &Expr, names: &HashSet<String>) -> bool {
     match e {
         Expr::Name(n) => names.contains(n.id.as_str()),
+        // `(dp, hp, wp)`: a shape made of frozen numbers.
+        Expr::Tuple(t) => t.elts.iter().any(|e| frozen(e, names)),
+        Expr::List(l) => l.elts.iter().any(|e| frozen(e, names)),
         Expr::BinOp(b) => frozen(&b.left, names) || frozen(&b.right, names),
         Expr::Call(c) => {
             let numeric = match c.func.as_ref() {
@@ -2523,6 +2529,27 @@ fn argument_seeds(module: &[Stmt]) -> HashMap<TextSize, ArgumentSeeds> {
             _ => false,
         }
     }
+    /// `int(...)` (or `float`, `round`, `math.*`) of each element of a comprehension that reads
+    /// sizes, in its element or in what it iterates over.
+    fn int_over_sizes(
+        elt: &Expr,
+        generators: &[ast::Comprehension],
+        names: &HashSet<String>,
+    ) -> bool {
+        let numeric = matches!(elt, Expr::Call(c) if match c.func.as_ref() {
+            Expr::Name(n) => matches!(n.id.as_str(), "int" | "float" | "round"),
+            Expr::Attribute(a) => matches!(a.value.as_ref(), Expr::Name(m) if m.id.as_str() == "math"),
+            _ => false,
+        });
+        let reads = |e: &Expr| {
+            reads_size(e)
+                || rules::any_sub_expr(
+                    e,
+                    |e| matches!(e, Expr::Name(n) if names.contains(n.id.as_str())),
+                )
+        };
+        numeric && (reads(elt) || generators.iter().any(|g| reads(&g.iter)))
+    }
     struct Calls<'a>(Vec<&'a ast::ExprCall>);
     impl<'a> Visitor<'a> for Calls<'a> {
         fn visit_expr(&mut self, e: &'a Expr) {
@@ -2628,6 +2655,13 @@ fn argument_seeds(module: &[Stmt]) -> HashMap<TextSize, ArgumentSeeds> {
                 (Expr::Tuple(t), v) => {
                     // `B, C, H, W = x.shape`: every element a traced size.
                     let whole_size = size(v, &size_names);
+                    // `dp, hp, wp = [int(-(-s // k) * k) for s, k in zip((d, h, w), ws)]`
+                    // (Swin's padded window grid): every element a frozen number.
+                    let whole_frozen = match v {
+                        Expr::ListComp(l) => int_over_sizes(&l.elt, &l.generators, &size_names),
+                        Expr::Generator(g) => int_over_sizes(&g.elt, &g.generators, &size_names),
+                        _ => false,
+                    };
                     let values = match v {
                         Expr::Tuple(vt) if vt.elts.len() == t.elts.len() => Some(&vt.elts),
                         _ => None,
@@ -2643,6 +2677,9 @@ fn argument_seeds(module: &[Stmt]) -> HashMap<TextSize, ArgumentSeeds> {
                             }
                             Some(v) if size(v, &size_names) => {
                                 size_names.insert(name);
+                            }
+                            None if whole_frozen => {
+                                frozen_names.insert(name);
                             }
                             None if whole_size => {
                                 size_names.insert(name);
