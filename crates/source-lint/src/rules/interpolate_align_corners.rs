@@ -1,6 +1,8 @@
 //! ## What it does
 //! Flags `F.interpolate(...)` and `nn.Upsample(...)` in a linear mode (`linear`, `bilinear`,
-//! `bicubic`, `trilinear`) without an explicit `align_corners`. The mode may be a literal or a
+//! `bicubic`, `trilinear`) without an explicit `align_corners`, and the deprecated
+//! `F.upsample(...)` likewise (ODL013 also reports it; fixing both gives
+//! `F.interpolate(..., align_corners=False)`). The mode may be a literal or a
 //! name bound to one, such as a parameter's default (`def resize(x, size, mode="bilinear")`).
 //! `F.interpolate` in functions beside a model that export does not reach (data augmentation,
 //! evaluation) is left alone.
@@ -43,7 +45,9 @@ pub(crate) const RULE: Rule = Rule {
 pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     let Some(q) = ch.torch_fn(call) else { return };
     let (mode_pos, corners_pos) = match q.as_str() {
-        "torch.nn.functional.interpolate" => (3, 4),
+        // `F.upsample` is `F.interpolate` under its deprecated name (ODL013 renames it), with
+        // the same arguments and the same implicit default.
+        "torch.nn.functional.interpolate" | "torch.nn.functional.upsample" => (3, 4),
         "torch.nn.Upsample" | "torch.nn.modules.upsampling.Upsample" => (2, 3),
         _ => return,
     };
