@@ -62,6 +62,8 @@ pub(crate) struct LoopInfo {
     pub targets: Vec<String>,
     /// Names bound in the loop body: values computed per iteration.
     pub assigned: Vec<String>,
+    /// `for k in range(B)` with `B` a traced or frozen size: a loop over the samples.
+    pub over_samples: bool,
 }
 
 pub(crate) struct Checker<'a> {
@@ -3160,7 +3162,25 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         }
                     }
                 }
-                self.loops.push(LoopInfo { targets, assigned });
+                let over_samples = match f.iter.as_ref() {
+                    Expr::Call(c)
+                        if self.qualify(&c.func).as_deref() == Some("builtins.range")
+                            && c.arguments.keywords.is_empty() =>
+                    {
+                        match &c.arguments.args[..] {
+                            [n] | [Expr::NumberLiteral(_), n] => {
+                                self.is_size(n) || self.is_frozen_int(n)
+                            }
+                            _ => false,
+                        }
+                    }
+                    _ => false,
+                };
+                self.loops.push(LoopInfo {
+                    targets,
+                    assigned,
+                    over_samples,
+                });
                 self.visit_body(&f.body);
                 self.loops.pop();
                 self.visit_body(&f.orelse);

@@ -1,6 +1,8 @@
 //! ## What it does
 //! Flags per-sample writes inside a Python loop whose slice bound depends on the loop variable
-//! or on data: `for i in range(B): x[i, n[i]:] = 0`.
+//! or on data: `for i in range(B): x[i, n[i]:] = 0`. In a loop over the samples
+//! (`for k in range(B)` with `B` a size) a write indexed first by the loop variable counts with
+//! any named bound (`logits[k, ts_begin:] = -inf`): the loop itself is frozen to the batch.
 //!
 //! ## Why is this bad?
 //! Tracing runs the loop and records every iteration: the loop count is frozen to the example
@@ -65,10 +67,20 @@ pub(crate) fn check_store(ch: &mut Checker, target: &ast::ExprSubscript) -> bool
     let indexed_by_loop = elements
         .iter()
         .any(|e| !matches!(e, Expr::Slice(_)) && mentions(e, &loop_vars));
+    // `for k in range(B): logits[k, ts_begin:] = -inf` (Whisper's timestamp rules): a write per
+    // sample, whatever its bound, when the loop runs over the samples and indexes with its
+    // variable first.
+    let per_sample = ch.loops.iter().any(|l| {
+        l.over_samples
+            && elements.first().is_some_and(
+                |e| matches!(e, Expr::Name(n) if l.targets.iter().any(|t| t == n.id.as_str())),
+            )
+    });
     let variable_slice = elements.iter().any(|e| match e {
         Expr::Slice(s) => [&s.lower, &s.upper].into_iter().flatten().any(|b| {
             !is_constant(b)
-                && (mentions(b, &loop_vars)
+                && (per_sample && matches!(b.as_ref(), Expr::Name(_) | Expr::Attribute(_))
+                    || mentions(b, &loop_vars)
                     || mentions(b, &per_iteration)
                     || ch.is_tensor(b)
                     || ch.is_size(b)
