@@ -2373,7 +2373,7 @@ fn tensor_returning_functions(module: &[Stmt]) -> HashMap<(Option<String>, Strin
 
 /// The module-level functions of a module, with class `None`, and the methods of its classes,
 /// with their class's name.
-fn functions_and_methods(
+pub(crate) fn functions_and_methods(
     module: &[Stmt],
 ) -> impl Iterator<Item = (Option<&str>, &ast::StmtFunctionDef)> {
     module.iter().flat_map(|stmt| {

@@ -11,7 +11,10 @@
 //! A module built by a constructor inside the call (`torch.onnx.export(Wrapper(Net()), ...)`)
 //! without `.eval()` on it is flagged too, also when handed through a function of the same file
 //! that never calls `.eval()` (`torch.onnx.export(_load(Net(), ckpt), ...)`), and so is a submodule of a local (`reg.matcher`) when
-//! neither the local nor the submodule was put in eval mode.
+//! neither the local nor the submodule was put in eval mode. When the exported module is a
+//! parameter of a function of the file (`def _export(module, path): torch.onnx.export(module,
+//! ...)`), the callers in the file decide: it is flagged when one of them passes a local it never
+//! put in eval mode, and left alone when no caller is seen.
 //!
 //! ## Why is this bad?
 //! A module in training mode exports dropout as active and batch norm with batch statistics
@@ -274,7 +277,24 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         assigned,
         evaluated,
     } = mode_before(ch, name, sub, call.range().start());
-    if !assigned || evaluated {
+    if evaluated {
+        return;
+    }
+    if !assigned {
+        // `def _export(module, ...): torch.onnx.export(module, ...)`: judged by what the
+        // callers in this file hand it.
+        if let Some((caller, passed)) = sub
+            .is_none()
+            .then(|| caller_without_eval(ch, name))
+            .flatten()
+        {
+            let i = ch.report(
+                &RULE,
+                call.func.range(),
+                format!("`{name}` is exported without `.eval()`: `{caller}` passes it `{passed}`, still in training mode"),
+            );
+            ch.help(i, format!("call `{passed}.eval()` before handing it over, or `{name}.eval()` here (the default dynamo exporter does not switch modes)"));
+        }
         return;
     }
     let i = ch.report(
@@ -295,12 +315,93 @@ struct Mode {
 }
 
 fn mode_before(ch: &Checker, name: &str, sub: Option<&str>, at: TextSize) -> Mode {
+    match ch.bodies.last().copied() {
+        Some(body) => mode_in(ch, body, name, sub, at),
+        None => Mode {
+            assigned: false,
+            evaluated: false,
+        },
+    }
+}
+
+/// When the model an export receives is a parameter `name` of a module-level function of this
+/// file, the first call of that function in the file that passes it a module left in training
+/// mode: the caller's name and what it passes. `None` when every caller evaluates it, or when
+/// no caller in the file is seen (the module may come from anywhere).
+fn caller_without_eval(ch: &Checker, name: &str) -> Option<(String, String)> {
+    let module = *ch.bodies.first()?;
+    let body = *ch.bodies.last()?;
+    let f = module.iter().find_map(|s| match s {
+        Stmt::FunctionDef(f) if std::ptr::eq(f.body.as_ptr(), body.as_ptr()) => Some(f),
+        _ => None,
+    })?;
+    let position = f
+        .parameters
+        .posonlyargs
+        .iter()
+        .chain(&f.parameters.args)
+        .position(|p| p.parameter.name.id.as_str() == name);
+    let keyword_only = f
+        .parameters
+        .kwonlyargs
+        .iter()
+        .any(|p| p.parameter.name.id.as_str() == name);
+    if position.is_none() && !keyword_only {
+        return None;
+    }
+    struct Calls<'a, 'n> {
+        callee: &'n str,
+        found: Vec<&'a ast::ExprCall>,
+    }
+    impl<'a> Visitor<'a> for Calls<'a, '_> {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            if !matches!(s, Stmt::FunctionDef(_) | Stmt::ClassDef(_)) {
+                visitor::walk_stmt(self, s);
+            }
+        }
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if let Expr::Call(c) = e {
+                if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == self.callee) {
+                    self.found.push(c);
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let callers = std::iter::once(("the module's top level".to_string(), module)).chain(
+        crate::checker::functions_and_methods(module)
+            .map(|(_, g)| (format!("{}()", g.name.id), &g.body[..])),
+    );
+    for (caller, caller_body) in callers {
+        let mut calls = Calls {
+            callee: f.name.id.as_str(),
+            found: Vec::new(),
+        };
+        for s in caller_body {
+            calls.visit_stmt(s);
+        }
+        for c in calls.found {
+            let arg = match position {
+                Some(i) if i < c.arguments.args.len() => &c.arguments.args[i],
+                _ => match keyword(c, name) {
+                    Some(k) => &k.value,
+                    None => continue,
+                },
+            };
+            let Expr::Name(n) = arg else { continue };
+            let mode = mode_in(ch, caller_body, n.id.as_str(), None, c.range().start());
+            if mode.assigned && !mode.evaluated {
+                return Some((caller, n.id.to_string()));
+            }
+        }
+    }
+    None
+}
+
+fn mode_in(ch: &Checker, body: &[Stmt], name: &str, sub: Option<&str>, at: TextSize) -> Mode {
     let mut mode = Mode {
         assigned: false,
         evaluated: false,
-    };
-    let Some(body) = ch.bodies.last().copied() else {
-        return mode;
     };
     let mut stmts = Vec::new();
     collect(body, at, &mut stmts);
