@@ -1202,10 +1202,12 @@ fn model_functions(
         // Losses and metrics are modules too, but they run beside the exported model; so do
         // heads whose `forward` always computes a loss (`AAMSoftmax`, `OhemCrossEntropy`).
         let lower = class.to_ascii_lowercase();
-        // `LabelSmoothingCE`, `MaskedNLL`: cross-entropy and likelihood criteria by name.
+        // `LabelSmoothingCE`, `MaskedNLL`, `MDNNegLogLikelihood`: cross-entropy and likelihood
+        // criteria by name.
         if names_loss(class)
             || class.ends_with("CE")
             || class.ends_with("NLL")
+            || lower.contains("loglikelihood")
             || lower.contains("criterion")
             || lower.ends_with("metric")
             || methods.get("forward").is_some_and(|b| {
