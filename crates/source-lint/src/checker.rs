@@ -104,6 +104,8 @@ pub(crate) struct Checker<'a> {
     frozen_returns: HashMap<String, Vec<bool>>,
     /// The part of `frozen_returns` this file defines (for importers).
     own_frozen_returns: HashMap<String, Vec<bool>>,
+    /// Imported functions that leave a module in eval mode ([`Project::eval_helpers`]).
+    imported_eval_helpers: HashSet<String>,
     /// [`argument_seeds`] of this file, read when the first model function is entered.
     argument_seeds: std::cell::OnceCell<HashMap<TextSize, ArgumentSeeds>>,
     pub fns: Vec<FnState>,
@@ -218,6 +220,9 @@ pub(crate) struct Project {
     /// Methods that model code of files importing this one calls on submodules
     /// (`self.model.score_masked(...)`): this file's methods of those names are model code.
     pub methods: HashSet<String>,
+    /// Imported functions (as called here) that leave a module in eval mode in their defining
+    /// file (`load_detector(path)` ending in `model.eval(); return model`).
+    pub eval_helpers: HashSet<String>,
 }
 
 impl Project {
@@ -228,6 +233,7 @@ impl Project {
             && self.unannotated.is_empty()
             && self.frozen_returns.is_empty()
             && self.methods.is_empty()
+            && self.eval_helpers.is_empty()
     }
 }
 
@@ -290,6 +296,7 @@ impl<'a> Checker<'a> {
                 all
             },
             own_frozen_returns,
+            imported_eval_helpers: project.eval_helpers.clone(),
             argument_seeds: std::cell::OnceCell::new(),
             fns: Vec::new(),
             loops: Vec::new(),
@@ -312,6 +319,12 @@ impl<'a> Checker<'a> {
     /// importers).
     pub fn module_frozen_returns(&self) -> HashMap<String, Vec<bool>> {
         self.own_frozen_returns.clone()
+    }
+
+    /// Whether `name` (as called here) is an imported function that leaves a module in eval
+    /// mode in the file that defines it.
+    pub fn imported_eval_helper(&self, name: &str) -> bool {
+        self.imported_eval_helpers.contains(name)
     }
 
     /// Which elements of a call's result are sizes frozen into Python numbers by the callee
@@ -1647,6 +1660,39 @@ fn from_module(i: &ast::StmtImportFrom) -> String {
         .as_ref()
         .map(|m| m.id.to_string())
         .unwrap_or_default()
+}
+
+/// The names this file imports with `from M import name [as local]`, anywhere in it, with the
+/// local name as `callee` (for the project pass to look them up in the files they resolve to).
+pub(crate) fn imported_names(module: &[Stmt]) -> Vec<ImportedCall> {
+    fn statements<'s>(body: &'s [Stmt], out: &mut Vec<&'s Stmt>) {
+        let start = out.len();
+        flatten(body, out);
+        for k in start..out.len() {
+            if let Stmt::FunctionDef(f) = out[k] {
+                statements(&f.body, out);
+            }
+        }
+    }
+    let mut stmts = Vec::new();
+    statements(module, &mut stmts);
+    let mut out = Vec::new();
+    for s in stmts {
+        let Stmt::ImportFrom(i) = s else { continue };
+        let m = from_module(i);
+        if m == "torch" || m.starts_with("torch.") {
+            continue;
+        }
+        for a in &i.names {
+            out.push(ImportedCall {
+                level: i.level,
+                module: m.clone(),
+                name: a.name.id.to_string(),
+                callee: a.asname.as_ref().unwrap_or(&a.name).id.to_string(),
+            });
+        }
+    }
+    out
 }
 
 /// Every import of a module other than torch's, anywhere in the file (`from .ops import f`,

@@ -108,6 +108,10 @@ pub struct FileLint {
     method_calls: Vec<String>,
     /// Methods of this file's module classes (those with a `forward`), other than dunders.
     module_methods: crate::HashSet<String>,
+    /// This file's module-level functions that leave a module in eval mode (for importers' ODL017).
+    eval_helpers: crate::HashSet<String>,
+    /// Names this file imports from other modules, when it exports (for ODL017's helpers).
+    imported_names: Vec<checker::ImportedCall>,
 }
 
 /// Lints one file's text. `file` is the name findings carry. Unparseable Python is a finding
@@ -154,6 +158,8 @@ fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Pro
                 imports: Vec::new(),
                 method_calls: Vec::new(),
                 module_methods: Default::default(),
+                eval_helpers: Default::default(),
+                imported_names: Vec::new(),
             };
         }
     };
@@ -167,9 +173,15 @@ fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Pro
     let method_calls = checker::submodule_method_calls(&module.body, ch.model_functions());
     let module_methods = checker::module_methods(&module.body);
     let defines_models = !ch.model_functions().is_empty();
+    let eval_helpers = rules::export_without_eval::eval_helpers(source, &module.body);
     ch.run(&module.body);
     let mut facts = ch.facts;
     facts.defines_models = defines_models;
+    let imported_names = if facts.exports.is_empty() {
+        Vec::new()
+    } else {
+        checker::imported_names(&module.body)
+    };
     FileLint {
         findings: ch.findings,
         facts,
@@ -180,6 +192,8 @@ fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Pro
         imports,
         method_calls,
         module_methods,
+        eval_helpers,
+        imported_names,
     }
 }
 
@@ -513,6 +527,22 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
                             extra[i].methods.insert((*m).clone());
                         }
                     }
+                }
+            }
+        }
+    }
+    // `model = load_detector(path)` with `load_detector` imported from a linted file that puts
+    // the model in eval mode: the exporting file learns it (ODL017). Only exporting files
+    // record their imported names.
+    for (j, r) in read.iter().enumerate() {
+        let Ok(r) = r else { continue };
+        for imp in &r.lint.imported_names {
+            for i in resolve(j, imp) {
+                if read[i]
+                    .as_ref()
+                    .is_ok_and(|t| t.lint.eval_helpers.contains(&imp.name))
+                {
+                    extra[j].eval_helpers.insert(imp.callee.clone());
                 }
             }
         }

@@ -294,6 +294,39 @@ fn methods_called_on_submodules_from_another_file_are_model_code() {
 }
 
 #[test]
+fn loaders_of_another_file_that_evaluate_count_for_odl017() {
+    // `det = load_detector(path)` with `load_detector` imported from a file where it ends in
+    // `model.eval()`: the export is not flagged; a loader that does not evaluate still is.
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("detector.py");
+    let script = dir.path().join("export_all.py");
+    std::fs::write(
+        &models,
+        "import torch\nimport torch.nn as nn\n\nclass Det(nn.Module):\n    def forward(self, x):\n        return x\n\ndef load_detector(path):\n    model = Det()\n    model.load_state_dict(torch.load(path))\n    model.eval()\n    return model\n\ndef load_raw(path):\n    model = Det()\n    model.load_state_dict(torch.load(path))\n    return model\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &script,
+        "import torch\nfrom detector import load_detector as load_det, load_raw\n\ndef main():\n    det = load_det('d.pt')\n    torch.onnx.export(det, (torch.zeros(1),), 'd.onnx')\n    raw = load_raw('d.pt')\n    torch.onnx.export(raw, (torch.zeros(1),), 'r.onnx')\n",
+    )
+    .unwrap();
+    let sel = Selection {
+        select: vec!["ODL017".into()],
+        ignore: vec![],
+    };
+    let (reports, _) = lint_files(&[models, script.clone()], &sel);
+    let lines: Vec<usize> = reports
+        .iter()
+        .flat_map(|r| &r.findings)
+        .map(|f| f.line())
+        .collect();
+    assert_eq!(lines, vec![8]);
+    // Alone, the script cannot know what the loaders do: both exports are flagged.
+    let (reports, _) = lint_files(&[script], &sel);
+    assert_eq!(reports[0].findings.len(), 2);
+}
+
+#[test]
 fn selection_by_prefix_and_validation() {
     let sel = Selection {
         select: vec!["ODL01".into()],

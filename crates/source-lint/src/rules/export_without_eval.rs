@@ -14,7 +14,9 @@
 //! neither the local nor the submodule was put in eval mode. When the exported module is a
 //! parameter of a function of the file (`def _export(module, path): torch.onnx.export(module,
 //! ...)`), the callers in the file decide: it is flagged when one of them passes a local it never
-//! put in eval mode, and left alone when no caller is seen.
+//! put in eval mode, and left alone when no caller is seen. A loader imported from another linted
+//! file that ends in `model.eval()` (`det = load_detector(path)`) counts as putting the model in
+//! eval mode, as one of the same file does.
 //!
 //! ## Why is this bad?
 //! A module in training mode exports dropout as active and batch norm with batch statistics
@@ -153,50 +155,71 @@ fn has_train(e: &Expr, name: &str) -> bool {
 }
 
 /// Whether a function of this file that `e` calls puts something in eval mode (`def load(m,
-/// path): ...; m.eval(); return m`): handing the model to it counts as switching modes.
+/// path): ...; m.eval(); return m`), or one of another linted file imported here
+/// (`from .model import load_detector`): handing the model to it counts as switching modes.
 fn helper_evals(ch: &Checker, e: &Expr) -> bool {
     let Some(module) = ch.bodies.first() else {
         return false;
     };
     let (_, called) = called_names_expr(e);
+    if called.iter().any(|c| ch.imported_eval_helper(c)) {
+        return true;
+    }
     module.iter().any(|s| match s {
-        // It counts when the module is left in eval mode: `def accuracy(model, dl):
-        // model.eval() ... model.train()` puts it back in training before returning.
-        Stmt::FunctionDef(f) if called.contains(f.name.id.as_str()) => {
-            let params: Vec<&str> = f
-                .parameters
-                .iter_non_variadic_params()
-                .map(|p| p.parameter.name.id.as_str())
-                .collect();
-            // Every statement of the helper, in order (an offset at its end is inside no clause).
-            let mut stmts = Vec::new();
-            collect(&f.body, f.range().end(), &mut stmts);
-            let mut evaluated = false;
-            for s in stmts {
-                let e: &Expr = match s {
-                    Stmt::Expr(x) => &x.value,
-                    Stmt::Assign(a) => &a.value,
-                    Stmt::Return(r) => match r.value.as_deref() {
-                        Some(v) => v,
-                        None => continue,
-                    },
-                    _ => continue,
-                };
-                let mut find = EvalFind {
-                    receiver: Receiver::Any,
-                    found: false,
-                };
-                find.visit_expr(e);
-                if find.found {
-                    evaluated = true;
-                } else if params.iter().any(|p| has_train(e, p)) {
-                    evaluated = false;
-                }
-            }
-            evaluated
-        }
+        Stmt::FunctionDef(f) if called.contains(f.name.id.as_str()) => leaves_in_eval(f),
         _ => false,
     })
+}
+
+/// Whether a function puts a module in eval mode and leaves it there: `def accuracy(model, dl):
+/// model.eval() ... model.train()` puts it back in training before returning.
+fn leaves_in_eval(f: &ast::StmtFunctionDef) -> bool {
+    let params: Vec<&str> = f
+        .parameters
+        .iter_non_variadic_params()
+        .map(|p| p.parameter.name.id.as_str())
+        .collect();
+    // Every statement of the helper, in order (an offset at its end is inside no clause).
+    let mut stmts = Vec::new();
+    collect(&f.body, f.range().end(), &mut stmts);
+    let mut evaluated = false;
+    for s in stmts {
+        let e: &Expr = match s {
+            Stmt::Expr(x) => &x.value,
+            Stmt::Assign(a) => &a.value,
+            Stmt::Return(r) => match r.value.as_deref() {
+                Some(v) => v,
+                None => continue,
+            },
+            _ => continue,
+        };
+        let mut find = EvalFind {
+            receiver: Receiver::Any,
+            found: false,
+        };
+        find.visit_expr(e);
+        if find.found {
+            evaluated = true;
+        } else if params.iter().any(|p| has_train(e, p)) {
+            evaluated = false;
+        }
+    }
+    evaluated
+}
+
+/// The module-level functions of a file that leave a module in eval mode (for the files that
+/// import them: `model = load_detector(path)` then `torch.onnx.export(model, ...)`).
+pub(crate) fn eval_helpers(source: &str, module: &[Stmt]) -> crate::HashSet<String> {
+    if !source.contains(".eval(") && !source.contains(".train(False") {
+        return Default::default();
+    }
+    module
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::FunctionDef(f) if leaves_in_eval(f) => Some(f.name.id.to_string()),
+            _ => None,
+        })
+        .collect()
 }
 
 pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
