@@ -2851,9 +2851,33 @@ fn bool_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
                 .into_iter()
                 .filter_map(|(name, value)| Some((name, value?))),
         )
-        .filter(|(_, value)| boolean(value))
+        .filter(|(_, value)| {
+            boolean(value)
+                // `mask = torch.zeros(n, dtype=torch.bool)` ... `self.register_buffer("m", mask)`
+                || matches!(value, Expr::Name(n) if local_values(class_body, n.id.as_str())
+                    .into_iter()
+                    .any(|v| boolean(v)))
+        })
         .map(|(attr, _)| attr.to_string())
         .collect()
+}
+
+/// The values assigned to a local `name` (`name = value`) in the methods of a class body.
+fn local_values<'s>(class_body: &'s [Stmt], name: &str) -> Vec<&'s Expr> {
+    let mut out = Vec::new();
+    for s in class_body {
+        let Stmt::FunctionDef(f) = s else { continue };
+        let mut stmts = Vec::new();
+        flatten(&f.body, &mut stmts);
+        for stmt in stmts {
+            if let Stmt::Assign(a) = stmt {
+                if matches!(&a.targets[..], [Expr::Name(t)] if t.id.as_str() == name) {
+                    out.push(a.value.as_ref());
+                }
+            }
+        }
+    }
+    out
 }
 
 /// `self.register_buffer("name", value)` / `self.register_parameter("name", value)` calls in the
