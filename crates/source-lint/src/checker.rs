@@ -2856,7 +2856,7 @@ fn bool_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
                 // `mask = torch.zeros(n, dtype=torch.bool)` ... `self.register_buffer("m", mask)`
                 || matches!(value, Expr::Name(n) if local_values(class_body, n.id.as_str())
                     .into_iter()
-                    .any(|v| boolean(v)))
+                    .any(&boolean))
         })
         .map(|(attr, _)| attr.to_string())
         .collect()
