@@ -2862,45 +2862,46 @@ fn bool_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
         .collect()
 }
 
-/// The values assigned to a local `name` (`name = value`) in the methods of a class body.
-fn local_values<'s>(class_body: &'s [Stmt], name: &str) -> Vec<&'s Expr> {
-    let mut out = Vec::new();
+/// The statements of the methods of a class body, blocks flattened.
+fn method_statements(class_body: &[Stmt]) -> Vec<&Stmt> {
+    let mut stmts = Vec::new();
     for s in class_body {
-        let Stmt::FunctionDef(f) = s else { continue };
-        let mut stmts = Vec::new();
-        flatten(&f.body, &mut stmts);
-        for stmt in stmts {
-            if let Stmt::Assign(a) = stmt {
-                if matches!(&a.targets[..], [Expr::Name(t)] if t.id.as_str() == name) {
-                    out.push(a.value.as_ref());
-                }
-            }
+        if let Stmt::FunctionDef(f) = s {
+            flatten(&f.body, &mut stmts);
         }
     }
-    out
+    stmts
+}
+
+/// The values assigned to a local `name` (`name = value`) in the methods of a class body.
+fn local_values<'s>(class_body: &'s [Stmt], name: &str) -> Vec<&'s Expr> {
+    method_statements(class_body)
+        .into_iter()
+        .filter_map(|stmt| match stmt {
+            Stmt::Assign(a) if matches!(&a.targets[..], [Expr::Name(t)] if t.id.as_str() == name) => {
+                Some(a.value.as_ref())
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// `self.register_buffer("name", value)` / `self.register_parameter("name", value)` calls in the
 /// methods of a class body: the name and, when given, the value.
 fn registrations(class_body: &[Stmt]) -> Vec<(&str, Option<&Expr>)> {
     let mut out = Vec::new();
-    for s in class_body {
-        let Stmt::FunctionDef(f) = s else { continue };
-        let mut stmts = Vec::new();
-        flatten(&f.body, &mut stmts);
-        for stmt in stmts {
-            let Stmt::Expr(e) = stmt else { continue };
-            let Expr::Call(c) = e.value.as_ref() else {
-                continue;
-            };
-            if !self_attr(&c.func)
-                .is_some_and(|m| matches!(m, "register_buffer" | "register_parameter"))
-            {
-                continue;
-            }
-            if let Some(name) = c.arguments.args.first().and_then(rules::string_literal) {
-                out.push((name, c.arguments.args.get(1)));
-            }
+    for stmt in method_statements(class_body) {
+        let Stmt::Expr(e) = stmt else { continue };
+        let Expr::Call(c) = e.value.as_ref() else {
+            continue;
+        };
+        if !self_attr(&c.func)
+            .is_some_and(|m| matches!(m, "register_buffer" | "register_parameter"))
+        {
+            continue;
+        }
+        if let Some(name) = c.arguments.args.first().and_then(rules::string_literal) {
+            out.push((name, c.arguments.args.get(1)));
         }
     }
     out
@@ -2910,25 +2911,20 @@ fn registrations(class_body: &[Stmt]) -> Vec<(&str, Option<&Expr>)> {
 /// `self.a, self.b = va, vb`.
 fn self_assignments(class_body: &[Stmt]) -> Vec<(&str, &Expr)> {
     let mut out = Vec::new();
-    for s in class_body {
-        let Stmt::FunctionDef(f) = s else { continue };
-        let mut stmts = Vec::new();
-        flatten(&f.body, &mut stmts);
-        for stmt in stmts {
-            let Stmt::Assign(a) = stmt else { continue };
-            for t in &a.targets {
-                match (t, a.value.as_ref()) {
-                    (Expr::Tuple(ts), Expr::Tuple(vs)) if ts.elts.len() == vs.elts.len() => {
-                        for (t, v) in ts.elts.iter().zip(vs.elts.iter()) {
-                            if let Some(attr) = self_attr(t) {
-                                out.push((attr, v));
-                            }
-                        }
-                    }
-                    (t, v) => {
+    for stmt in method_statements(class_body) {
+        let Stmt::Assign(a) = stmt else { continue };
+        for t in &a.targets {
+            match (t, a.value.as_ref()) {
+                (Expr::Tuple(ts), Expr::Tuple(vs)) if ts.elts.len() == vs.elts.len() => {
+                    for (t, v) in ts.elts.iter().zip(vs.elts.iter()) {
                         if let Some(attr) = self_attr(t) {
                             out.push((attr, v));
                         }
+                    }
+                }
+                (t, v) => {
+                    if let Some(attr) = self_attr(t) {
+                        out.push((attr, v));
                     }
                 }
             }
