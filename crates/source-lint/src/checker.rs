@@ -1662,22 +1662,30 @@ fn from_module(i: &ast::StmtImportFrom) -> String {
         .unwrap_or_default()
 }
 
-/// The names this file imports with `from M import name [as local]`, anywhere in it, with the
-/// local name as `callee` (for the project pass to look them up in the files they resolve to).
-pub(crate) fn imported_names(module: &[Stmt]) -> Vec<ImportedCall> {
+/// The statements of every block, function and class of a module, without walking expressions
+/// (where import statements sit).
+fn all_statements(module: &[Stmt]) -> Vec<&Stmt> {
     fn statements<'s>(body: &'s [Stmt], out: &mut Vec<&'s Stmt>) {
         let start = out.len();
         flatten(body, out);
         for k in start..out.len() {
-            if let Stmt::FunctionDef(f) = out[k] {
-                statements(&f.body, out);
+            match out[k] {
+                Stmt::FunctionDef(f) => statements(&f.body, out),
+                Stmt::ClassDef(c) => statements(&c.body, out),
+                _ => {}
             }
         }
     }
-    let mut stmts = Vec::new();
-    statements(module, &mut stmts);
     let mut out = Vec::new();
-    for s in stmts {
+    statements(module, &mut out);
+    out
+}
+
+/// The names this file imports with `from M import name [as local]`, anywhere in it, with the
+/// local name as `callee` (for the project pass to look them up in the files they resolve to).
+pub(crate) fn imported_names(module: &[Stmt]) -> Vec<ImportedCall> {
+    let mut out = Vec::new();
+    for s in all_statements(module) {
         let Stmt::ImportFrom(i) = s else { continue };
         let m = from_module(i);
         if m == "torch" || m.starts_with("torch.") {
@@ -1699,21 +1707,6 @@ pub(crate) fn imported_names(module: &[Stmt]) -> Vec<ImportedCall> {
 /// `import box_ops as B`, `from . import utils`), as a module path to resolve against the
 /// linted files: for `from M import n` both `M` and `M.n` (which may name a submodule).
 pub(crate) fn project_imports(module: &[Stmt]) -> Vec<ImportedCall> {
-    // Import statements sit in statement bodies only: the statements of every block, function
-    // and class, without walking expressions.
-    fn statements<'s>(body: &'s [Stmt], out: &mut Vec<&'s Stmt>) {
-        let start = out.len();
-        flatten(body, out);
-        for k in start..out.len() {
-            match out[k] {
-                Stmt::FunctionDef(f) => statements(&f.body, out),
-                Stmt::ClassDef(c) => statements(&c.body, out),
-                _ => {}
-            }
-        }
-    }
-    let mut stmts = Vec::new();
-    statements(module, &mut stmts);
     let mut out = Vec::new();
     let mut push = |level: u32, module: String| {
         if module != "torch" && !module.starts_with("torch.") {
@@ -1725,7 +1718,7 @@ pub(crate) fn project_imports(module: &[Stmt]) -> Vec<ImportedCall> {
             });
         }
     };
-    for s in stmts {
+    for s in all_statements(module) {
         match s {
             Stmt::ImportFrom(i) => {
                 let m = from_module(i);
@@ -2452,6 +2445,15 @@ fn reads_size(e: &Expr) -> bool {
     })
 }
 
+/// `int(...)`, `float(...)`, `round(...)` or `math.<f>(...)`: a call that makes a Python number.
+fn makes_number(c: &ast::ExprCall) -> bool {
+    match c.func.as_ref() {
+        Expr::Name(n) => matches!(n.id.as_str(), "int" | "float" | "round"),
+        Expr::Attribute(a) => matches!(a.value.as_ref(), Expr::Name(m) if m.id.as_str() == "math"),
+        _ => false,
+    }
+}
+
 /// Whether an expression is, by its spelling alone, a size or tensor value turned into a Python
 /// number (`int(x.size(0))`, `t.item()`, or a name in `names` bound to one): the pre-passes'
 /// cheap version of [`Checker::is_frozen_int`].
@@ -2463,16 +2465,9 @@ fn frozen(e: &Expr, names: &HashSet<String>) -> bool {
         Expr::List(l) => l.elts.iter().any(|e| frozen(e, names)),
         Expr::BinOp(b) => frozen(&b.left, names) || frozen(&b.right, names),
         Expr::Call(c) => {
-            let numeric = match c.func.as_ref() {
-                Expr::Name(n) => matches!(n.id.as_str(), "int" | "float" | "round"),
-                Expr::Attribute(a) => {
-                    matches!(a.value.as_ref(), Expr::Name(m) if m.id.as_str() == "math")
-                }
-                _ => false,
-            };
             let item = matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "item")
                 && c.arguments.args.is_empty();
-            item || (numeric
+            item || (makes_number(c)
                 && c.arguments
                     .args
                     .iter()
@@ -2586,11 +2581,7 @@ fn argument_seeds(module: &[Stmt]) -> HashMap<TextSize, ArgumentSeeds> {
         generators: &[ast::Comprehension],
         names: &HashSet<String>,
     ) -> bool {
-        let numeric = matches!(elt, Expr::Call(c) if match c.func.as_ref() {
-            Expr::Name(n) => matches!(n.id.as_str(), "int" | "float" | "round"),
-            Expr::Attribute(a) => matches!(a.value.as_ref(), Expr::Name(m) if m.id.as_str() == "math"),
-            _ => false,
-        });
+        let numeric = matches!(elt, Expr::Call(c) if makes_number(c));
         let reads = |e: &Expr| {
             reads_size(e)
                 || rules::any_sub_expr(
@@ -3230,9 +3221,11 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         }
                     }
                 }
+                // (Only model code has per-sample writes to report.)
                 let over_samples = match f.iter.as_ref() {
                     Expr::Call(c)
-                        if self.qualify(&c.func).as_deref() == Some("builtins.range")
+                        if self.in_model()
+                            && self.qualify(&c.func).as_deref() == Some("builtins.range")
                             && c.arguments.keywords.is_empty() =>
                     {
                         match &c.arguments.args[..] {

@@ -141,11 +141,12 @@ pub fn rules_markdown() -> String {
          result on onnxruntime, and what they or module-level statements call) are not model code.\n\
          - Values are guessed from the code: parameters are tensors unless annotated or defaulted \
          otherwise, named like sizes (`size`, `*_shape`), checked with `isinstance(p, (int, float))` \
-         or passed as `scale_factor=`, `kernel_size=`, `stride=`, `dilation=` or `groups=`; items of `List[Tensor]`/`Dict[str, Tensor]` \
+         or passed as `scale_factor=`, `kernel_size=`, `stride=`, `dilation=` or `groups=`, and \
+         parameters a caller in the same file fills with a traced size or a frozen number are those; items of `List[Tensor]`/`Dict[str, Tensor]` \
          parameters, loop variables over tensors, buffers and `nn.Parameter`s on `self`, results of \
          functions annotated `-> Tensor` (here or in another linted file), of unannotated ones \
          called on tensors and of submodules called on tensors or traced sizes are tensors; names like `mask`, `valid`, `is_*` and `done` hold boolean \
-         masks, and so do buffers made with `dtype=torch.bool` and results of functions of the file \
+         masks, and so do buffers made with `dtype=torch.bool` (directly or through a local) and results of functions of the file \
          that return comparisons; a comparison with a string is a Python option, and `np.*` and \
          `cv2.*` results and `np.ndarray` parameters are arrays; `img_hw`-style parameters are an \
          image's traced (height, width), and a Python number that a function of the project returns \
