@@ -75,6 +75,9 @@ pub(crate) struct Checker<'a> {
     /// The statements after the `if` being visited, in its block: after `if not
     /// self.training: return x` they are the training side.
     rest_after_if: &'a [Stmt],
+    /// Depth of branches that only run in eval mode (`if not self.training [and ...]:`, the
+    /// else of `if self.training:`): code there is meant for inference, the mode export traces.
+    pub eval_only: u32,
     model_fns: HashSet<(Option<String>, String)>,
     pub classes: Vec<String>,
     /// Method names of each enclosing class: `self.m(x)` calls a method, not a submodule.
@@ -279,6 +282,7 @@ impl<'a> Checker<'a> {
             imports,
             torch_imported,
             rest_after_if: &[],
+            eval_only: 0,
             model_fns,
             classes: Vec::new(),
             class_methods: Vec::new(),
@@ -2320,13 +2324,11 @@ fn bind_loop(ch: &mut Checker, target: &Expr, iter: &Expr) {
                 }
                 return;
             }
+            // `for i, (o, s) in enumerate(zip(outs, strides))`: the second target as the
+            // iterable's own target.
             ("enumerate", Expr::Tuple(t)) if t.elts.len() == 2 => {
                 if let Some(a) = c.arguments.args.first() {
-                    if yields_tensors(ch, a) {
-                        mark(ch, &t.elts[1]);
-                    } else if submodules(ch, a) {
-                        mark_module(ch, &t.elts[1]);
-                    }
+                    bind_loop(ch, &t.elts[1], a);
                 }
                 return;
             }
@@ -3277,7 +3279,18 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     Guard::None => (true, true),
                 };
                 self.visit_expr(&i.test);
+                let not_training = |e: &Expr| {
+                    matches!(e, Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not)
+                        && Checker::is_self_attr(&u.operand, "training"))
+                };
+                let eval_body = not_training(&i.test)
+                    || matches!(&*i.test, Expr::BoolOp(b) if matches!(b.op, ast::BoolOp::And)
+                        && b.values.iter().any(not_training));
+                let eval_else = Checker::is_self_attr(&i.test, "training");
+                self.eval_only += u32::from(eval_body);
                 self.visit_guarded(&i.body, body_on);
+                self.eval_only -= u32::from(eval_body);
+                self.eval_only += u32::from(eval_else);
                 for (k, c) in i.elif_else_clauses.iter().enumerate() {
                     if let Some(t) = &c.test {
                         if else_on {
@@ -3295,6 +3308,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     }
                     self.visit_guarded(&c.body, else_on);
                 }
+                self.eval_only -= u32::from(eval_else);
             }
             Stmt::While(w) => {
                 self.on_test(&w.test, "while", &[], &[]);
@@ -3316,6 +3330,34 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 rules::data_dependent_shape::check_subscript_load(self, s)
             }
             Expr::Lambda(_) => return,
+            // `self.training and torch.rand(1).item() < p`: what follows the guard is only
+            // evaluated in training, so it is not model code.
+            Expr::BoolOp(b)
+                if matches!(b.op, ast::BoolOp::And)
+                    && b.values
+                        .iter()
+                        .any(|v| Checker::is_self_attr(v, "training")) =>
+            {
+                let guard = b
+                    .values
+                    .iter()
+                    .position(|v| Checker::is_self_attr(v, "training"))
+                    .unwrap_or(0);
+                for v in &b.values[..=guard] {
+                    self.visit_expr(v);
+                }
+                let was = self.fns.last().is_some_and(|f| f.in_model);
+                if let Some(f) = self.fns.last_mut() {
+                    f.in_model = false;
+                }
+                for v in &b.values[guard + 1..] {
+                    self.visit_expr(v);
+                }
+                if let Some(f) = self.fns.last_mut() {
+                    f.in_model = was;
+                }
+                return;
+            }
             _ => {}
         }
         visitor::walk_expr(self, expr);
@@ -3477,7 +3519,7 @@ impl<'a> Checker<'a> {
             }
             return;
         }
-        if rules::loop_slice_assignment::check_store(self, target) {
+        if rules::loop_slice_assignment::check_store(self, target, aug) {
             return;
         }
         if aug {

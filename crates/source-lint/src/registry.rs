@@ -152,7 +152,7 @@ pub fn rules_markdown() -> String {
          image's traced (height, width), and a Python number that a function of the project returns \
          after `int()`/`math.*` of a size (`xs, n = pad_to_multiple(xs, 4)`) is a frozen size. \
          Tensors built only from Python numbers or random \
-         draws (`torch.tensor(0.5)`, `torch.rand(1)`) do not depend on the inputs and are not frozen data.\n\
+         draws (`torch.tensor(0.5)`, `torch.rand(1)`) do not depend on the inputs and are not frozen data, except that ODL004 reports a random draw turned into a Python number in a branch that only runs in eval mode (`if not self.training and self.shift > 0: offset = int(torch.randint(0, s, (1,)))`): export traces that mode and keeps the example's draw.\n\
          - `# noqa` on a line silences it; `# noqa: ODL001, ODL004` silences those codes (prefixes \
          work too). `--select`/`--ignore` take codes or prefixes (`ODL01`).\n\
          - `--fix` applies **safe** fixes in place and re-lints; **unsafe** fixes are shown as \

@@ -292,6 +292,9 @@ fn corpus_hazards_are_found_and_clean_code_is_quiet() {
         "sports",
         "retail",
         "protein",
+        "ultrasound",
+        "uav",
+        "separation",
     ] {
         let mut files: Vec<PathBuf> = std::fs::read_dir(root.join(dir))
             .unwrap()

@@ -1,6 +1,7 @@
 //! ## What it does
 //! Flags `dynamic_axes` keys of a `torch.onnx.export` call that are neither in its
-//! `input_names` nor in its `output_names` (literals, or locals bound to literals). The dict may
+//! `input_names` nor in its `output_names` (literals, or locals bound to literals and grown with
+//! `.append("name")`, `.extend([...])` or `+= [...]` before the export). The dict may
 //! be a display, a `dict(name=...)` call or a local extended with `axes["name"] = {...}`; the
 //! finding is on the key. A call without `output_names` gives its outputs generated names, so
 //! there every key that is not an input name is flagged.
@@ -51,16 +52,145 @@ fn resolve<'e>(ch: &'e Checker, e: &'e Expr) -> Option<&'e Expr> {
     }
 }
 
+/// Stands for the text an f-string's `{...}` (or a name not known) puts in an input or output
+/// name: `f"hm_{t}"` is `hm_` then [`ANY`].
+const ANY: char = '\u{0}';
+
+/// The names of an `input_names`/`output_names` value: a list or tuple of strings, or a name
+/// bound to one and grown with `.append(...)`, `.extend([...])`, `.insert(i, ...)` or `+= [...]`
+/// before the export (`None` when it is not a list display). An f-string element is a pattern
+/// with [`ANY`] for each interpolation; any other element matches every key.
 fn names(ch: &Checker, call: &ast::ExprCall, kw: &str) -> Option<Vec<String>> {
-    let v = resolve(ch, &keyword(call, kw)?.value)?;
-    let elts = match v {
-        Expr::List(l) => &l.elts,
-        Expr::Tuple(t) => &t.elts,
-        _ => return None,
+    let value = &keyword(call, kw)?.value;
+    let mut out = literal_names(resolve(ch, value)?)?;
+    if let Expr::Name(n) = value {
+        let before = call.range().start();
+        let mut stmts = Vec::new();
+        for body in ch.bodies.iter().rev().take(1) {
+            collect(body, before, &mut stmts);
+        }
+        let is_list = |e: &Expr| matches!(e, Expr::Name(m) if m.id == n.id);
+        for s in stmts.into_iter().filter(|s| s.range().start() < before) {
+            match s {
+                Stmt::Expr(e) => {
+                    let Expr::Call(c) = e.value.as_ref() else {
+                        continue;
+                    };
+                    let Expr::Attribute(a) = c.func.as_ref() else {
+                        continue;
+                    };
+                    if !is_list(&a.value) {
+                        continue;
+                    }
+                    match (a.attr.id.as_str(), &c.arguments.args[..]) {
+                        ("append", [x]) | ("insert", [_, x]) => out.push(name_pattern(x, None)),
+                        ("extend", [xs]) => {
+                            out.extend(literal_names(xs).unwrap_or_else(|| vec![ANY.to_string()]))
+                        }
+                        _ => {}
+                    }
+                }
+                Stmt::AugAssign(a) if is_list(&a.target) => {
+                    out.extend(literal_names(&a.value).unwrap_or_else(|| vec![ANY.to_string()]))
+                }
+                _ => {}
+            }
+        }
+    }
+    Some(out)
+}
+
+fn literal_names(v: &Expr) -> Option<Vec<String>> {
+    match v {
+        Expr::List(ast::ExprList { elts, .. }) | Expr::Tuple(ast::ExprTuple { elts, .. }) => {
+            Some(elts.iter().map(|e| name_pattern(e, None)).collect())
+        }
+        // `[f"{k}_{t}" for k in ("reg", "hm")]`: one pattern per string the loop runs over.
+        Expr::ListComp(l) => {
+            let [g] = &l.generators[..] else { return None };
+            let (
+                Expr::Name(var),
+                Expr::List(ast::ExprList { elts, .. }) | Expr::Tuple(ast::ExprTuple { elts, .. }),
+            ) = (&g.target, &g.iter)
+            else {
+                return None;
+            };
+            if !g.ifs.is_empty() {
+                return None;
+            }
+            elts.iter()
+                .map(|e| {
+                    let value = string_literal(e)?;
+                    Some(name_pattern(&l.elt, Some((var.id.as_str(), value))))
+                })
+                .collect()
+        }
+        _ => None,
+    }
+}
+
+/// A name as written: a string literal itself, an f-string with [`ANY`] for its interpolations
+/// (but `value` for an interpolation of the comprehension variable `var`), anything else [`ANY`].
+fn name_pattern(e: &Expr, bound: Option<(&str, &str)>) -> String {
+    match e {
+        Expr::StringLiteral(s) => s.value.to_str().to_string(),
+        Expr::FString(f) => {
+            let mut out = String::new();
+            for part in f.value.iter() {
+                match part {
+                    ast::FStringPart::Literal(l) => out.push_str(&l.value),
+                    ast::FStringPart::FString(f) => {
+                        for element in f.elements.iter() {
+                            match element {
+                                ast::InterpolatedStringElement::Literal(l) => {
+                                    out.push_str(&l.value)
+                                }
+                                ast::InterpolatedStringElement::Interpolation(i) => {
+                                    match (&*i.expression, bound) {
+                                        (Expr::Name(n), Some((var, value)))
+                                            if n.id.as_str() == var
+                                                && i.format_spec.is_none()
+                                                && i.conversion == ast::ConversionFlag::None =>
+                                        {
+                                            out.push_str(value)
+                                        }
+                                        _ => out.push(ANY),
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            out
+        }
+        _ => ANY.to_string(),
+    }
+}
+
+/// Whether a `dynamic_axes` key is one of the names (with [`ANY`] matching any text).
+fn matches_name(key: &str, pattern: &str) -> bool {
+    let mut pieces = pattern.split(ANY);
+    let first = pieces.next().unwrap_or("");
+    let Some(mut rest) = key.strip_prefix(first) else {
+        return false;
     };
-    elts.iter()
-        .map(|e| string_literal(e).map(str::to_string))
-        .collect()
+    let pieces: Vec<&str> = pieces.collect();
+    let Some((last, middle)) = pieces.split_last() else {
+        return rest.is_empty();
+    };
+    for piece in middle {
+        match rest.find(piece) {
+            Some(i) => rest = &rest[i + piece.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+/// Names for a message: each interpolation shown as `{…}`.
+fn shown(names: &[String]) -> Vec<String> {
+    names.iter().map(|n| n.replace(ANY, "{…}")).collect()
 }
 
 /// The keys of a `dynamic_axes` value with where each is written: a dict display, a
@@ -140,8 +270,10 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     let (Some(inputs), Some(outputs)) = (names(ch, call, "input_names"), outputs) else {
         return;
     };
+    let known = |k: &str| inputs.iter().chain(&outputs).any(|n| matches_name(k, n));
+    let (inputs, outputs) = (shown(&inputs), shown(&outputs));
     for (k, range) in keys {
-        if inputs.contains(&k) || outputs.contains(&k) {
+        if known(&k) {
             continue;
         }
         if unnamed_outputs {

@@ -2,7 +2,8 @@
 //! Flags per-sample writes inside a Python loop whose slice bound depends on the loop variable
 //! or on data: `for i in range(B): x[i, n[i]:] = 0`. In a loop over the samples
 //! (`for k in range(B)` with `B` a size) a write indexed first by the loop variable counts with
-//! any named bound (`logits[k, ts_begin:] = -inf`): the loop itself is frozen to the batch.
+//! any named bound (`logits[k, ts_begin:] = -inf`), and so does a write with several indices and
+//! no bound at all (`out[k, :, :] = x[k, idx[k]]`): the loop itself is frozen to the batch.
 //!
 //! ## Why is this bad?
 //! Tracing runs the loop and records every iteration: the loop count is frozen to the example
@@ -50,7 +51,7 @@ fn is_constant(e: &Expr) -> bool {
         || matches!(e, Expr::UnaryOp(u) if matches!(u.operand.as_ref(), Expr::NumberLiteral(_)))
 }
 
-pub(crate) fn check_store(ch: &mut Checker, target: &ast::ExprSubscript) -> bool {
+pub(crate) fn check_store(ch: &mut Checker, target: &ast::ExprSubscript, aug: bool) -> bool {
     if !ch.in_model() || ch.loops.is_empty() {
         return false;
     }
@@ -89,18 +90,27 @@ pub(crate) fn check_store(ch: &mut Checker, target: &ast::ExprSubscript) -> bool
         }),
         _ => false,
     });
-    if !(indexed_by_loop && variable_slice) {
+    // `out[b, :, :] = x[b, idx[b]]`: a per-sample write into a tensor (several indices; a list's
+    // `images[i] = image` has one) freezes the loop to the batch whatever its bounds. An indexed
+    // `+=` without a bound is ODL003's in-place write.
+    let per_sample_write = per_sample && !aug && elements.len() >= 2;
+    if !(indexed_by_loop && (variable_slice || per_sample_write)) {
         return false;
     }
     let text = ch.text(target.range()).to_string();
-    let i = ch.report(
-        &RULE,
-        target.range(),
-        format!("`{text} = ...` in a loop: the loop and each slice bound are frozen at export"),
-    );
+    let message = if variable_slice {
+        format!("`{text} = ...` in a loop: the loop and each slice bound are frozen at export")
+    } else {
+        format!("`{text} = ...` once per sample in a loop over the batch: the loop is unrolled to the example's batch size at export")
+    };
+    let i = ch.report(&RULE, target.range(), message);
     ch.help(
         i,
-        "build a [B, T] mask with `torch.arange(T) < lengths.unsqueeze(1)` and apply it with `torch.where` or a multiply",
+        if variable_slice {
+            "build a [B, T] mask with `torch.arange(T) < lengths.unsqueeze(1)` and apply it with `torch.where` or a multiply"
+        } else {
+            "compute all samples at once with batched tensor ops (`torch.gather`, `index_select`, broadcasting) instead of a Python loop over the batch"
+        },
     );
     true
 }

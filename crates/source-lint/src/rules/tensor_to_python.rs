@@ -1,8 +1,11 @@
 //! ## What it does
 //! Flags tensor values turned into Python values inside model code: `.item()`, `.tolist()`,
 //! `.numpy()`, and `int(t)`, `float(t)`, `bool(t)` on a tensor. Tensors made only from Python
-//! numbers or random draws (`torch.tensor(scale).log2().item()`, `int(torch.randint(n, ()))`)
-//! are not reported: nothing the inputs decide is frozen. Neither is `int()` of arithmetic on
+//! numbers or random draws (`torch.tensor(scale).log2().item()`, a transform's
+//! `int(torch.randint(n, ()))`) are not reported: nothing the inputs decide is frozen. In a branch
+//! that only runs in eval mode (`if not self.training and self.shift > 0:`), the mode export
+//! traces, a random draw turned into a number is reported: export keeps the example's draw, so
+//! the exported model uses the same value on every run. Neither is `int()` of arithmetic on
 //! sizes (`int(windows.shape[0] / (h * w))`): that freezes a shape, which ODL016 reports where
 //! the number is used.
 //!
@@ -52,15 +55,18 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     if let Some((m, recv)) = ch.method(call) {
         if matches!(m, "item" | "tolist" | "numpy")
             && call.arguments.args.is_empty()
-            && !ch.is_constant_tensor(recv)
             && !ch.is_array(recv)
         {
-            let i = ch.report(
-                &RULE,
-                call.func.range(),
-                format!("`.{m}()` in model code: the value is frozen into the exported graph"),
-            );
-            ch.help(i, "keep it a tensor and use tensor ops; the tracer records Python numbers as constants");
+            if ch.eval_only > 0 && draws_random(ch, recv) {
+                report_random_draw(ch, call, &format!("`.{m}()`"));
+            } else if !ch.is_constant_tensor(recv) {
+                let i = ch.report(
+                    &RULE,
+                    call.func.range(),
+                    format!("`.{m}()` in model code: the value is frozen into the exported graph"),
+                );
+                ch.help(i, "keep it a tensor and use tensor ops; the tracer records Python numbers as constants");
+            }
         }
         return;
     }
@@ -76,7 +82,14 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     let Some(arg) = call.arguments.args.first() else {
         return;
     };
-    if call.arguments.args.len() != 1 || !ch.is_tensor(arg) || ch.is_constant_tensor(arg) {
+    if call.arguments.args.len() != 1 || !ch.is_tensor(arg) {
+        return;
+    }
+    if ch.eval_only > 0 && draws_random(ch, arg) {
+        report_random_draw(ch, call, &format!("`{func}()`"));
+        return;
+    }
+    if ch.is_constant_tensor(arg) {
         return;
     }
     // `int(windows.shape[0] / (h * w / ws / ws))`: arithmetic on a size is a Python number the
@@ -93,6 +106,54 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     ch.help(
         i,
         "keep it a tensor; compare or mask with tensor ops instead",
+    );
+}
+
+/// Whether an expression calls one of torch's random draws (`torch.randint(0, s, (1,))`,
+/// `torch.rand(1) * 4`).
+fn draws_random(ch: &Checker, e: &Expr) -> bool {
+    use ruff_python_ast::visitor::{self, Visitor};
+    struct Find<'c, 'a> {
+        ch: &'c Checker<'a>,
+        found: bool,
+    }
+    impl<'v> Visitor<'v> for Find<'_, '_> {
+        fn visit_expr(&mut self, e: &'v Expr) {
+            if let Expr::Call(c) = e {
+                if let Some(q) = self.ch.torch_fn(c) {
+                    self.found |= matches!(
+                        q.as_str(),
+                        "torch.rand"
+                            | "torch.randn"
+                            | "torch.randint"
+                            | "torch.randperm"
+                            | "torch.rand_like"
+                            | "torch.randn_like"
+                            | "torch.randint_like"
+                            | "torch.bernoulli"
+                            | "torch.multinomial"
+                            | "torch.normal"
+                    );
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut f = Find { ch, found: false };
+    f.visit_expr(e);
+    f.found
+}
+
+/// `int(torch.randint(...))` in an eval-only branch: export keeps one draw.
+fn report_random_draw(ch: &mut Checker, call: &ast::ExprCall, what: &str) {
+    let i = ch.report(
+        &RULE,
+        call.range(),
+        format!("{what} of a random draw in eval-mode code: export keeps the example's draw, so the exported model uses one fixed value"),
+    );
+    ch.help(
+        i,
+        "draw inside the graph and keep it a tensor (`torch.rand_like`), or move the randomness out of the exported module",
     );
 }
 
