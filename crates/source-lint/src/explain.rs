@@ -342,9 +342,10 @@ fn normalized(text: &str) -> String {
 
 /// The text with letter-spaced lines closed up. A UTF-16 console log read as single-byte text
 /// (Windows PowerShell redirecting a program's output) shows every character followed by a space,
-/// `L o a d L i b r a r y f a i l e d`; such a line (at least 20 space-separated pieces, nine in
-/// ten of them one character long) is read with its spaces removed. The spaces between its words
-/// cannot be told from the others and are lost too, so only patterns that allow for that match it.
+/// `L o a d L i b r a r y   f a i l e d`; such a line (at least 20 space-separated pieces, nine in
+/// ten of them one character long) is read with the single spaces removed and each longer run of
+/// spaces (a space of the original line, followed by its own filler) read as one space:
+/// `LoadLibrary failed`.
 fn despaced(text: &str) -> String {
     if !text.contains(" ") {
         return text.to_string();
@@ -354,7 +355,11 @@ fn despaced(text: &str) -> String {
             let pieces: Vec<&str> = line.split(' ').filter(|p| !p.is_empty()).collect();
             let single = pieces.iter().filter(|p| p.chars().count() == 1).count();
             if pieces.len() >= 20 && single * 10 >= pieces.len() * 9 {
-                pieces.concat()
+                line.split("  ")
+                    .map(|word| word.split(' ').collect::<String>())
+                    .filter(|word| !word.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(" ")
             } else {
                 line.to_string()
             }
@@ -781,6 +786,20 @@ pub fn error_line_near(text: &str, matched: Option<&str>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn letter_spaced_lines_close_up_and_keep_their_words() {
+        let spaced =
+            "E r r o r   C o d e   4 :   I n t e r n a l   E r r o r   ( R e s h a p e _ 4 2 )";
+        assert_eq!(
+            despaced(&format!("a line\n{spaced}\n")),
+            "a line\nError Code 4: Internal Error (Reshape_42)\n"
+        );
+        // Ordinary text with a few one-letter words stays as it is.
+        let plain =
+            "RuntimeError: a Tensor with 2 elements cannot be converted to Scalar  (x = a + b)";
+        assert_eq!(despaced(plain), plain);
+    }
 
     fn fill(template: &str, values: &[(&str, &str)]) -> String {
         let names = ["dtype", "op", "got", "want"];
