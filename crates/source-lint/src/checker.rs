@@ -1362,6 +1362,18 @@ fn model_functions(
                     }
                 }
             }
+            // `for down, cell in zip(self.downs, self.cells): cell.init_hidden(b, h, w)`: a
+            // method of the submodules a loop over the module's lists runs.
+            for method in loop_submodule_calls(body) {
+                if method.starts_with("__") || training_only_name(&method) {
+                    continue;
+                }
+                for (c, m) in &classes {
+                    if m.contains_key(&method) {
+                        work.push((Some(c.clone()), method.clone()));
+                    }
+                }
+            }
             if let Some((_, m)) = classes.iter().find(|(c, _)| c == class) {
                 for name in methods {
                     if m.contains_key(&name)
@@ -1846,6 +1858,54 @@ fn submodule_calls(body: &[Stmt]) -> HashSet<(String, String)> {
         }
     }
     let mut f = Find {
+        out: HashSet::default(),
+    };
+    f.visit_body(body);
+    f.out
+}
+
+/// Methods called on the targets of loops over the module's own lists
+/// (`for blk in self.blocks: blk.reset(x)`, `for a, b in zip(self.downs, self.cells)`).
+fn loop_submodule_calls(body: &[Stmt]) -> HashSet<String> {
+    struct Find {
+        targets: Vec<String>,
+        out: HashSet<String>,
+    }
+    fn on_self(e: &Expr) -> bool {
+        match e {
+            Expr::Attribute(a) => self_attr(e).is_some() || on_self(&a.value),
+            Expr::Call(c) => c.arguments.args.iter().any(on_self),
+            _ => false,
+        }
+    }
+    impl<'a> Visitor<'a> for Find {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            if let Stmt::For(f) = s {
+                if on_self(&f.iter) {
+                    let before = self.targets.len();
+                    collect_names(&f.target, &mut self.targets);
+                    visitor::walk_body(self, &f.body);
+                    self.targets.truncate(before);
+                    visitor::walk_body(self, &f.orelse);
+                    return;
+                }
+            }
+            visitor::walk_stmt(self, s);
+        }
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if let Expr::Call(c) = e {
+                if let Expr::Attribute(m) = c.func.as_ref() {
+                    if matches!(m.value.as_ref(), Expr::Name(n) if self.targets.iter().any(|t| t == n.id.as_str()))
+                    {
+                        self.out.insert(m.attr.id.to_string());
+                    }
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut f = Find {
+        targets: Vec::new(),
         out: HashSet::default(),
     };
     f.visit_body(body);
@@ -2644,6 +2704,20 @@ fn argument_seeds(module: &[Stmt]) -> HashMap<TextSize, ArgumentSeeds> {
                             )
                         }
                         Expr::Name(n) => (defs.get(&(None, n.id.as_str())), false),
+                        // `cell.init_hidden(batch, h, w)` on a submodule: the one method of this
+                        // file's classes by that name.
+                        Expr::Attribute(a)
+                            if matches!(a.value.as_ref(), Expr::Name(_))
+                                && !a.attr.id.starts_with("__") =>
+                        {
+                            let mut named = defs
+                                .iter()
+                                .filter(|((c, m), _)| c.is_some() && *m == a.attr.id.as_str());
+                            match (named.next(), named.next()) {
+                                (Some((_, f)), None) => (Some(f), true),
+                                _ => (None, false),
+                            }
+                        }
                         _ => (None, false),
                     };
                     let Some(callee) = callee else { continue };
