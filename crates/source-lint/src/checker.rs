@@ -2687,6 +2687,27 @@ fn argument_seeds(module: &[Stmt]) -> HashMap<TextSize, ArgumentSeeds> {
         flatten(&f.body, &mut stmts);
         let mut frozen_names: HashSet<String> = HashSet::default();
         let mut size_names: HashSet<String> = HashSet::default();
+        // `batch = len(seq)` with `seq` a parameter taken for a tensor (no default, unannotated
+        // or annotated `Tensor`): the batch as a Python number.
+        let tensor_params: HashSet<&str> = f
+            .parameters
+            .posonlyargs
+            .iter()
+            .chain(&f.parameters.args)
+            .skip(usize::from(class.is_some()))
+            .filter(|p| {
+                p.default.is_none()
+                    && p.parameter
+                        .annotation
+                        .as_deref()
+                        .is_none_or(mentions_tensor_anywhere)
+            })
+            .map(|p| p.parameter.name.id.as_str())
+            .collect();
+        let len_of_tensor = |e: &Expr| {
+            matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "len")
+                && matches!(&c.arguments.args[..], [Expr::Name(a)] if tensor_params.contains(a.id.as_str())))
+        };
         for s in stmts {
             // `self.rel_indices = self.get_rel_indices(N)` (timm's ConViT): a cache the module
             // refreshes when the size changes, built from the size on purpose.
@@ -2725,7 +2746,7 @@ fn argument_seeds(module: &[Stmt]) -> HashMap<TextSize, ArgumentSeeds> {
                         matches!(&d.expression, Expr::Name(n) if n.id.as_str() == "staticmethod")
                     });
                     let mut bind = |name: &str, arg: &Expr| {
-                        if frozen(arg, &frozen_names) {
+                        if frozen(arg, &frozen_names) || len_of_tensor(arg) {
                             let seed = seeds.entry(callee.range.start()).or_default();
                             seed.frozen.insert(name.to_string());
                         } else if size(arg, &size_names) {
@@ -2758,7 +2779,7 @@ fn argument_seeds(module: &[Stmt]) -> HashMap<TextSize, ArgumentSeeds> {
             match (target, a.value.as_ref()) {
                 (Expr::Name(n), v) => {
                     let name = n.id.to_string();
-                    if frozen(v, &frozen_names) {
+                    if frozen(v, &frozen_names) || len_of_tensor(v) {
                         size_names.remove(&name);
                         frozen_names.insert(name);
                     } else if size(v, &size_names) {
@@ -2789,7 +2810,7 @@ fn argument_seeds(module: &[Stmt]) -> HashMap<TextSize, ArgumentSeeds> {
                         frozen_names.remove(&name);
                         size_names.remove(&name);
                         match values.map(|vs| &vs[i]) {
-                            Some(v) if frozen(v, &frozen_names) => {
+                            Some(v) if frozen(v, &frozen_names) || len_of_tensor(v) => {
                                 frozen_names.insert(name);
                             }
                             Some(v) if size(v, &size_names) => {
