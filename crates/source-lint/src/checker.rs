@@ -111,6 +111,8 @@ pub(crate) struct Checker<'a> {
     imported_eval_helpers: HashSet<String>,
     /// [`argument_seeds`] of this file, read when the first model function is entered.
     argument_seeds: std::cell::OnceCell<HashMap<TextSize, ArgumentSeeds>>,
+    /// [`Project::argument_kinds`]: how other files' callers fill this file's functions.
+    imported_argument_kinds: HashMap<String, ArgumentKinds>,
     pub fns: Vec<FnState>,
     pub loops: Vec<LoopInfo>,
     /// Statements of the innermost function (or the module) that encloses the current node.
@@ -226,6 +228,10 @@ pub(crate) struct Project {
     /// Imported functions (as called here) that leave a module in eval mode in their defining
     /// file (`load_detector(path)` ending in `model.eval(); return model`).
     pub eval_helpers: HashSet<String>,
+    /// This file's module-level functions that model code of another file calls with frozen
+    /// numbers or traced sizes (`stations_to_grid(v, rows, cols, H, W)` after
+    /// `H = int(x.shape[-2])`), as [`argument_seeds`] finds them in the calling file.
+    pub argument_kinds: HashMap<String, ArgumentKinds>,
 }
 
 impl Project {
@@ -237,6 +243,7 @@ impl Project {
             && self.frozen_returns.is_empty()
             && self.methods.is_empty()
             && self.eval_helpers.is_empty()
+            && self.argument_kinds.is_empty()
     }
 }
 
@@ -302,6 +309,7 @@ impl<'a> Checker<'a> {
             own_frozen_returns,
             imported_eval_helpers: project.eval_helpers.clone(),
             argument_seeds: std::cell::OnceCell::new(),
+            imported_argument_kinds: project.argument_kinds.clone(),
             fns: Vec::new(),
             loops: Vec::new(),
             bodies: vec![module],
@@ -2618,7 +2626,39 @@ struct ArgumentSeeds {
     sizes: HashSet<String>,
 }
 
-fn argument_seeds(module: &[Stmt]) -> HashMap<TextSize, ArgumentSeeds> {
+/// A parameter as a caller fills it: by position or by keyword.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum ArgumentRef {
+    Position(usize),
+    Keyword(String),
+}
+
+/// The arguments callers in another file fill with frozen numbers or traced sizes.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ArgumentKinds {
+    pub frozen: HashSet<ArgumentRef>,
+    pub sizes: HashSet<ArgumentRef>,
+}
+
+impl ArgumentKinds {
+    pub fn merge(&mut self, other: &ArgumentKinds) {
+        self.frozen.extend(other.frozen.iter().cloned());
+        self.sizes.extend(other.sizes.iter().cloned());
+    }
+}
+
+/// How this file's functions call names it does not define (`ops.stations_to_grid(...)`, keyed
+/// by that spelling): which arguments are frozen numbers or traced sizes, for the project pass.
+pub(crate) fn imported_argument_kinds(module: &[Stmt]) -> HashMap<String, ArgumentKinds> {
+    argument_seeds(module).1
+}
+
+fn argument_seeds(
+    module: &[Stmt],
+) -> (
+    HashMap<TextSize, ArgumentSeeds>,
+    HashMap<String, ArgumentKinds>,
+) {
     /// A traced size by its spelling: `x.shape`, `x.shape[2:]`, `x.size(0)`, `x.size()[-2:]`,
     /// names bound to one, and arithmetic on them with number literals.
     fn size(e: &Expr, names: &HashSet<String>) -> bool {
@@ -2682,6 +2722,7 @@ fn argument_seeds(module: &[Stmt]) -> HashMap<TextSize, ArgumentSeeds> {
         .map(|(class, f)| ((class, f.name.id.as_str()), f))
         .collect();
     let mut seeds: HashMap<TextSize, ArgumentSeeds> = HashMap::default();
+    let mut elsewhere: HashMap<String, ArgumentKinds> = HashMap::default();
     for (class, f) in functions_and_methods(module) {
         let mut stmts = Vec::new();
         flatten(&f.body, &mut stmts);
@@ -2741,7 +2782,46 @@ fn argument_seeds(module: &[Stmt]) -> HashMap<TextSize, ArgumentSeeds> {
                         }
                         _ => (None, false),
                     };
-                    let Some(callee) = callee else { continue };
+                    let Some(callee) = callee else {
+                        // `stations_to_grid(v, r, c, H, W)`, `ops.warp(x, flow, size)`: a
+                        // function of another file, told in the project pass.
+                        let spelling = match c.func.as_ref() {
+                            Expr::Name(n) => Some(n.id.to_string()),
+                            Expr::Attribute(a) => match a.value.as_ref() {
+                                Expr::Name(m) if m.id.as_str() != "self" => {
+                                    Some(format!("{}.{}", m.id, a.attr.id))
+                                }
+                                _ => None,
+                            },
+                            _ => None,
+                        };
+                        let Some(spelling) = spelling else { continue };
+                        let mut kinds = ArgumentKinds::default();
+                        let args = c
+                            .arguments
+                            .args
+                            .iter()
+                            .take_while(|a| !a.is_starred_expr())
+                            .enumerate()
+                            .map(|(i, a)| (ArgumentRef::Position(i), a));
+                        let keywords = c.arguments.keywords.iter().filter_map(|k| {
+                            Some((
+                                ArgumentRef::Keyword(k.arg.as_ref()?.id.to_string()),
+                                &k.value,
+                            ))
+                        });
+                        for (r, arg) in args.chain(keywords) {
+                            if frozen(arg, &frozen_names) || len_of_tensor(arg) {
+                                kinds.frozen.insert(r);
+                            } else if size(arg, &size_names) {
+                                kinds.sizes.insert(r);
+                            }
+                        }
+                        if !kinds.frozen.is_empty() || !kinds.sizes.is_empty() {
+                            elsewhere.entry(spelling).or_default().merge(&kinds);
+                        }
+                        continue;
+                    };
                     let static_method = callee.decorator_list.iter().any(|d| {
                         matches!(&d.expression, Expr::Name(n) if n.id.as_str() == "staticmethod")
                     });
@@ -2830,7 +2910,7 @@ fn argument_seeds(module: &[Stmt]) -> HashMap<TextSize, ArgumentSeeds> {
             }
         }
     }
-    seeds
+    (seeds, elsewhere)
 }
 
 /// Whether a comparison compares values (`==`, `!=`, `<`, ...), which on tensors gives a mask;
@@ -3218,8 +3298,25 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     let number_checked = number_checked_names(&f.body);
                     let seeds = self
                         .argument_seeds
-                        .get_or_init(|| argument_seeds(self.bodies[0]))
+                        .get_or_init(|| argument_seeds(self.bodies[0]).0)
                         .get(&f.range.start());
+                    // Filled by callers in other files (module-level functions only).
+                    let elsewhere = (self.classes.is_empty())
+                        .then(|| self.imported_argument_kinds.get(f.name.id.as_str()))
+                        .flatten();
+                    let positional: Vec<&str> = f
+                        .parameters
+                        .posonlyargs
+                        .iter()
+                        .chain(&f.parameters.args)
+                        .map(|p| p.parameter.name.id.as_str())
+                        .collect();
+                    let filled = |kinds: &HashSet<ArgumentRef>, name: &str| {
+                        kinds.iter().any(|r| match r {
+                            ArgumentRef::Position(i) => positional.get(*i) == Some(&name),
+                            ArgumentRef::Keyword(k) => k == name,
+                        })
+                    };
                     for p in parameters(f) {
                         let name = p.parameter.name.id.as_str();
                         if name == "self" || name == "cls" {
@@ -3235,6 +3332,16 @@ impl<'a> Visitor<'a> for Checker<'a> {
                                 continue;
                             }
                             if seeds.sizes.contains(name) {
+                                st.sizes.insert(name.to_string());
+                                continue;
+                            }
+                        }
+                        if let Some(kinds) = elsewhere.filter(|_| !annotated_tensor) {
+                            if filled(&kinds.frozen, name) {
+                                st.frozen.insert(name.to_string());
+                                continue;
+                            }
+                            if filled(&kinds.sizes, name) {
                                 st.sizes.insert(name.to_string());
                                 continue;
                             }

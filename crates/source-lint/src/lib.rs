@@ -112,6 +112,9 @@ pub struct FileLint {
     eval_helpers: crate::HashSet<String>,
     /// Names this file imports from other modules, when it exports (for ODL017's helpers).
     imported_names: Vec<checker::ImportedCall>,
+    /// How this file's functions fill the arguments of functions it does not define, by the
+    /// callee's spelling here (for the files defining them).
+    argument_kinds: crate::HashMap<String, checker::ArgumentKinds>,
 }
 
 /// Lints one file's text. `file` is the name findings carry. Unparseable Python is a finding
@@ -160,6 +163,7 @@ fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Pro
                 module_methods: Default::default(),
                 eval_helpers: Default::default(),
                 imported_names: Vec::new(),
+                argument_kinds: Default::default(),
             };
         }
     };
@@ -174,6 +178,12 @@ fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Pro
     let module_methods = checker::module_methods(&module.body);
     let defines_models = !ch.model_functions().is_empty();
     let eval_helpers = rules::export_without_eval::eval_helpers(source, &module.body);
+    // Only model code's calls to other files' helpers are told to them.
+    let argument_kinds = if calls.is_empty() {
+        Default::default()
+    } else {
+        checker::imported_argument_kinds(&module.body)
+    };
     ch.run(&module.body);
     let mut facts = ch.facts;
     facts.defines_models = defines_models;
@@ -194,6 +204,7 @@ fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Pro
         module_methods,
         eval_helpers,
         imported_names,
+        argument_kinds,
     }
 }
 
@@ -481,6 +492,15 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
         for call in &r.lint.calls {
             for i in resolve(j, call) {
                 extra[i].roots.insert(call.name.clone());
+                // `stations_to_grid(v, r, c, H, W)` with `H = int(x.shape[-2])`: the defining
+                // file learns which of its parameters are frozen numbers or sizes.
+                if let Some(kinds) = r.lint.argument_kinds.get(&call.callee) {
+                    extra[i]
+                        .argument_kinds
+                        .entry(call.name.clone())
+                        .or_default()
+                        .merge(kinds);
+                }
                 if let Ok(defining) = &read[i] {
                     if let Some(flags) = defining.lint.frozen_returns.get(&call.name) {
                         extra[j]

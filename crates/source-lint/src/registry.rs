@@ -142,7 +142,7 @@ pub fn rules_markdown() -> String {
          - Values are guessed from the code: parameters are tensors unless annotated or defaulted \
          otherwise, named like sizes (`size`, `*_shape`), checked with `isinstance(p, (int, float))` \
          or passed as `scale_factor=`, `kernel_size=`, `stride=`, `dilation=` or `groups=`, and \
-         parameters a caller in the same file fills with a traced size or a frozen number (`int(x.size(0))`, or `len()` of the caller's own tensor parameter) are those; items of `List[Tensor]`/`Dict[str, Tensor]` \
+         parameters a caller fills with a traced size or a frozen number (`int(x.size(0))`, or `len()` of the caller's own tensor parameter) are those, for callers in the same file and, for module-level functions, model code of another linted file that imports them; items of `List[Tensor]`/`Dict[str, Tensor]` \
          parameters, loop variables over tensors, buffers and `nn.Parameter`s on `self`, results of \
          functions annotated `-> Tensor` (here or in another linted file), of unannotated ones \
          called on tensors and of submodules called on tensors or traced sizes are tensors; names like `mask`, `valid`, `is_*` and `done` hold boolean \

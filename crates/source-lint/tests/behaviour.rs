@@ -327,6 +327,46 @@ fn loaders_of_another_file_that_evaluate_count_for_odl017() {
 }
 
 #[test]
+fn sizes_handed_to_a_helper_of_another_file_are_frozen_there() {
+    // `stations_to_grid(v, H, W)` with `H, W = int(...)` in the model's file: the helper's
+    // `view(-1, 1, height, width)` freezes them. Another helper called with traced sizes, and
+    // the same helper alone, are quiet.
+    let dir = tempfile::tempdir().unwrap();
+    let ops = dir.path().join("grid_ops.py");
+    let model = dir.path().join("fusion.py");
+    std::fs::write(
+        &ops,
+        "import torch\n\ndef stations_to_grid(values, height: int, width: int):\n    return values.view(-1, 1, height, width)\n\ndef resize_to(x, height, width):\n    return x.view(-1, 1, height, width)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &model,
+        "import torch\nimport torch.nn as nn\nimport grid_ops as ops\nfrom grid_ops import resize_to\n\nclass Fusion(nn.Module):\n    def forward(self, radar, gauges):\n        H, W = int(radar.shape[-2]), int(radar.shape[-1])\n        grid = ops.stations_to_grid(gauges, H, W)\n        h, w = radar.shape[-2:]\n        return resize_to(grid, h, w)\n",
+    )
+    .unwrap();
+    let sel = Selection {
+        select: vec!["ODL016".into()],
+        ignore: vec![],
+    };
+    let (reports, _) = lint_files(&[ops.clone(), model], &sel);
+    let found: Vec<(String, usize)> = reports
+        .iter()
+        .flat_map(|r| {
+            r.findings
+                .iter()
+                .map(move |f| (r.display.clone(), f.line()))
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].0.ends_with("grid_ops.py") && found[0].1 == 4,
+        "{found:?}"
+    );
+    let (reports, _) = lint_files(&[ops], &sel);
+    assert!(reports[0].findings.is_empty());
+}
+
+#[test]
 fn selection_by_prefix_and_validation() {
     let sel = Selection {
         select: vec!["ODL01".into()],
