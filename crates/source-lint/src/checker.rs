@@ -2230,6 +2230,9 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                     | Expr::StringLiteral(_)
                     | Expr::NumberLiteral(_)
             ) || matches!(value, Expr::DictComp(_))
+                // `out_names = ["logits", "boxes"] + (["masks"] if with_masks else [])`
+                || matches!(value, Expr::BinOp(b) if matches!(b.op, ast::Operator::Add)
+                    && matches!(b.left.as_ref(), Expr::List(_)))
                 || matches!(value, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "dict"))
                 // `DEVICE = torch.device("cuda")`
                 || matches!(value, Expr::Call(c) if ch.torch_fn(c).is_some_and(|q| q == "torch.device")

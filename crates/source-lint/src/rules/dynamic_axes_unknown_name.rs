@@ -1,7 +1,8 @@
 //! ## What it does
 //! Flags `dynamic_axes` keys of a `torch.onnx.export` call that are neither in its
 //! `input_names` nor in its `output_names` (literals, or locals bound to literals and grown with
-//! `.append("name")`, `.extend([...])` or `+= [...]` before the export). The dict may
+//! `.append("name")`, `.extend([...])` or `+= [...]` before the export; lists added together and
+//! `[...] if opt else [...]` give every name either way, an f-string `f"hm_{t}"` is a pattern). The dict may
 //! be a display, a `dict(name=...)` call or a local extended with `axes["name"] = {...}`; the
 //! finding is on the key. A call without `output_names` gives its outputs generated names, so
 //! there every key that is not an input name is flagged.
@@ -102,6 +103,17 @@ fn names(ch: &Checker, call: &ast::ExprCall, kw: &str) -> Option<Vec<String>> {
 
 fn literal_names(v: &Expr) -> Option<Vec<String>> {
     match v {
+        // `["logits", "boxes"] + (["masks"] if with_masks else [])`: every name either way.
+        Expr::BinOp(b) if matches!(b.op, ast::Operator::Add) => {
+            let mut out = literal_names(&b.left)?;
+            out.extend(literal_names(&b.right)?);
+            Some(out)
+        }
+        Expr::If(i) => {
+            let mut out = literal_names(&i.body)?;
+            out.extend(literal_names(&i.orelse)?);
+            Some(out)
+        }
         Expr::List(ast::ExprList { elts, .. }) | Expr::Tuple(ast::ExprTuple { elts, .. }) => {
             Some(elts.iter().map(|e| name_pattern(e, None)).collect())
         }
