@@ -1190,6 +1190,8 @@ fn model_functions(
 ) -> HashSet<(Option<String>, String)> {
     let mut module_fns: HashMap<String, &[Stmt]> = HashMap::default();
     let mut classes: Vec<(String, HashMap<String, &[Stmt]>)> = Vec::new();
+    // The base classes each class names (`class PalletNetWithSlots(PalletNet)`).
+    let mut bases: HashMap<String, Vec<String>> = HashMap::default();
     // Parameters of each class's `forward` after its first input: the targets a loss takes.
     let mut forward_targets: HashMap<String, Vec<String>> = HashMap::default();
     for stmt in module {
@@ -1215,10 +1217,43 @@ fn model_functions(
                     }
                 }
                 classes.push((c.name.id.to_string(), methods));
+                if let Some(args) = &c.arguments {
+                    bases.insert(
+                        c.name.id.to_string(),
+                        args.args
+                            .iter()
+                            .filter_map(|b| match b {
+                                Expr::Name(n) => Some(n.id.to_string()),
+                                _ => None,
+                            })
+                            .collect(),
+                    );
+                }
             }
             _ => {}
         }
     }
+    // The class of this file whose method `self.<name>` calls in `class`: its own, or one
+    // inherited from a base class of this file (`self.occupancy_map(heat)` in a subclass).
+    let owner = |class: &str, name: &str| -> Option<String> {
+        let mut seen: Vec<String> = Vec::new();
+        let mut work = vec![class.to_string()];
+        while let Some(c) = work.pop() {
+            if seen.contains(&c) {
+                continue;
+            }
+            if let Some((_, m)) = classes.iter().find(|(k, _)| *k == c) {
+                if m.contains_key(name) {
+                    return Some(c);
+                }
+            }
+            if let Some(b) = bases.get(&c) {
+                work.extend(b.iter().cloned());
+            }
+            seen.push(c);
+        }
+        None
+    };
     let is_root =
         |n: &str| n == "forward" || n.starts_with("forward_") || n.starts_with("_forward");
     let mut out: HashSet<(Option<String>, String)> = HashSet::default();
@@ -1382,14 +1417,12 @@ fn model_functions(
                     }
                 }
             }
-            if let Some((_, m)) = classes.iter().find(|(c, _)| c == class) {
-                for name in methods {
-                    if m.contains_key(&name)
-                        && !name.starts_with("__")
-                        && !training_only_name(&name)
-                    {
-                        work.push((Some(class.clone()), name));
-                    }
+            for name in methods {
+                if name.starts_with("__") || training_only_name(&name) {
+                    continue;
+                }
+                if let Some(c) = owner(class, &name) {
+                    work.push((Some(c), name));
                 }
             }
         }
@@ -2233,6 +2266,9 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                 // `out_names = ["logits", "boxes"] + (["masks"] if with_masks else [])`
                 || matches!(value, Expr::BinOp(b) if matches!(b.op, ast::Operator::Add)
                     && matches!(b.left.as_ref(), Expr::List(_)))
+                // `names = ["mel", "f0"] if nsf else ["mel"]`
+                || matches!(value, Expr::If(i) if matches!(i.body.as_ref(), Expr::List(_))
+                    && matches!(i.orelse.as_ref(), Expr::List(_)))
                 || matches!(value, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "dict"))
                 // `DEVICE = torch.device("cuda")`
                 || matches!(value, Expr::Call(c) if ch.torch_fn(c).is_some_and(|q| q == "torch.device")

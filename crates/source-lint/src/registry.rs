@@ -127,7 +127,7 @@ pub fn rules_markdown() -> String {
          - **Model code** is what export traces: every `forward` (and `forward_*`, `_forward*`) \
          method, the methods and module functions it calls (and `__init__`/`__call__` of helper \
          objects it builds and the methods it calls on them: `corr = CorrBlock(f); corr.sample(x)`, \
-         and methods called on submodules: `self.head.split(x)`, also through a loop over the module's lists: `for cell in self.cells: cell.init_hidden(b, h, w)`), functions and \
+         and methods called on submodules: `self.head.split(x)`, also through a loop over the module's lists: `for cell in self.cells: cell.init_hidden(b, h, w)`, and methods a class inherits from a base class of the same file), functions and \
          classes of other linted files it calls through imports \
          (`from .utils import make_pad_mask`, `import box_ops as B; B.decode(...)`), functions \
          handed to the exporter, and, in a file that calls \
