@@ -109,8 +109,9 @@ pub(crate) struct Checker<'a> {
     own_frozen_returns: HashMap<String, Vec<bool>>,
     /// Imported functions that leave a module in eval mode ([`Project::eval_helpers`]).
     imported_eval_helpers: HashSet<String>,
-    /// [`argument_seeds`] of this file, read when the first model function is entered.
-    argument_seeds: std::cell::OnceCell<HashMap<TextSize, ArgumentSeeds>>,
+    /// [`argument_seeds`] of this file, read when the first model function is entered (or when
+    /// the project pass asks for [`Checker::imported_argument_kinds`]).
+    argument_seeds: std::cell::OnceCell<FileArguments>,
     /// [`Project::argument_kinds`]: how other files' callers fill this file's functions.
     imported_argument_kinds: HashMap<String, ArgumentKinds>,
     pub fns: Vec<FnState>,
@@ -1006,6 +1007,16 @@ impl<'a> Checker<'a> {
     // ---- lookups in the enclosing body -------------------------------------------------------
 
     /// The value a local name was last bound to as a literal (list, tuple, dict, string).
+    /// How this file's functions call names it does not define (`ops.stations_to_grid(...)`,
+    /// keyed by that spelling): which arguments are frozen numbers or traced sizes, for the
+    /// project pass. Computed once with the seeds the checker reads itself.
+    pub fn imported_argument_kinds(&self) -> HashMap<String, ArgumentKinds> {
+        self.argument_seeds
+            .get_or_init(|| argument_seeds(self.bodies[0]))
+            .1
+            .clone()
+    }
+
     pub fn literal(&self, name: &str) -> Option<&Expr> {
         self.fns.iter().rev().find_map(|f| f.literals.get(name))
     }
@@ -2686,18 +2697,14 @@ impl ArgumentKinds {
     }
 }
 
-/// How this file's functions call names it does not define (`ops.stations_to_grid(...)`, keyed
-/// by that spelling): which arguments are frozen numbers or traced sizes, for the project pass.
-pub(crate) fn imported_argument_kinds(module: &[Stmt]) -> HashMap<String, ArgumentKinds> {
-    argument_seeds(module).1
-}
-
-fn argument_seeds(
-    module: &[Stmt],
-) -> (
+/// What [`argument_seeds`] reads from a file: the seeds of its own functions (by `def` offset),
+/// and how it fills the arguments of functions it does not define (by the callee's spelling).
+type FileArguments = (
     HashMap<TextSize, ArgumentSeeds>,
     HashMap<String, ArgumentKinds>,
-) {
+);
+
+fn argument_seeds(module: &[Stmt]) -> FileArguments {
     /// A traced size by its spelling: `x.shape`, `x.shape[2:]`, `x.size(0)`, `x.size()[-2:]`,
     /// names bound to one, and arithmetic on them with number literals.
     fn size(e: &Expr, names: &HashSet<String>) -> bool {
@@ -2788,6 +2795,8 @@ fn argument_seeds(
             matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "len")
                 && matches!(&c.arguments.args[..], [Expr::Name(a)] if tensor_params.contains(a.id.as_str())))
         };
+        // A frozen number here: by its spelling, or `len()` of a tensor parameter.
+        let frozen_here = |e: &Expr, names: &HashSet<String>| frozen(e, names) || len_of_tensor(e);
         for s in stmts {
             // `self.rel_indices = self.get_rel_indices(N)` (timm's ConViT): a cache the module
             // refreshes when the size changes, built from the size on purpose.
@@ -2824,17 +2833,9 @@ fn argument_seeds(
                     let Some(callee) = callee else {
                         // `stations_to_grid(v, r, c, H, W)`, `ops.warp(x, flow, size)`: a
                         // function of another file, told in the project pass.
-                        let spelling = match c.func.as_ref() {
-                            Expr::Name(n) => Some(n.id.to_string()),
-                            Expr::Attribute(a) => match a.value.as_ref() {
-                                Expr::Name(m) if m.id.as_str() != "self" => {
-                                    Some(format!("{}.{}", m.id, a.attr.id))
-                                }
-                                _ => None,
-                            },
-                            _ => None,
+                        let Some(spelling) = imported_callee(c) else {
+                            continue;
                         };
-                        let Some(spelling) = spelling else { continue };
                         let mut kinds = ArgumentKinds::default();
                         let args = c
                             .arguments
@@ -2850,7 +2851,7 @@ fn argument_seeds(
                             ))
                         });
                         for (r, arg) in args.chain(keywords) {
-                            if frozen(arg, &frozen_names) || len_of_tensor(arg) {
+                            if frozen_here(arg, &frozen_names) {
                                 kinds.frozen.insert(r);
                             } else if size(arg, &size_names) {
                                 kinds.sizes.insert(r);
@@ -2865,7 +2866,7 @@ fn argument_seeds(
                         matches!(&d.expression, Expr::Name(n) if n.id.as_str() == "staticmethod")
                     });
                     let mut bind = |name: &str, arg: &Expr| {
-                        if frozen(arg, &frozen_names) || len_of_tensor(arg) {
+                        if frozen_here(arg, &frozen_names) {
                             let seed = seeds.entry(callee.range.start()).or_default();
                             seed.frozen.insert(name.to_string());
                         } else if size(arg, &size_names) {
@@ -2898,7 +2899,7 @@ fn argument_seeds(
             match (target, a.value.as_ref()) {
                 (Expr::Name(n), v) => {
                     let name = n.id.to_string();
-                    if frozen(v, &frozen_names) || len_of_tensor(v) {
+                    if frozen_here(v, &frozen_names) {
                         size_names.remove(&name);
                         frozen_names.insert(name);
                     } else if size(v, &size_names) {
@@ -2929,7 +2930,7 @@ fn argument_seeds(
                         frozen_names.remove(&name);
                         size_names.remove(&name);
                         match values.map(|vs| &vs[i]) {
-                            Some(v) if frozen(v, &frozen_names) || len_of_tensor(v) => {
+                            Some(v) if frozen_here(v, &frozen_names) => {
                                 frozen_names.insert(name);
                             }
                             Some(v) if size(v, &size_names) => {
@@ -3337,7 +3338,8 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     let number_checked = number_checked_names(&f.body);
                     let seeds = self
                         .argument_seeds
-                        .get_or_init(|| argument_seeds(self.bodies[0]).0)
+                        .get_or_init(|| argument_seeds(self.bodies[0]))
+                        .0
                         .get(&f.range.start());
                     // Filled by callers in other files (module-level functions only).
                     let elsewhere = (self.classes.is_empty())

@@ -182,7 +182,7 @@ fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Pro
     let argument_kinds = if calls.is_empty() {
         Default::default()
     } else {
-        checker::imported_argument_kinds(&module.body)
+        ch.imported_argument_kinds()
     };
     ch.run(&module.body);
     let mut facts = ch.facts;

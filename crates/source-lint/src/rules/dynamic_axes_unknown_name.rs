@@ -53,6 +53,17 @@ fn resolve<'e>(ch: &'e Checker, e: &'e Expr) -> Option<&'e Expr> {
     }
 }
 
+/// The statements of the export's enclosing body that run before offset `before` (of an
+/// `if` holding it, only its clause).
+fn statements_before<'s>(ch: &Checker<'s>, before: TextSize) -> Vec<&'s Stmt> {
+    let mut stmts = Vec::new();
+    if let Some(body) = ch.bodies.last() {
+        collect(body, before, &mut stmts);
+    }
+    stmts.retain(|s| s.range().start() < before);
+    stmts
+}
+
 /// Stands for the text an f-string's `{...}` (or a name not known) puts in an input or output
 /// name: `f"hm_{t}"` is `hm_` then [`ANY`].
 const ANY: char = '\u{0}';
@@ -65,13 +76,8 @@ fn names(ch: &Checker, call: &ast::ExprCall, kw: &str) -> Option<Vec<String>> {
     let value = &keyword(call, kw)?.value;
     let mut out = literal_names(resolve(ch, value)?)?;
     if let Expr::Name(n) = value {
-        let before = call.range().start();
-        let mut stmts = Vec::new();
-        for body in ch.bodies.iter().rev().take(1) {
-            collect(body, before, &mut stmts);
-        }
         let is_list = |e: &Expr| matches!(e, Expr::Name(m) if m.id == n.id);
-        for s in stmts.into_iter().filter(|s| s.range().start() < before) {
+        for s in statements_before(ch, call.range().start()) {
             match s {
                 Stmt::Expr(e) => {
                     let Expr::Call(c) = e.value.as_ref() else {
@@ -235,11 +241,7 @@ fn keys(ch: &Checker, value: &Expr, before: TextSize) -> Option<Vec<(String, Tex
         _ => return None,
     }
     if let Expr::Name(n) = value {
-        let mut stmts = Vec::new();
-        for body in ch.bodies.iter().rev().take(1) {
-            collect(body, before, &mut stmts);
-        }
-        for s in stmts.into_iter().filter(|s| s.range().start() < before) {
+        for s in statements_before(ch, before) {
             let Stmt::Assign(a) = s else { continue };
             for t in &a.targets {
                 let Expr::Subscript(sub) = t else { continue };
