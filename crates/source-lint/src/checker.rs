@@ -2674,6 +2674,7 @@ fn frozen_returning_functions(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
 struct ArgumentSeeds {
     frozen: HashSet<String>,
     sizes: HashSet<String>,
+    masks: HashSet<String>,
 }
 
 /// A parameter as a caller fills it: by position or by keyword.
@@ -2683,17 +2684,23 @@ pub(crate) enum ArgumentRef {
     Keyword(String),
 }
 
-/// The arguments callers in another file fill with frozen numbers or traced sizes.
+/// The arguments callers in another file fill with frozen numbers, traced sizes or masks.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ArgumentKinds {
     pub frozen: HashSet<ArgumentRef>,
     pub sizes: HashSet<ArgumentRef>,
+    pub masks: HashSet<ArgumentRef>,
 }
 
 impl ArgumentKinds {
     pub fn merge(&mut self, other: &ArgumentKinds) {
         self.frozen.extend(other.frozen.iter().cloned());
         self.sizes.extend(other.sizes.iter().cloned());
+        self.masks.extend(other.masks.iter().cloned());
+    }
+
+    fn is_empty(&self) -> bool {
+        self.frozen.is_empty() && self.sizes.is_empty() && self.masks.is_empty()
     }
 }
 
@@ -2739,6 +2746,43 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
         };
         numeric && (reads(elt) || generators.iter().any(|g| reads(&g.iter)))
     }
+    /// A mask by its spelling: a comparison of values (`y.abs() >= 1.0`), `~`, `&`, `|`, `^`
+    /// over one, `.any(-1)` / `.all()` / `logical_*` of one, `torch.isnan(x)`, a name bound to
+    /// one or named for one (`pad_mask`).
+    fn mask(e: &Expr, names: &HashSet<String>) -> bool {
+        match e {
+            Expr::Name(n) => names.contains(n.id.as_str()) || names_a_mask(n.id.as_str()),
+            Expr::Compare(c) => {
+                let literal = |e: &Expr| {
+                    e.is_string_literal_expr()
+                        || e.is_none_literal_expr()
+                        || e.is_boolean_literal_expr()
+                };
+                compares_values(c) && !literal(&c.left) && !c.comparators.iter().any(literal)
+            }
+            Expr::UnaryOp(u) => matches!(u.op, ast::UnaryOp::Invert) && mask(&u.operand, names),
+            Expr::BinOp(b) => {
+                matches!(
+                    b.op,
+                    ast::Operator::BitAnd | ast::Operator::BitOr | ast::Operator::BitXor
+                ) && (mask(&b.left, names) || mask(&b.right, names))
+            }
+            Expr::Call(c) => match c.func.as_ref() {
+                Expr::Attribute(a) => match a.attr.id.as_str() {
+                    "any" | "all" | "logical_not" | "logical_and" | "logical_or" => {
+                        mask(&a.value, names)
+                            || c.arguments.args.first().is_some_and(|x| mask(x, names))
+                    }
+                    "isnan" | "isinf" | "isfinite" | "isneginf" | "isposinf" => {
+                        matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "torch")
+                    }
+                    _ => false,
+                },
+                _ => false,
+            },
+            _ => false,
+        }
+    }
     struct Calls<'a>(Vec<&'a ast::ExprCall>);
     impl<'a> Visitor<'a> for Calls<'a> {
         fn visit_expr(&mut self, e: &'a Expr) {
@@ -2774,6 +2818,7 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
         flatten(&f.body, &mut stmts);
         let mut frozen_names: HashSet<String> = HashSet::default();
         let mut size_names: HashSet<String> = HashSet::default();
+        let mut mask_names: HashSet<String> = HashSet::default();
         // `batch = len(seq)` with `seq` a parameter taken for a tensor (no default, unannotated
         // or annotated `Tensor`): the batch as a Python number.
         let tensor_params: HashSet<&str> = f
@@ -2855,9 +2900,11 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
                                 kinds.frozen.insert(r);
                             } else if size(arg, &size_names) {
                                 kinds.sizes.insert(r);
+                            } else if mask(arg, &mask_names) {
+                                kinds.masks.insert(r);
                             }
                         }
-                        if !kinds.frozen.is_empty() || !kinds.sizes.is_empty() {
+                        if !kinds.is_empty() {
                             elsewhere.entry(spelling).or_default().merge(&kinds);
                         }
                         continue;
@@ -2872,6 +2919,9 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
                         } else if size(arg, &size_names) {
                             let seed = seeds.entry(callee.range.start()).or_default();
                             seed.sizes.insert(name.to_string());
+                        } else if mask(arg, &mask_names) {
+                            let seed = seeds.entry(callee.range.start()).or_default();
+                            seed.masks.insert(name.to_string());
                         }
                     };
                     let positional = callee
@@ -2899,6 +2949,11 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
             match (target, a.value.as_ref()) {
                 (Expr::Name(n), v) => {
                     let name = n.id.to_string();
+                    if mask(v, &mask_names) {
+                        mask_names.insert(name.clone());
+                    } else {
+                        mask_names.remove(&name);
+                    }
                     if frozen_here(v, &frozen_names) {
                         size_names.remove(&name);
                         frozen_names.insert(name);
@@ -2929,6 +2984,7 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
                         let name = n.id.to_string();
                         frozen_names.remove(&name);
                         size_names.remove(&name);
+                        mask_names.remove(&name);
                         match values.map(|vs| &vs[i]) {
                             Some(v) if frozen_here(v, &frozen_names) => {
                                 frozen_names.insert(name);
@@ -3366,6 +3422,13 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         let annotation = p.parameter.annotation.as_deref();
                         let annotated_tensor =
                             annotation.is_some_and(|a| !annotation_is_non_tensor(a));
+                        // `apply_dirichlet(out, on_bnd, 0.0)` with `on_bnd = (y.abs() >= 1).any(-1)`:
+                        // a parameter some caller fills with a mask is one.
+                        if seeds.is_some_and(|s| s.masks.contains(name))
+                            || elsewhere.is_some_and(|k| filled(&k.masks, name))
+                        {
+                            st.bools.insert(name.to_string());
+                        }
                         // Filled with sizes by a caller in this file (`argument_seeds`).
                         if let Some(seeds) = seeds.filter(|_| !annotated_tensor) {
                             if seeds.frozen.contains(name) {

@@ -367,6 +367,46 @@ fn sizes_handed_to_a_helper_of_another_file_are_frozen_there() {
 }
 
 #[test]
+fn masks_handed_to_a_helper_of_another_file_are_masks_there() {
+    // `ops.apply_dirichlet(u, on_bnd)` with `on_bnd` a comparison in the model's file: the
+    // helper's `u[on_boundary] = value` is a masked write. Index tensors handed to another
+    // helper, and the helper alone, are quiet.
+    let dir = tempfile::tempdir().unwrap();
+    let ops = dir.path().join("bc_ops.py");
+    let model = dir.path().join("deeponet.py");
+    std::fs::write(
+        &ops,
+        "import torch\n\ndef apply_dirichlet(u, on_boundary, value=0.0):\n    u = u.clone()\n    u[on_boundary] = value\n    return u\n\ndef zero_rows(u, rows):\n    u = u.clone()\n    u[rows] = 0.0\n    return u\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &model,
+        "import torch\nimport torch.nn as nn\nimport bc_ops as ops\n\nclass DeepONet(nn.Module):\n    def forward(self, u, y):\n        on_bnd = (y.abs() >= 1.0).any(-1)\n        u = ops.apply_dirichlet(u, on_bnd, 0.0)\n        return ops.zero_rows(u, y.argmax(-1))\n",
+    )
+    .unwrap();
+    let sel = Selection {
+        select: vec!["ODL001".into()],
+        ignore: vec![],
+    };
+    let (reports, _) = lint_files(&[ops.clone(), model], &sel);
+    let found: Vec<(String, usize)> = reports
+        .iter()
+        .flat_map(|r| {
+            r.findings
+                .iter()
+                .map(move |f| (r.display.clone(), f.line()))
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].0.ends_with("bc_ops.py") && found[0].1 == 5,
+        "{found:?}"
+    );
+    let (reports, _) = lint_files(&[ops], &sel);
+    assert!(reports[0].findings.is_empty());
+}
+
+#[test]
 fn selection_by_prefix_and_validation() {
     let sel = Selection {
         select: vec!["ODL01".into()],
