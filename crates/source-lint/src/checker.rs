@@ -961,7 +961,11 @@ impl<'a> Checker<'a> {
                 if let Some(q) = self.qualify(&c.func) {
                     let arg = c.arguments.args.first();
                     return match q.as_str() {
-                        "builtins.len" => arg.is_some_and(|a| self.is_tensor(a)),
+                        // `len(counts)` with `counts = sizes.tolist()`: the length of a
+                        // tensor's values as a list.
+                        "builtins.len" => {
+                            arg.is_some_and(|a| self.is_tensor(a) || self.is_frozen_int(a))
+                        }
                         // `min(len(boxes), len(slots))`: still a frozen number.
                         // `max([len(idx) for idx in indexes])` (BEVFormer): lengths of the
                         // elements as Python numbers; `max(x.size(0) for x in xs)` stays traced.

@@ -6,6 +6,7 @@
 //! types (`t.type(torch.cuda.FloatTensor)`, `torch.cuda.LongTensor(n)`). The `__init__` of a
 //! module counts as model code here: `self.disp = torch.arange(d).cuda()` there is a plain
 //! attribute, not a buffer, so it stays on that device whatever `model.to(...)` does.
+//! A call spread over several lines is reported on its first line.
 //!
 //! ## Why is this bad?
 //! The trace records the device of every tensor it creates. A literal device ties the module to
@@ -34,7 +35,7 @@ use crate::registry::{FixKind, Rule};
 use crate::rules::{keyword, string_literal};
 use diagnostics::Severity;
 use ruff_python_ast::{self as ast, Expr};
-use ruff_text_size::Ranged;
+use ruff_text_size::{Ranged, TextRange};
 
 pub(crate) const RULE: Rule = Rule {
     code: "ODL015",
@@ -86,7 +87,15 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     if let Some(k) = keyword(call, "device") {
         if let Some(dev) = literal_device(ch, &k.value).filter(|d| !(init && d.starts_with("cpu")))
         {
-            let i = ch.report(&RULE, k.range(), format!("device \"{dev}\" is a literal in model code: the export is tied to that device"));
+            // A call spread over several lines is reported on its first line (where readers
+            // and reviewers look for the call), the keyword's own line otherwise.
+            let span = TextRange::new(call.range().start(), k.range().start());
+            let range = if ch.text(span).contains('\n') {
+                call.func.range()
+            } else {
+                k.range()
+            };
+            let i = ch.report(&RULE, range, format!("device \"{dev}\" is a literal in model code: the export is tied to that device"));
             ch.help(i, "use the input's device: `device=x.device`");
         }
         return;
