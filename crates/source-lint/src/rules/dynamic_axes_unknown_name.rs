@@ -69,7 +69,7 @@ fn statements_before<'s>(ch: &Checker<'s>, before: TextSize) -> Vec<&'s Stmt> {
 const ANY: char = '\u{0}';
 
 /// The names of an `input_names`/`output_names` value: a list or tuple of strings, or a name
-/// bound to one and grown with `.append(...)`, `.extend([...])`, `.insert(i, ...)` or `+= [...]`
+/// bound to one (each binding before the export, in whichever branch) and grown with `.append(...)`, `.extend([...])`, `.insert(i, ...)` or `+= [...]`
 /// before the export (`None` when it is not a list display). An f-string element is a pattern
 /// with [`ANY`] for each interpolation; any other element matches every key.
 fn names(ch: &Checker, call: &ast::ExprCall, kw: &str) -> Option<Vec<String>> {
@@ -98,6 +98,11 @@ fn names(ch: &Checker, call: &ast::ExprCall, kw: &str) -> Option<Vec<String>> {
                     }
                 }
                 Stmt::AugAssign(a) if is_list(&a.target) => {
+                    out.extend(literal_names(&a.value).unwrap_or_else(|| vec![ANY.to_string()]))
+                }
+                // `if with_buildings: outputs = [..., "building_score"] else: outputs = [...]`:
+                // the names of every binding the export may see.
+                Stmt::Assign(a) if matches!(&a.targets[..], [t] if is_list(t)) => {
                     out.extend(literal_names(&a.value).unwrap_or_else(|| vec![ANY.to_string()]))
                 }
                 _ => {}

@@ -123,6 +123,25 @@ fn has_eval(e: &Expr, receiver: Receiver) -> bool {
     f.found
 }
 
+/// Whether a chain of method calls ends in eval mode whatever it starts from:
+/// `encoder = model.encoder.eval()`, `net = nets["student"].eval().to(device)`.
+fn chain_evals(e: &Expr) -> bool {
+    let mut e = e;
+    while let Expr::Call(c) = e {
+        let Expr::Attribute(a) = c.func.as_ref() else {
+            return false;
+        };
+        match a.attr.id.as_str() {
+            "eval" => return true,
+            "train" => {
+                return matches!(c.arguments.args.first(), Some(Expr::BooleanLiteral(b)) if !b.value)
+            }
+            _ => e = a.value.as_ref(),
+        }
+    }
+    false
+}
+
 /// Whether `e` calls `<name>.train()` or `<name>.train(True)`.
 fn has_train(e: &Expr, name: &str) -> bool {
     struct Find<'n> {
@@ -441,8 +460,9 @@ fn mode_in(ch: &Checker, body: &[Stmt], name: &str, sub: Option<&str>, at: TextS
                 .any(|t| matches!(t, Expr::Name(t) if t.id.as_str() == name))
             {
                 mode.assigned = true;
-                mode.evaluated |=
-                    has_eval(&a.value, Receiver::NameOrCall(name)) || helper_evals(ch, &a.value);
+                mode.evaluated |= has_eval(&a.value, Receiver::NameOrCall(name))
+                    || chain_evals(&a.value)
+                    || helper_evals(ch, &a.value);
                 continue;
             }
         }
