@@ -69,9 +69,10 @@ fn statements_before<'s>(ch: &Checker<'s>, before: TextSize) -> Vec<&'s Stmt> {
 const ANY: char = '\u{0}';
 
 /// The names of an `input_names`/`output_names` value: a list or tuple of strings, or a name
-/// bound to one (each binding before the export, in whichever branch) and grown with `.append(...)`, `.extend([...])`, `.insert(i, ...)` or `+= [...]`
-/// before the export (`None` when it is not a list display). An f-string element is a pattern
-/// with [`ANY`] for each interpolation; any other element matches every key.
+/// bound to one (every binding before the export counts, in whichever branch) and grown with
+/// `.append(...)`, `.extend([...])`, `.insert(i, ...)` or `+= [...]` before the export (`None`
+/// when it is not a list display). An f-string element is a pattern with [`ANY`] for each
+/// interpolation; any other element matches every key.
 fn names(ch: &Checker, call: &ast::ExprCall, kw: &str) -> Option<Vec<String>> {
     let value = &keyword(call, kw)?.value;
     let mut out = literal_names(resolve(ch, value)?)?;
