@@ -2201,6 +2201,23 @@ fn scan_locals(ch: &mut Checker, body: &[Stmt], _module: bool) {
                 Stmt::Assign(a) => {
                     for t in &a.targets {
                         bind(ch, t, &a.value);
+                        // `canvas[ys, xs] = v` with `v` or the indices from the inputs.
+                        if let Expr::Subscript(sub) = t {
+                            if let Expr::Name(n) = sub.value.as_ref() {
+                                let from_inputs = |e: &Expr| {
+                                    (ch.is_tensor(e) || ch.is_size(e) || ch.is_frozen_int(e))
+                                        && !ch.is_constant_tensor(e)
+                                };
+                                let index_from_inputs = match sub.slice.as_ref() {
+                                    Expr::Tuple(t) => t.elts.iter().any(from_inputs),
+                                    i => from_inputs(i),
+                                };
+                                if from_inputs(&a.value) || index_from_inputs {
+                                    let id = n.id.to_string();
+                                    ch.fns.last_mut().expect("scope").non_consts.insert(id);
+                                }
+                            }
+                        }
                     }
                 }
                 Stmt::AnnAssign(a) => {
@@ -2209,6 +2226,29 @@ fn scan_locals(ch: &mut Checker, body: &[Stmt], _module: bool) {
                     }
                 }
                 Stmt::For(f) => bind_loop(ch, &f.target, &f.iter),
+                // `hist = torch.zeros(bins)` then `hist.index_add_(0, idx, ones)` or
+                // `hist[idx] = v`: filled from the inputs in place, no longer a constant.
+                Stmt::Expr(e) => {
+                    if let Expr::Call(c) = e.value.as_ref() {
+                        if let Some((m, Expr::Name(n))) = ch.method(c) {
+                            let filled = m.ends_with('_')
+                                && !m.starts_with("__")
+                                && m != "requires_grad_"
+                                && c.arguments
+                                    .args
+                                    .iter()
+                                    .chain(c.arguments.keywords.iter().map(|k| &k.value))
+                                    .any(|a| {
+                                        (ch.is_tensor(a) || ch.is_size(a) || ch.is_frozen_int(a))
+                                            && !ch.is_constant_tensor(a)
+                                    });
+                            if filled {
+                                let id = n.id.to_string();
+                                ch.fns.last_mut().expect("scope").non_consts.insert(id);
+                            }
+                        }
+                    }
+                }
                 Stmt::AugAssign(a) => {
                     if let Expr::Name(n) = a.target.as_ref() {
                         if ch.is_tensor(&a.value) {
@@ -3580,7 +3620,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     None if always_exits(&i.body) => rest,
                     None => &[],
                 };
-                self.on_test(&i.test, "if", &i.body, orelse);
+                self.on_test(&i.test, "if", &i.body, orelse, i.range.start());
                 let guard = guard_of(&i.test);
                 let (body_on, else_on) = match guard {
                     Guard::Training => (false, true),
@@ -3612,7 +3652,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                                 None if always_exits(&c.body) => rest,
                                 None => &[],
                             };
-                            self.on_test(t, "elif", &c.body, next);
+                            self.on_test(t, "elif", &c.body, next, c.range.start());
                         }
                         self.visit_expr(t);
                     }
@@ -3621,7 +3661,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 self.eval_only -= u32::from(eval_else);
             }
             Stmt::While(w) => {
-                self.on_test(&w.test, "while", &[], &[]);
+                self.on_test(&w.test, "while", &[], &[], w.range.start());
                 visitor::walk_stmt(self, stmt);
             }
             _ => visitor::walk_stmt(self, stmt),
@@ -3634,7 +3674,13 @@ impl<'a> Visitor<'a> for Checker<'a> {
             // `a if self.training else b`: the two sides play the branches' part.
             Expr::If(i) if self.torch_imported => {
                 let (body, orelse) = ([expr_stmt(&i.body)], [expr_stmt(&i.orelse)]);
-                self.on_test(&i.test, "conditional expression", &body, &orelse);
+                self.on_test(
+                    &i.test,
+                    "conditional expression",
+                    &body,
+                    &orelse,
+                    i.range.start(),
+                );
             }
             Expr::Subscript(s) if matches!(s.ctx, ast::ExprContext::Load) => {
                 rules::data_dependent_shape::check_subscript_load(self, s)
@@ -3837,7 +3883,16 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn on_test(&mut self, test: &Expr, kind: &str, body: &[Stmt], orelse: &[Stmt]) {
+    /// `keyword`: where the `if`, `elif` or `while` starts (the test itself for a conditional
+    /// expression), the line a test spread over several lines is reported on.
+    fn on_test(
+        &mut self,
+        test: &Expr,
+        kind: &str,
+        body: &[Stmt],
+        orelse: &[Stmt],
+        keyword: TextSize,
+    ) {
         if !self.torch_imported {
             return;
         }
@@ -3845,10 +3900,10 @@ impl<'a> Checker<'a> {
             // `if not self.training and (a - b).abs().mean() > t:` tests a tensor in eval mode,
             // the mode export traces.
             for operand in rules::training_branch::eval_operands(test) {
-                rules::tensor_condition::check_test(self, operand, kind);
+                rules::tensor_condition::check_test(self, operand, kind, keyword);
             }
             return;
         }
-        rules::tensor_condition::check_test(self, test, kind);
+        rules::tensor_condition::check_test(self, test, kind, keyword);
     }
 }

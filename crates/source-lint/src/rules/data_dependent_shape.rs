@@ -91,11 +91,16 @@ pub(crate) fn check_subscript_load(ch: &mut Checker, s: &ast::ExprSubscript) {
         return;
     }
     // A mask computed from tensors in this function (`l_mask = c_mask.expand_as(boxes)`)
-    // selects from a tensor even when the receiver's type is unknown.
+    // selects from a tensor even when the receiver's type is unknown (`boxes[l_mask]`,
+    // `out_m.vertices[is_male]`).
     let elements = index_elements(&s.slice);
     let computed_mask = elements.iter().any(|e| ch.is_computed_mask(e));
     if !(ch.is_tensor(&s.value)
-        || (computed_mask && matches!(s.value.as_ref(), ast::Expr::Name(_))))
+        || (computed_mask
+            && matches!(
+                s.value.as_ref(),
+                ast::Expr::Name(_) | ast::Expr::Attribute(_)
+            )))
     {
         return;
     }

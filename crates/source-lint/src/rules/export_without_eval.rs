@@ -142,6 +142,22 @@ fn chain_evals(e: &Expr) -> bool {
     false
 }
 
+/// The name a chain of method calls starts from: `model` in
+/// `model.requires_grad_(False).eval()`.
+fn chain_root(e: &Expr) -> Option<&str> {
+    let mut e = e;
+    loop {
+        match e {
+            Expr::Call(c) => match c.func.as_ref() {
+                Expr::Attribute(a) => e = a.value.as_ref(),
+                _ => return None,
+            },
+            Expr::Name(n) => return Some(n.id.as_str()),
+            _ => return None,
+        }
+    }
+}
+
 /// Whether `e` calls `<name>.train()` or `<name>.train(True)`.
 fn has_train(e: &Expr, name: &str) -> bool {
     struct Find<'n> {
@@ -475,6 +491,7 @@ fn mode_in(ch: &Checker, body: &[Stmt], name: &str, sub: Option<&str>, at: TextS
         }
         let evals = exprs.iter().any(|e| {
             has_eval(e, Receiver::Name(name))
+                || (chain_evals(e) && chain_root(e).is_some_and(|r| r == name))
                 || (mentions(e, &[name.to_string()]) && helper_evals(ch, e))
                 || sub.is_some_and(|attr| has_eval(e, Receiver::Attribute(name, attr)))
         });

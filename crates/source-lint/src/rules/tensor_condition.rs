@@ -3,7 +3,8 @@
 //! `while (x > eps).any():`, `a if mask.all() else b`, `if not valid.all():`, and conditions
 //! that read a tensor through Python (`if bool(t.any()):`, `if t.item() < 0.01:`). Tensors made
 //! only from Python numbers or random draws (`if torch.rand(1) < self.p:`) do not depend on the
-//! inputs and are left alone.
+//! inputs and are left alone. A test spread over several lines is reported on the line of its
+//! `if`, `elif` or `while`.
 //!
 //! ## Why is this bad?
 //! Tracing evaluates the condition once on the example input and records only the branch it
@@ -31,7 +32,7 @@ use crate::checker::Checker;
 use crate::registry::{FixKind, Rule};
 use diagnostics::Severity;
 use ruff_python_ast::{self as ast, Expr};
-use ruff_text_size::Ranged;
+use ruff_text_size::{Ranged, TextRange, TextSize};
 
 pub(crate) const RULE: Rule = Rule {
     code: "ODL005",
@@ -85,7 +86,7 @@ fn reads_tensor_value(ch: &Checker, e: &Expr) -> bool {
     }
 }
 
-pub(crate) fn check_test(ch: &mut Checker, test: &Expr, kind: &str) {
+pub(crate) fn check_test(ch: &mut Checker, test: &Expr, kind: &str, keyword: TextSize) {
     if !ch.in_model() {
         return;
     }
@@ -110,10 +111,23 @@ pub(crate) fn check_test(ch: &mut Checker, test: &Expr, kind: &str) {
     if bare.is_some_and(|n| ch.is_param(n)) {
         return;
     }
-    let text = ch.text(test.range()).to_string();
+    let text = ch
+        .text(test.range())
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    // A test spread over several lines is reported on the line of its `if`/`while`.
+    let range = if ch
+        .text(TextRange::new(keyword, test.range().start()))
+        .contains('\n')
+    {
+        TextRange::new(keyword, keyword)
+    } else {
+        test.range()
+    };
     let i = ch.report(
         &RULE,
-        test.range(),
+        range,
         format!("`{kind} {text}` branches on a tensor value: the trace keeps only the branch the example took"),
     );
     ch.help(

@@ -491,15 +491,21 @@ pub(crate) fn check_test(
             }
             _ => return true,
         }
-    } else if !negated
+    } else if (!negated
         && orelse.is_empty()
         && matches!(
             train.last(),
             Some(ast::Stmt::Continue(_) | ast::Stmt::Break(_))
-        )
+        ))
+        || (negated
+            && matches!(
+                body.last(),
+                Some(ast::Stmt::Continue(_) | ast::Stmt::Break(_))
+            ))
     {
         // `if self.training and deep_supervision: outs.append(...); continue`: training skips
-        // the rest of the loop body, which eval mode runs.
+        // the rest of the loop body, which eval mode runs; `if not self.training and
+        // delta.abs().max() < tol: break` stops early in eval mode only.
         Why::Values
     } else if returned(train).is_some_and(|v| !loss_like(v) && !config_value(v)) && !eval.is_empty()
     {
@@ -514,7 +520,11 @@ pub(crate) fn check_test(
     } else {
         return true;
     };
-    let text = ch.text(test.range()).to_string();
+    let text = ch
+        .text(test.range())
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     let message = match why {
         Why::Numerics => {
             format!("`{kind} {text}`: only the branch of the mode at export time is exported")
