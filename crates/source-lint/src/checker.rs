@@ -1330,6 +1330,8 @@ fn model_functions(
             if let Some(body) = module_fns.get(&name) {
                 let (_, funcs) = called_names(body);
                 driver_work.extend(funcs.into_iter().filter(|f| module_fns.contains_key(f)));
+                // `crit = ohem_cross_entropy` then `crit(logits, y)`: an alias the driver calls.
+                driver_work.extend(function_aliases(body).filter(|f| module_fns.contains_key(f)));
             }
         }
         // What is left may still be traced when it is handed around as a value (a wrapper's
@@ -2180,6 +2182,30 @@ pub(crate) fn names_loss(name: &str) -> bool {
     })
 }
 
+/// The functions a body binds to a local name (`crit = ohem_cross_entropy`) and calls
+/// through it (`crit(logits, y)`).
+fn function_aliases(body: &[Stmt]) -> impl Iterator<Item = String> {
+    let mut stmts = Vec::new();
+    flatten(body, &mut stmts);
+    let aliases: HashMap<String, String> = stmts
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Assign(a) => match (&a.targets[..], a.value.as_ref()) {
+                ([Expr::Name(alias)], Expr::Name(f)) => {
+                    Some((alias.id.to_string(), f.id.to_string()))
+                }
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    let (_, called) = called_names(body);
+    aliases
+        .into_iter()
+        .filter(move |(alias, _)| called.contains(alias))
+        .map(|(_, f)| f)
+}
+
 /// Functions that by name only run in training (losses, target assignment, sampling).
 fn training_only_name(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
@@ -2325,6 +2351,9 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                 || matches!(value, Expr::If(i) if matches!(i.body.as_ref(), Expr::List(_))
                     && matches!(i.orelse.as_ref(), Expr::List(_)))
                 || matches!(value, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "dict"))
+                // `cache_in = [f"cache{i}_in" for i in range(n)]`: names by a pattern.
+                || matches!(value, Expr::ListComp(l)
+                    if matches!(l.elt.as_ref(), Expr::FString(_) | Expr::StringLiteral(_)))
                 // `DEVICE = torch.device("cuda")`
                 || matches!(value, Expr::Call(c) if ch.torch_fn(c).is_some_and(|q| q == "torch.device")
                     && matches!(c.arguments.args.first(), Some(Expr::StringLiteral(_))));

@@ -407,6 +407,23 @@ fn masks_handed_to_a_helper_of_another_file_are_masks_there() {
 }
 
 #[test]
+fn a_function_the_training_driver_calls_through_an_alias_is_not_model_code() {
+    // In an export script, a function handed around as a value may be what gets traced, but
+    // `crit = ohem_ce` then `crit(logits, y)` in the training driver is a call of its own.
+    let script = |alias_call: &str| {
+        format!(
+            "import torch\nimport torch.nn as nn\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return x\n\n\ndef ohem_ce(logits, target):\n    n_valid = int(logits.sum())\n    return logits * n_valid\n\n\ndef train(x, y):\n    model = Net()\n    crit = ohem_ce\n    {alias_call}\n    return model\n\n\nif __name__ == \"__main__\":\n    net = train(1, 2).eval()\n    torch.onnx.export(net, (torch.rand(1, 3),), \"a.onnx\")\n"
+        )
+    };
+    assert!(codes(&script("loss = crit(model(x), y)")).is_empty());
+    // Handed on as a value instead (to a wrapper, say), it may be traced.
+    assert_eq!(
+        codes(&script("wrapped = [crit]")),
+        vec![(11, "ODL004".to_string())]
+    );
+}
+
+#[test]
 fn selection_by_prefix_and_validation() {
     let sel = Selection {
         select: vec!["ODL01".into()],

@@ -75,7 +75,7 @@ const ANY: char = '\u{0}';
 /// interpolation; any other element matches every key.
 fn names(ch: &Checker, call: &ast::ExprCall, kw: &str) -> Option<Vec<String>> {
     let value = &keyword(call, kw)?.value;
-    let mut out = literal_names(resolve(ch, value)?)?;
+    let mut out = literal_names(ch, resolve(ch, value)?)?;
     if let Expr::Name(n) = value {
         let is_list = |e: &Expr| matches!(e, Expr::Name(m) if m.id == n.id);
         for s in statements_before(ch, call.range().start()) {
@@ -92,19 +92,18 @@ fn names(ch: &Checker, call: &ast::ExprCall, kw: &str) -> Option<Vec<String>> {
                     }
                     match (a.attr.id.as_str(), &c.arguments.args[..]) {
                         ("append", [x]) | ("insert", [_, x]) => out.push(name_pattern(x, None)),
-                        ("extend", [xs]) => {
-                            out.extend(literal_names(xs).unwrap_or_else(|| vec![ANY.to_string()]))
-                        }
+                        ("extend", [xs]) => out
+                            .extend(literal_names(ch, xs).unwrap_or_else(|| vec![ANY.to_string()])),
                         _ => {}
                     }
                 }
                 Stmt::AugAssign(a) if is_list(&a.target) => {
-                    out.extend(literal_names(&a.value).unwrap_or_else(|| vec![ANY.to_string()]))
+                    out.extend(literal_names(ch, &a.value).unwrap_or_else(|| vec![ANY.to_string()]))
                 }
                 // `if with_buildings: outputs = [..., "building_score"] else: outputs = [...]`:
                 // the names of every binding the export may see.
                 Stmt::Assign(a) if matches!(&a.targets[..], [t] if is_list(t)) => {
-                    out.extend(literal_names(&a.value).unwrap_or_else(|| vec![ANY.to_string()]))
+                    out.extend(literal_names(ch, &a.value).unwrap_or_else(|| vec![ANY.to_string()]))
                 }
                 _ => {}
             }
@@ -113,23 +112,40 @@ fn names(ch: &Checker, call: &ast::ExprCall, kw: &str) -> Option<Vec<String>> {
     Some(out)
 }
 
-fn literal_names(v: &Expr) -> Option<Vec<String>> {
+fn literal_names(ch: &Checker, v: &Expr) -> Option<Vec<String>> {
     match v {
         // `["logits", "boxes"] + (["masks"] if with_masks else [])`: every name either way.
         Expr::BinOp(b) if matches!(b.op, ast::Operator::Add) => {
-            let mut out = literal_names(&b.left)?;
-            out.extend(literal_names(&b.right)?);
+            let mut out = literal_names(ch, &b.left)?;
+            out.extend(literal_names(ch, &b.right)?);
             Some(out)
         }
         Expr::If(i) => {
-            let mut out = literal_names(&i.body)?;
-            out.extend(literal_names(&i.orelse)?);
+            let mut out = literal_names(ch, &i.body)?;
+            out.extend(literal_names(ch, &i.orelse)?);
             Some(out)
         }
         Expr::List(ast::ExprList { elts, .. }) | Expr::Tuple(ast::ExprTuple { elts, .. }) => {
-            Some(elts.iter().map(|e| name_pattern(e, None)).collect())
+            let mut out = Vec::new();
+            for e in elts {
+                match e {
+                    // `["chunk", *cache_in]` with `cache_in` a list bound in this function.
+                    Expr::Starred(s) => match s.value.as_ref() {
+                        Expr::Name(n) => match ch.literal(n.id.as_str()) {
+                            Some(bound) if !matches!(bound, Expr::Name(_)) => out.extend(
+                                literal_names(ch, bound).unwrap_or_else(|| vec![ANY.to_string()]),
+                            ),
+                            _ => out.push(ANY.to_string()),
+                        },
+                        _ => out.push(ANY.to_string()),
+                    },
+                    e => out.push(name_pattern(e, None)),
+                }
+            }
+            Some(out)
         }
-        // `[f"{k}_{t}" for k in ("reg", "hm")]`: one pattern per string the loop runs over.
+        // `[f"{k}_{t}" for k in ("reg", "hm")]`: one pattern per string the loop runs over;
+        // `[f"cache{i}_in" for i in range(n)]`: one pattern.
         Expr::ListComp(l) => {
             let [g] = &l.generators[..] else { return None };
             let (
@@ -137,10 +153,10 @@ fn literal_names(v: &Expr) -> Option<Vec<String>> {
                 Expr::List(ast::ExprList { elts, .. }) | Expr::Tuple(ast::ExprTuple { elts, .. }),
             ) = (&g.target, &g.iter)
             else {
-                return None;
+                return Some(vec![name_pattern(&l.elt, None)]);
             };
             if !g.ifs.is_empty() {
-                return None;
+                return Some(vec![name_pattern(&l.elt, None)]);
             }
             elts.iter()
                 .map(|e| {
