@@ -18,6 +18,14 @@ pub struct ExportSite {
     pub column: usize,
     /// The `opset_version=` literal and its byte range, when given as an integer literal.
     pub opset: Option<(u32, TextRange)>,
+    /// The classes the exported module is built from, as this file names them, and whether
+    /// this file defines them: `IFNet` for `model = IFNet(cfg).eval()`, `Wrapper` then `IFNet`
+    /// for `Wrapper(IFNet(cfg))`. Empty when not read from the text.
+    pub model_classes: Vec<(String, bool)>,
+    /// The linted files those classes come from, with whether what they import counts too
+    /// (for an imported class; this file's own classes bring only this file's ops). `None`
+    /// when one of them is not resolved (project pass).
+    pub model_files: Option<Vec<(String, bool)>>,
 }
 
 /// Facts one file contributes to project-level rules.
@@ -714,8 +722,14 @@ impl<'a> Checker<'a> {
         // tensor, not a traced size).
         let judge = |x: &Expr| {
             let constant = self.is_constant_tensor(x);
-            let inert =
-                constant || (!self.is_tensor(x) && !self.is_size(x) && !self.is_frozen_int(x));
+            // `torch.tensor([c.shape[0] for c in cands])`: a list of the inputs' sizes.
+            let sizes_list =
+                matches!(x, Expr::ListComp(_) | Expr::List(_) | Expr::Tuple(_)) && reads_size(x);
+            let inert = constant
+                || (!self.is_tensor(x)
+                    && !self.is_size(x)
+                    && !self.is_frozen_int(x)
+                    && !sizes_list);
             (constant, inert)
         };
         let all = |xs: &mut dyn Iterator<Item = &Expr>| {

@@ -593,12 +593,39 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
             }
         }
     }
+    // The file each export's model class is imported from (`from .rife import IFNet`), for
+    // the opset check: such an export reaches that file's ops, not every import's.
+    type ModelFiles = Option<Vec<(String, bool)>>;
+    let mut model_files: Vec<Vec<ModelFiles>> = vec![Vec::new(); read.len()];
+    for (j, r) in read.iter().enumerate() {
+        let Ok(r) = r else { continue };
+        for site in &r.lint.facts.exports {
+            let files: ModelFiles = (!site.model_classes.is_empty())
+                .then(|| {
+                    site.model_classes
+                        .iter()
+                        .map(|(class, here)| {
+                            if *here {
+                                return Some((r.display.clone(), false));
+                            }
+                            let imp = r.lint.imported_names.iter().find(|i| &i.callee == class)?;
+                            resolve(j, imp).into_iter().find_map(|i| {
+                                read[i].as_ref().ok().map(|t| (t.display.clone(), true))
+                            })
+                        })
+                        .collect::<Option<Vec<_>>>()
+                })
+                .flatten();
+            model_files[j].push(files);
+        }
+    }
     // Pass 2: check again the files with extra roots.
     let results: Vec<Result<(FileReport, Facts), ReadError>> = read
         .into_par_iter()
         .zip(extra.into_par_iter())
         .zip(imports.into_par_iter())
-        .map(|((r, extra), imports)| {
+        .zip(model_files.into_par_iter())
+        .map(|(((r, extra), imports), model_files)| {
             let r = r?;
             let lint = if extra.is_empty() {
                 r.lint
@@ -607,6 +634,9 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
             };
             let mut facts = lint.facts;
             facts.imports = imports;
+            for (site, files) in facts.exports.iter_mut().zip(model_files) {
+                site.model_files = files;
+            }
             Ok((
                 FileReport {
                     path: r.path,

@@ -424,6 +424,50 @@ fn a_function_the_training_driver_calls_through_an_alias_is_not_model_code() {
 }
 
 #[test]
+fn project_rule_holds_an_export_to_the_model_it_builds() {
+    // An export script importing two model files: exporting the model whose file needs no newer
+    // opset (directly, through a loader, or inside a wrapper of the script) is not flagged by
+    // the other file's `F.fold`; exporting that other model is.
+    let dir = tempfile::tempdir().unwrap();
+    let tiles = dir.path().join("tiles.py");
+    let net = dir.path().join("net.py");
+    let script = dir.path().join("export_all.py");
+    std::fs::write(
+        &tiles,
+        "import torch.nn as nn\nimport torch.nn.functional as F\n\nclass Tiles(nn.Module):\n    def forward(self, x):\n        return F.fold(x, (8, 8), 2)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &net,
+        "import torch.nn as nn\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return x * 2\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &script,
+        "import torch\nimport torch.nn as nn\nfrom net import Net\nfrom tiles import Tiles\n\n\nclass Padded(nn.Module):\n    def __init__(self, inner):\n        super().__init__()\n        self.inner = inner\n\n    def forward(self, x):\n        return self.inner(x)\n\n\ndef load(m, path):\n    return m\n\n\ndef main():\n    net = Net()\n    net = load(net, 'n.pt').eval()\n    torch.onnx.export(net, (torch.zeros(1),), 'n.onnx', opset_version=17)\n    wrapped = Padded(net).eval()\n    torch.onnx.export(wrapped, (torch.zeros(1),), 'p.onnx', opset_version=17)\n    tiles = Tiles().eval()\n    torch.onnx.export(tiles, (torch.zeros(1, 4, 16),), 't.onnx', opset_version=17)\n",
+    )
+    .unwrap();
+    let sel = Selection {
+        select: vec!["ODL020".into()],
+        ignore: vec![],
+    };
+    let (reports, _) = lint_files(&[tiles, net, script], &sel);
+    let hits: Vec<(String, usize)> = reports
+        .iter()
+        .flat_map(|r| {
+            r.findings
+                .iter()
+                .map(move |f| (r.display.clone(), f.line()))
+        })
+        .collect();
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert!(
+        hits[0].0.ends_with("export_all.py") && hits[0].1 == 27,
+        "{hits:?}"
+    );
+}
+
+#[test]
 fn selection_by_prefix_and_validation() {
     let sel = Selection {
         select: vec!["ODL01".into()],

@@ -31,7 +31,7 @@
 use crate::checker::Checker;
 use crate::registry::{FixKind, Rule};
 use crate::rules::export_without_eval::{collect, is_export};
-use crate::rules::{keyword, spliced_dict, spliced_keyword, string_literal};
+use crate::rules::{spliced_dict, spliced_keyword, string_literal};
 use diagnostics::Severity;
 use ruff_python_ast::{self as ast, Expr, Stmt};
 use ruff_text_size::{Ranged, TextRange, TextSize};
@@ -74,7 +74,9 @@ const ANY: char = '\u{0}';
 /// when it is not a list display). An f-string element is a pattern with [`ANY`] for each
 /// interpolation; any other element matches every key.
 fn names(ch: &Checker, call: &ast::ExprCall, kw: &str) -> Option<Vec<String>> {
-    let value = &keyword(call, kw)?.value;
+    // `**io_names` with `io_names = dict(input_names=[...], ...)` spliced into the call too.
+    let (value, _) = spliced_keyword(ch, call, kw)?;
+    let value = &value;
     let mut out = literal_names(ch, resolve(ch, value)?)?;
     if let Expr::Name(n) = value {
         let is_list = |e: &Expr| matches!(e, Expr::Name(m) if m.id == n.id);
@@ -283,10 +285,10 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     if !is_export(ch, call) {
         return;
     }
-    let Some(axes) = keyword(call, "dynamic_axes") else {
+    let Some((axes, _)) = spliced_keyword(ch, call, "dynamic_axes") else {
         return;
     };
-    let Some(keys) = keys(ch, &axes.value, call.range().start()) else {
+    let Some(keys) = keys(ch, &axes, call.range().start()) else {
         return;
     };
     // Without `output_names` (and no `**kwargs` that could hold it) the outputs get generated

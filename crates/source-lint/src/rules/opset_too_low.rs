@@ -1,9 +1,12 @@
 //! ## What it does
 //! Compares each `torch.onnx.export(..., opset_version=N)` with the ops the export can reach, and
 //! flags the call when one of them needs a newer opset. Reachable are the ops of the exporting
-//! file and of the linted files it imports, transitively; an export script that imports none of
-//! them and defines no model (models built from a registry or loaded by name) is held to the ops
-//! of every linted file. Needs recorded (each
+//! file and of the linted files it imports, transitively; when the exported module is read to be
+//! built from a class imported from a linted file (`model = load(IFNet(cfg), ckpt).eval()`, also
+//! inside a wrapper of the exporting file), only the ops of that file and what it imports (and of
+//! the exporting file, for its wrapper). An export script that imports none of them and defines
+//! no model (models built from a registry or loaded by name) is held to the ops of every linted
+//! file. Needs recorded (each
 //! the first opset with a symbolic in `torch/onnx/.../symbolic_opsetN.py`): `F.grid_sample` 16,
 //! `scatter_reduce` 16, `torch.einsum` 12, `unique` 11, `tril`/`triu` 14,
 //! `F.scaled_dot_product_attention` 14, `F.fold` 18. The `opset_version` may come from a dict
@@ -32,8 +35,9 @@
 
 use crate::checker::{Checker, ExportSite};
 use crate::registry::{FixKind, Rule};
+use crate::rules::export_without_eval::collect;
 use crate::rules::export_without_eval::is_export;
-use crate::rules::{int_literal, spliced_keyword};
+use crate::rules::{int_literal, keyword, spliced_keyword};
 use crate::{Edit, Facts, FileReport, Finding, LineIndex, OpsetNeed};
 use diagnostics::Severity;
 use diagnostics::{Diagnostic, Location};
@@ -71,10 +75,13 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
                     .get(10)
                     .and_then(|a| int_literal(a).map(|v| (v, a.range())))
             });
+        let model_classes = exported_classes(ch, call);
         ch.facts.exports.push(ExportSite {
             line,
             column,
             opset,
+            model_classes,
+            model_files: None,
         });
         return;
     }
@@ -109,6 +116,88 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     }
 }
 
+/// The classes an export's module is built from: `IFNet` in `torch.onnx.export(IFNet(), ...)`,
+/// or for a name, in its last binding before the call (`model = load(IFNet(cfg), ckpt).eval()`);
+/// a wrapper's first argument is followed too (`Padded(net)` with `net = IFNet()`). Method
+/// chains are followed to their receiver and a lower-case helper to its first argument. Each
+/// with whether this file defines it.
+fn exported_classes(ch: &Checker, call: &ast::ExprCall) -> Vec<(String, bool)> {
+    use ruff_python_ast::{Expr, Stmt};
+    let Some(module) = call
+        .arguments
+        .args
+        .first()
+        .or_else(|| keyword(call, "model").map(|k| &k.value))
+    else {
+        return Vec::new();
+    };
+    let mut stmts = Vec::new();
+    if let Some(body) = ch.bodies.last() {
+        collect(body, call.range().start(), &mut stmts);
+    }
+    // The last binding of `name` before `at` (`net = load(net, ckpt)` reads the `net` bound
+    // before it), with where it starts.
+    let binding = |name: &str, at: ruff_text_size::TextSize| {
+        stmts
+            .iter()
+            .rev()
+            .filter(|s| s.range().start() < at)
+            .find_map(|s| match s {
+                Stmt::Assign(a) if matches!(&a.targets[..], [Expr::Name(t)] if t.id.as_str() == name) => {
+                    Some((a.value.as_ref(), s.range().start()))
+                }
+                _ => None,
+            })
+    };
+    let local = |class: &str| {
+        ch.bodies.first().is_some_and(|m| {
+            m.iter()
+                .any(|s| matches!(s, Stmt::ClassDef(c) if c.name.id.as_str() == class))
+        })
+    };
+    let mut out = Vec::new();
+    let mut e: &Expr = module;
+    let mut at = call.range().start();
+    for _ in 0..16 {
+        match e {
+            Expr::Name(n) => match binding(n.id.as_str(), at) {
+                Some((v, start)) => {
+                    e = v;
+                    at = start;
+                }
+                None => break,
+            },
+            Expr::Call(c) => match c.func.as_ref() {
+                Expr::Attribute(a) => e = a.value.as_ref(),
+                Expr::Name(f) if f.id.starts_with(|c: char| c.is_ascii_uppercase()) => {
+                    let defined_here = local(f.id.as_str());
+                    out.push((f.id.to_string(), defined_here));
+                    // An imported class is the model; a wrapper of this file holds one.
+                    if !defined_here {
+                        return out;
+                    }
+                    match c.arguments.args.first() {
+                        Some(arg) => e = arg,
+                        None => break,
+                    }
+                }
+                Expr::Name(_) => match c.arguments.args.first() {
+                    Some(arg) => e = arg,
+                    None => break,
+                },
+                _ => break,
+            },
+            _ => break,
+        }
+    }
+    // A chain that ends in a class of this file (a model defined here, or a wrapper of
+    // something unread): the file and all it imports, as for any export.
+    if out.last().is_some_and(|(_, here)| *here) {
+        return Vec::new();
+    }
+    out
+}
+
 /// After every file is linted: flag export sites whose opset is below a need anywhere.
 pub(crate) fn check_project(reports: &mut [FileReport], facts: &[Facts]) {
     let all_needs: Vec<&OpsetNeed> = facts.iter().flat_map(|f| &f.needs).collect();
@@ -123,18 +212,7 @@ pub(crate) fn check_project(reports: &mut [FileReport], facts: &[Facts]) {
         let needs: Vec<&OpsetNeed> = if f.imports.is_empty() && !f.defines_models {
             all_needs.clone()
         } else {
-            let mut reach: Vec<&str> = vec![display.as_str()];
-            let mut i = 0;
-            while i < reach.len() {
-                if let Some(g) = by_display.get(reach[i]) {
-                    for d in &g.imports {
-                        if !reach.contains(&d.as_str()) {
-                            reach.push(d.as_str());
-                        }
-                    }
-                }
-                i += 1;
-            }
+            let reach = reachable(display, &by_display);
             all_needs
                 .iter()
                 .copied()
@@ -145,6 +223,28 @@ pub(crate) fn check_project(reports: &mut [FileReport], facts: &[Facts]) {
         for site in &f.exports {
             let Some((opset, range)) = site.opset else {
                 continue;
+            };
+            // A model imported from another linted file reaches the ops of that file and
+            // what it imports, not those of every model the script imports.
+            let model_needs: Vec<&OpsetNeed>;
+            let needs: &Vec<&OpsetNeed> = match &site.model_files {
+                Some(files) => {
+                    let mut reach: Vec<&str> = Vec::new();
+                    for (file, transitive) in files {
+                        if *transitive {
+                            reach.extend(reachable(file, &by_display));
+                        } else {
+                            reach.push(file.as_str());
+                        }
+                    }
+                    model_needs = all_needs
+                        .iter()
+                        .copied()
+                        .filter(|n| reach.contains(&n.file.as_str()))
+                        .collect();
+                    &model_needs
+                }
+                None => &needs,
             };
             let mut too_high: Vec<&&OpsetNeed> =
                 needs.iter().filter(|n| n.min_opset > opset).collect();
@@ -186,4 +286,21 @@ pub(crate) fn check_project(reports: &mut [FileReport], facts: &[Facts]) {
             });
         }
     }
+}
+
+/// A linted file and the linted files it imports, transitively.
+fn reachable<'a>(file: &'a str, by_display: &crate::HashMap<&'a str, &'a Facts>) -> Vec<&'a str> {
+    let mut reach: Vec<&str> = vec![file];
+    let mut i = 0;
+    while i < reach.len() {
+        if let Some(g) = by_display.get(reach[i]) {
+            for d in &g.imports {
+                if !reach.contains(&d.as_str()) {
+                    reach.push(d.as_str());
+                }
+            }
+        }
+        i += 1;
+    }
+    reach
 }
