@@ -849,6 +849,18 @@ impl<'a> Checker<'a> {
                     }) {
                         return true;
                     }
+                    // `F.pad(diff < eps, (1, 0), value=False)`, `torch.roll(valid, 1, -1)`:
+                    // a mask rearranged is a mask.
+                    if matches!(
+                        q.as_str(),
+                        "torch.nn.functional.pad" | "torch.roll" | "torch.flip"
+                    ) {
+                        return c
+                            .arguments
+                            .args
+                            .first()
+                            .is_some_and(|a| self.is_bool_mask(a));
+                    }
                     // `torch.cat([ones, scores >= thr], dim=1)`: joining masks gives a mask.
                     if matches!(q.as_str(), "torch.cat" | "torch.concat" | "torch.stack") {
                         return c.arguments.args.first().is_some_and(|a| match a {
@@ -3285,10 +3297,12 @@ fn self_assignments(class_body: &[Stmt]) -> Vec<(&str, &Expr)> {
 }
 
 /// Names that by convention hold boolean masks: `mask`, `pad_mask`, `valid`, `is_valid`,
-/// `done` (reinforcement learning's episode ends).
+/// `done` (reinforcement learning's episode ends), `key_padding` (attention's
+/// `key_padding_mask`).
 fn names_a_mask(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     n.contains("mask")
+        || n.ends_with("key_padding")
         || matches!(n.as_str(), "valid" | "done" | "dones" | "terminated")
         || n.starts_with("valid_")
         || n.ends_with("_valid")

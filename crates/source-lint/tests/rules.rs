@@ -322,6 +322,9 @@ fn corpus_hazards_are_found_and_clean_code_is_quiet() {
         "interp",
         "enhance",
         "trajectory",
+        "beauty",
+        "quality",
+        "education",
     ] {
         let mut files: Vec<PathBuf> = std::fs::read_dir(root.join(dir))
             .unwrap()

@@ -94,7 +94,16 @@ pub(crate) fn check_store(ch: &mut Checker, target: &ast::ExprSubscript, aug: bo
     // `images[i] = image` has one) freezes the loop to the batch whatever its bounds. An indexed
     // `+=` without a bound is ODL003's in-place write.
     let per_sample_write = per_sample && !aug && elements.len() >= 2;
-    if !(indexed_by_loop && (variable_slice || per_sample_write)) {
+    // `x0, x1 = boxes[f, 0], boxes[f, 2]` then `out[0, :, y0:y1, x0:x1] = patch`: bounds read
+    // from a tensor in each iteration, whatever the write is indexed by.
+    let tensor_bounds = elements.iter().any(|e| match e {
+        Expr::Slice(s) => [&s.lower, &s.upper]
+            .into_iter()
+            .flatten()
+            .any(|b| mentions(b, &per_iteration) && ch.is_tensor(b)),
+        _ => false,
+    });
+    if !((indexed_by_loop || tensor_bounds) && (variable_slice || per_sample_write)) {
         return false;
     }
     let text = ch.text(target.range()).to_string();
