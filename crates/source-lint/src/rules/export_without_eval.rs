@@ -123,6 +123,14 @@ fn has_eval(e: &Expr, receiver: Receiver) -> bool {
     f.found
 }
 
+/// The module an export call exports: its first argument, or `model=`.
+pub(crate) fn exported_module(call: &ast::ExprCall) -> Option<&Expr> {
+    call.arguments
+        .args
+        .first()
+        .or_else(|| keyword(call, "model").map(|k| &k.value))
+}
+
 /// Whether a chain of method calls ends in eval mode whatever it starts from:
 /// `encoder = model.encoder.eval()`, `net = nets["student"].eval().to(device)`.
 fn chain_evals(e: &Expr) -> bool {
@@ -266,12 +274,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     {
         return;
     }
-    let Some(model) = call
-        .arguments
-        .args
-        .first()
-        .or_else(|| keyword(call, "model").map(|k| &k.value))
-    else {
+    let Some(model) = exported_module(call) else {
         return;
     };
     // `torch.onnx.export(BagWrapper(TopKMIL(cfg)), ...)`: a module built inline in the call,

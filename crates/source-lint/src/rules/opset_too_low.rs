@@ -35,9 +35,8 @@
 
 use crate::checker::{Checker, ExportSite};
 use crate::registry::{FixKind, Rule};
-use crate::rules::export_without_eval::collect;
-use crate::rules::export_without_eval::is_export;
-use crate::rules::{int_literal, keyword, spliced_keyword};
+use crate::rules::export_without_eval::{collect, exported_module, is_export};
+use crate::rules::{int_literal, spliced_keyword};
 use crate::{Edit, Facts, FileReport, Finding, LineIndex, OpsetNeed};
 use diagnostics::Severity;
 use diagnostics::{Diagnostic, Location};
@@ -123,12 +122,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
 /// with whether this file defines it.
 fn exported_classes(ch: &Checker, call: &ast::ExprCall) -> Vec<(String, bool)> {
     use ruff_python_ast::{Expr, Stmt};
-    let Some(module) = call
-        .arguments
-        .args
-        .first()
-        .or_else(|| keyword(call, "model").map(|k| &k.value))
-    else {
+    let Some(module) = exported_module(call) else {
         return Vec::new();
     };
     let mut stmts = Vec::new();
