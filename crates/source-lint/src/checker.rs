@@ -415,6 +415,20 @@ impl<'a> Checker<'a> {
         &self.source[range.start().to_usize()..range.end().to_usize()]
     }
 
+    /// The source text of `range` with its line breaks and indentation closed up into single
+    /// spaces, for messages quoting code spread over several lines.
+    pub fn text_on_one_line(&self, range: TextRange) -> String {
+        self.text(range)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// Whether `to` is on a later line than `from` (a call or test spread over several lines).
+    pub fn on_later_line(&self, from: TextSize, to: TextSize) -> bool {
+        self.text(TextRange::new(from, to)).contains('\n')
+    }
+
     // ---- context -----------------------------------------------------------------------------
 
     /// Whether `name` is an unannotated parameter of the current function never rebound.
@@ -709,6 +723,14 @@ impl<'a> Checker<'a> {
             .get(&key)
             .map(Vec::as_slice)
             .filter(|v| !v.is_empty())
+    }
+
+    /// Whether a value comes from the model's inputs: a tensor that is not a constant one, a
+    /// traced size, or a number frozen from either (what filling a constant tensor in place
+    /// with makes it depend on the inputs).
+    pub fn depends_on_inputs(&self, e: &Expr) -> bool {
+        (self.is_tensor(e) || self.is_size(e) || self.is_frozen_int(e))
+            && !self.is_constant_tensor(e)
     }
 
     /// Whether a tensor expression is built only from Python values, constants and random
@@ -2256,10 +2278,7 @@ fn scan_locals(ch: &mut Checker, body: &[Stmt], _module: bool) {
                         // `canvas[ys, xs] = v` with `v` or the indices from the inputs.
                         if let Expr::Subscript(sub) = t {
                             if let Expr::Name(n) = sub.value.as_ref() {
-                                let from_inputs = |e: &Expr| {
-                                    (ch.is_tensor(e) || ch.is_size(e) || ch.is_frozen_int(e))
-                                        && !ch.is_constant_tensor(e)
-                                };
+                                let from_inputs = |e: &Expr| ch.depends_on_inputs(e);
                                 let index_from_inputs = match sub.slice.as_ref() {
                                     Expr::Tuple(t) => t.elts.iter().any(from_inputs),
                                     i => from_inputs(i),
@@ -2290,10 +2309,7 @@ fn scan_locals(ch: &mut Checker, body: &[Stmt], _module: bool) {
                                     .args
                                     .iter()
                                     .chain(c.arguments.keywords.iter().map(|k| &k.value))
-                                    .any(|a| {
-                                        (ch.is_tensor(a) || ch.is_size(a) || ch.is_frozen_int(a))
-                                            && !ch.is_constant_tensor(a)
-                                    });
+                                    .any(|a| ch.depends_on_inputs(a));
                             if filled {
                                 let id = n.id.to_string();
                                 ch.fns.last_mut().expect("scope").non_consts.insert(id);
@@ -3940,8 +3956,8 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// `keyword`: where the `if`, `elif` or `while` starts (the test itself for a conditional
-    /// expression), the line a test spread over several lines is reported on.
+    /// `keyword`: where the `if`, `elif` or `while` starts (where the whole expression starts,
+    /// for a conditional expression), the line a test spread over several lines is reported on.
     fn on_test(
         &mut self,
         test: &Expr,

@@ -35,7 +35,7 @@ use crate::registry::{FixKind, Rule};
 use crate::rules::{keyword, string_literal};
 use diagnostics::Severity;
 use ruff_python_ast::{self as ast, Expr};
-use ruff_text_size::{Ranged, TextRange};
+use ruff_text_size::Ranged;
 
 pub(crate) const RULE: Rule = Rule {
     code: "ODL015",
@@ -89,8 +89,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         {
             // A call spread over several lines is reported on its first line (where readers
             // and reviewers look for the call), the keyword's own line otherwise.
-            let span = TextRange::new(call.range().start(), k.range().start());
-            let range = if ch.text(span).contains('\n') {
+            let range = if ch.on_later_line(call.range().start(), k.range().start()) {
                 call.func.range()
             } else {
                 k.range()

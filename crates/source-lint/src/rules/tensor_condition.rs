@@ -111,16 +111,9 @@ pub(crate) fn check_test(ch: &mut Checker, test: &Expr, kind: &str, keyword: Tex
     if bare.is_some_and(|n| ch.is_param(n)) {
         return;
     }
-    let text = ch
-        .text(test.range())
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
+    let text = ch.text_on_one_line(test.range());
     // A test spread over several lines is reported on the line of its `if`/`while`.
-    let range = if ch
-        .text(TextRange::new(keyword, test.range().start()))
-        .contains('\n')
-    {
+    let range = if ch.on_later_line(keyword, test.range().start()) {
         TextRange::new(keyword, keyword)
     } else {
         test.range()

@@ -520,11 +520,7 @@ pub(crate) fn check_test(
     } else {
         return true;
     };
-    let text = ch
-        .text(test.range())
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
+    let text = ch.text_on_one_line(test.range());
     let message = match why {
         Why::Numerics => {
             format!("`{kind} {text}`: only the branch of the mode at export time is exported")
