@@ -15,6 +15,36 @@ fn codes(src: &str) -> Vec<(usize, String)> {
     v
 }
 
+/// Writes `files` (name, text) into a fresh directory and lints them as one project with
+/// only `code` selected: each finding as (file name, line).
+fn project_findings(files: &[(&str, &str)], code: &str) -> Vec<(String, usize)> {
+    let dir = tempfile::tempdir().unwrap();
+    let paths: Vec<PathBuf> = files
+        .iter()
+        .map(|(name, text)| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        })
+        .collect();
+    let sel = Selection {
+        select: vec![code.into()],
+        ignore: vec![],
+    };
+    let (reports, _) = lint_files(&paths, &sel);
+    reports
+        .iter()
+        .flat_map(|r| {
+            let name = PathBuf::from(&r.display)
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .to_string();
+            r.findings.iter().map(move |f| (name.clone(), f.line()))
+        })
+        .collect()
+}
+
 #[test]
 fn names_resolve_through_imports() {
     let src = "\
@@ -331,39 +361,19 @@ fn sizes_handed_to_a_helper_of_another_file_are_frozen_there() {
     // `stations_to_grid(v, H, W)` with `H, W = int(...)` in the model's file: the helper's
     // `view(-1, 1, height, width)` freezes them. Another helper called with traced sizes, and
     // the same helper alone, are quiet.
-    let dir = tempfile::tempdir().unwrap();
-    let ops = dir.path().join("grid_ops.py");
-    let model = dir.path().join("fusion.py");
-    std::fs::write(
-        &ops,
+    let ops = (
+        "grid_ops.py",
         "import torch\n\ndef stations_to_grid(values, height: int, width: int):\n    return values.view(-1, 1, height, width)\n\ndef resize_to(x, height, width):\n    return x.view(-1, 1, height, width)\n",
-    )
-    .unwrap();
-    std::fs::write(
-        &model,
-        "import torch\nimport torch.nn as nn\nimport grid_ops as ops\nfrom grid_ops import resize_to\n\nclass Fusion(nn.Module):\n    def forward(self, radar, gauges):\n        H, W = int(radar.shape[-2]), int(radar.shape[-1])\n        grid = ops.stations_to_grid(gauges, H, W)\n        h, w = radar.shape[-2:]\n        return resize_to(grid, h, w)\n",
-    )
-    .unwrap();
-    let sel = Selection {
-        select: vec!["ODL016".into()],
-        ignore: vec![],
-    };
-    let (reports, _) = lint_files(&[ops.clone(), model], &sel);
-    let found: Vec<(String, usize)> = reports
-        .iter()
-        .flat_map(|r| {
-            r.findings
-                .iter()
-                .map(move |f| (r.display.clone(), f.line()))
-        })
-        .collect();
-    assert_eq!(found.len(), 1, "{found:?}");
-    assert!(
-        found[0].0.ends_with("grid_ops.py") && found[0].1 == 4,
-        "{found:?}"
     );
-    let (reports, _) = lint_files(&[ops], &sel);
-    assert!(reports[0].findings.is_empty());
+    let model = (
+        "fusion.py",
+        "import torch\nimport torch.nn as nn\nimport grid_ops as ops\nfrom grid_ops import resize_to\n\nclass Fusion(nn.Module):\n    def forward(self, radar, gauges):\n        H, W = int(radar.shape[-2]), int(radar.shape[-1])\n        grid = ops.stations_to_grid(gauges, H, W)\n        h, w = radar.shape[-2:]\n        return resize_to(grid, h, w)\n",
+    );
+    assert_eq!(
+        project_findings(&[ops, model], "ODL016"),
+        vec![("grid_ops.py".to_string(), 4)]
+    );
+    assert!(project_findings(&[ops], "ODL016").is_empty());
 }
 
 #[test]
@@ -371,39 +381,19 @@ fn masks_handed_to_a_helper_of_another_file_are_masks_there() {
     // `ops.apply_dirichlet(u, on_bnd)` with `on_bnd` a comparison in the model's file: the
     // helper's `u[on_boundary] = value` is a masked write. Index tensors handed to another
     // helper, and the helper alone, are quiet.
-    let dir = tempfile::tempdir().unwrap();
-    let ops = dir.path().join("bc_ops.py");
-    let model = dir.path().join("deeponet.py");
-    std::fs::write(
-        &ops,
+    let ops = (
+        "bc_ops.py",
         "import torch\n\ndef apply_dirichlet(u, on_boundary, value=0.0):\n    u = u.clone()\n    u[on_boundary] = value\n    return u\n\ndef zero_rows(u, rows):\n    u = u.clone()\n    u[rows] = 0.0\n    return u\n",
-    )
-    .unwrap();
-    std::fs::write(
-        &model,
-        "import torch\nimport torch.nn as nn\nimport bc_ops as ops\n\nclass DeepONet(nn.Module):\n    def forward(self, u, y):\n        on_bnd = (y.abs() >= 1.0).any(-1)\n        u = ops.apply_dirichlet(u, on_bnd, 0.0)\n        return ops.zero_rows(u, y.argmax(-1))\n",
-    )
-    .unwrap();
-    let sel = Selection {
-        select: vec!["ODL001".into()],
-        ignore: vec![],
-    };
-    let (reports, _) = lint_files(&[ops.clone(), model], &sel);
-    let found: Vec<(String, usize)> = reports
-        .iter()
-        .flat_map(|r| {
-            r.findings
-                .iter()
-                .map(move |f| (r.display.clone(), f.line()))
-        })
-        .collect();
-    assert_eq!(found.len(), 1, "{found:?}");
-    assert!(
-        found[0].0.ends_with("bc_ops.py") && found[0].1 == 5,
-        "{found:?}"
     );
-    let (reports, _) = lint_files(&[ops], &sel);
-    assert!(reports[0].findings.is_empty());
+    let model = (
+        "deeponet.py",
+        "import torch\nimport torch.nn as nn\nimport bc_ops as ops\n\nclass DeepONet(nn.Module):\n    def forward(self, u, y):\n        on_bnd = (y.abs() >= 1.0).any(-1)\n        u = ops.apply_dirichlet(u, on_bnd, 0.0)\n        return ops.zero_rows(u, y.argmax(-1))\n",
+    );
+    assert_eq!(
+        project_findings(&[ops, model], "ODL001"),
+        vec![("bc_ops.py".to_string(), 5)]
+    );
+    assert!(project_findings(&[ops], "ODL001").is_empty());
 }
 
 #[test]
@@ -428,42 +418,21 @@ fn project_rule_holds_an_export_to_the_model_it_builds() {
     // An export script importing two model files: exporting the model whose file needs no newer
     // opset (directly, through a loader, or inside a wrapper of the script) is not flagged by
     // the other file's `F.fold`; exporting that other model is.
-    let dir = tempfile::tempdir().unwrap();
-    let tiles = dir.path().join("tiles.py");
-    let net = dir.path().join("net.py");
-    let script = dir.path().join("export_all.py");
-    std::fs::write(
-        &tiles,
+    let tiles = (
+        "tiles.py",
         "import torch.nn as nn\nimport torch.nn.functional as F\n\nclass Tiles(nn.Module):\n    def forward(self, x):\n        return F.fold(x, (8, 8), 2)\n",
-    )
-    .unwrap();
-    std::fs::write(
-        &net,
+    );
+    let net = (
+        "net.py",
         "import torch.nn as nn\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return x * 2\n",
-    )
-    .unwrap();
-    std::fs::write(
-        &script,
+    );
+    let script = (
+        "export_all.py",
         "import torch\nimport torch.nn as nn\nfrom net import Net\nfrom tiles import Tiles\n\n\nclass Padded(nn.Module):\n    def __init__(self, inner):\n        super().__init__()\n        self.inner = inner\n\n    def forward(self, x):\n        return self.inner(x)\n\n\ndef load(m, path):\n    return m\n\n\ndef main():\n    net = Net()\n    net = load(net, 'n.pt').eval()\n    torch.onnx.export(net, (torch.zeros(1),), 'n.onnx', opset_version=17)\n    wrapped = Padded(net).eval()\n    torch.onnx.export(wrapped, (torch.zeros(1),), 'p.onnx', opset_version=17)\n    tiles = Tiles().eval()\n    torch.onnx.export(tiles, (torch.zeros(1, 4, 16),), 't.onnx', opset_version=17)\n",
-    )
-    .unwrap();
-    let sel = Selection {
-        select: vec!["ODL020".into()],
-        ignore: vec![],
-    };
-    let (reports, _) = lint_files(&[tiles, net, script], &sel);
-    let hits: Vec<(String, usize)> = reports
-        .iter()
-        .flat_map(|r| {
-            r.findings
-                .iter()
-                .map(move |f| (r.display.clone(), f.line()))
-        })
-        .collect();
-    assert_eq!(hits.len(), 1, "{hits:?}");
-    assert!(
-        hits[0].0.ends_with("export_all.py") && hits[0].1 == 27,
-        "{hits:?}"
+    );
+    assert_eq!(
+        project_findings(&[tiles, net, script], "ODL020"),
+        vec![("export_all.py".to_string(), 27)]
     );
 }
 
