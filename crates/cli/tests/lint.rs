@@ -211,3 +211,97 @@ fn bad_inputs_exit_2_with_one_line() {
         &["latin1.py", "not UTF-8"],
     );
 }
+
+/// Lints `dir` as JSON with the cache in `cache` (or none).
+fn lint_json(dir: &std::path::Path, cache: Option<&std::path::Path>) -> serde_json::Value {
+    let mut args = vec!["lint", dir.to_str().unwrap(), "--format", "json"];
+    match cache {
+        Some(c) => args.extend(["--cache-dir", c.to_str().unwrap()]),
+        None => args.push("--no-cache"),
+    }
+    let o = run(&args);
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).unwrap()
+}
+
+#[test]
+fn the_cache_is_read_for_unchanged_files_and_never_trusted_for_changed_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    // A finding that needs the other file (the helper is model code because model.py's
+    // forward calls it), and findings in files the project pass leaves alone (head.py).
+    std::fs::write(
+        src.join("ops.py"),
+        "import torch\n\ndef fill(x, m):\n    x[m] = 0\n    return x\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("model.py"),
+        "import torch\nfrom .ops import fill\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n        n = x.sum().item()\n        return fill(x, x > n)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("head.py"),
+        "import torch\n\nclass Head(torch.nn.Module):\n    def forward(self, x):\n        return x.tolist()\n",
+    )
+    .unwrap();
+    let cache = dir.path().join("cache");
+    let fresh = lint_json(&src, None);
+    let codes = |v: &serde_json::Value| -> Vec<String> {
+        v["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                format!(
+                    "{}:{}:{}",
+                    d["file"].as_str().unwrap().rsplit('/').next().unwrap(),
+                    d["line"],
+                    d["code"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        codes(&fresh),
+        ["head.py:5:ODL004", "model.py:6:ODL004", "ops.py:4:ODL001"]
+    );
+    // First run writes the cache; the second reads it: same answer, cross-file finding included.
+    assert_eq!(lint_json(&src, Some(&cache)), fresh);
+    assert_eq!(
+        std::fs::read_to_string(cache.join(".gitignore"))
+            .unwrap()
+            .lines()
+            .last(),
+        Some("*")
+    );
+    let stored: Vec<_> = std::fs::read_dir(cache.join("lint"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert_eq!(stored.len(), 1);
+    let stored = stored[0].path();
+    assert_eq!(lint_json(&src, Some(&cache)), fresh);
+    // The cache is really read: a message planted in it shows up while the file is unchanged
+    // (model.py and ops.py are checked again on every run: each tells the other something)...
+    let text = std::fs::read_to_string(&stored).unwrap();
+    let planted = text.replacen("`.tolist()` in", "`.tolist()` (planted) in", 1);
+    assert_ne!(planted, text);
+    std::fs::write(&stored, planted).unwrap();
+    let v = lint_json(&src, Some(&cache));
+    assert!(v.to_string().contains("(planted)"), "{v}");
+    // ...and is gone once the file's text changes (same length, one character different).
+    let head = std::fs::read_to_string(src.join("head.py")).unwrap();
+    std::fs::write(
+        src.join("head.py"),
+        head.replace("(self, x)", "(self, y)").replace("x.", "y."),
+    )
+    .unwrap();
+    let v = lint_json(&src, Some(&cache));
+    assert!(!v.to_string().contains("(planted)"), "{v}");
+    assert_eq!(v, lint_json(&src, None));
+    // A corrupt cache is a miss, not an error.
+    std::fs::write(&stored, "{ not json").unwrap();
+    assert_eq!(lint_json(&src, Some(&cache)), lint_json(&src, None));
+}

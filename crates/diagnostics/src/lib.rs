@@ -12,9 +12,9 @@ pub use human::render_human;
 pub use json::render_json;
 pub use sarif::render_sarif;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     Info,
@@ -33,7 +33,7 @@ impl Severity {
 }
 
 /// Where a finding points: a place in a source file, or a node / value of a model file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Location {
     /// 1-based line and column in a text file.
@@ -66,13 +66,13 @@ impl Location {
 }
 
 /// A suggested change; only `safe` fixes are applied without being asked.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Fix {
     pub description: String,
     pub safe: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Diagnostic {
     /// A stable code such as `ODC001`.
     pub code: String,

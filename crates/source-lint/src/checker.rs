@@ -10,9 +10,10 @@ use diagnostics::{Diagnostic, Location};
 use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{self as ast, Expr, Stmt};
 use ruff_text_size::{TextRange, TextSize};
+use serde::{Deserialize, Serialize};
 
 /// What a project-level rule needs to know about one export call site.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExportSite {
     pub line: usize,
     pub column: usize,
@@ -29,7 +30,7 @@ pub struct ExportSite {
 }
 
 /// Facts one file contributes to project-level rules.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Facts {
     pub needs: Vec<OpsetNeed>,
     pub exports: Vec<ExportSite>,
@@ -1636,7 +1637,7 @@ pub(crate) fn module_methods(module: &[Stmt]) -> HashSet<String> {
 /// A call from this file's model code to a name imported from another module:
 /// `from .utils import pad_mask` (level 1, module `utils`, name `pad_mask`) or
 /// `import box_ops as B` then `B.decode(...)` (level 0, module `box_ops`, name `decode`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub(crate) struct ImportedCall {
     pub level: u32,
     pub module: String,
@@ -2793,14 +2794,14 @@ struct ArgumentSeeds {
 }
 
 /// A parameter as a caller fills it: by position or by keyword.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub(crate) enum ArgumentRef {
     Position(usize),
     Keyword(String),
 }
 
 /// The arguments callers in another file fill with frozen numbers, traced sizes or masks.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(crate) struct ArgumentKinds {
     pub frozen: HashSet<ArgumentRef>,
     pub sizes: HashSet<ArgumentRef>,

@@ -11,11 +11,13 @@
 //! **Architecture Invariant:** this crate knows nothing of ONNX models; it reads Python source
 //! and error text and produces `diagnostics::Diagnostic`s.
 
+mod cache;
 mod checker;
 pub mod explain;
 pub mod registry;
 mod rules;
 
+pub use cache::LintCache;
 pub use checker::{ExportSite, Facts};
 pub use registry::{rule, FixKind, Rule, RULES, SECTIONS};
 
@@ -24,10 +26,11 @@ use rayon::prelude::*;
 /// Every table the checker keeps is keyed by identifiers: FxHash instead of SipHash (hashing was
 /// about 5 % of `lint` on the torch package; see docs/performance.md).
 pub(crate) use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// One replacement of a byte range of a file's text.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Edit {
     pub start: usize,
     pub end: usize,
@@ -35,7 +38,7 @@ pub struct Edit {
 }
 
 /// A diagnostic and the edits of its fix (empty when the fix is only described).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Finding {
     pub diagnostic: Diagnostic,
     pub edits: Vec<Edit>,
@@ -51,44 +54,47 @@ impl Finding {
 }
 
 /// A use of an op that needs at least `min_opset` to export.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OpsetNeed {
-    pub op: &'static str,
+    pub op: std::borrow::Cow<'static, str>,
     pub min_opset: u32,
     pub file: String,
     pub line: usize,
 }
 
-/// Byte offsets of line starts, for 1-based line/column positions.
-#[derive(Debug, Clone)]
+/// Byte offsets of line starts, for 1-based line/column positions in one text. The starts are
+/// found on the first position asked for: most files have no finding, and scanning every file
+/// for its lines was 6 % of `lint` on the torch package.
+#[derive(Debug, Clone, Default)]
 pub struct LineIndex {
-    starts: Vec<usize>,
+    starts: std::cell::OnceCell<Vec<usize>>,
 }
 
 impl LineIndex {
-    pub fn new(text: &str) -> Self {
-        let mut starts = vec![0];
-        starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
-        LineIndex { starts }
-    }
-
-    /// 1-based line and column (in characters) of a byte offset.
+    /// 1-based line and column (in characters) of a byte offset of `text` (always the same text
+    /// for one index).
     pub fn line_col(&self, text: &str, offset: usize) -> (usize, usize) {
-        let line = self.starts.partition_point(|&s| s <= offset).max(1);
-        let start = self.starts[line - 1];
+        let starts = self.starts.get_or_init(|| {
+            let mut starts = vec![0];
+            starts.extend(
+                text.bytes()
+                    .enumerate()
+                    .filter(|&(_, b)| b == b'\n')
+                    .map(|(i, _)| i + 1),
+            );
+            starts
+        });
+        let line = starts.partition_point(|&s| s <= offset).max(1);
+        let start = starts[line - 1];
         let col = text
             .get(start..offset.min(text.len()))
             .map_or(1, |s| s.chars().count() + 1);
         (line, col)
     }
-
-    pub fn line_start(&self, line: usize) -> Option<usize> {
-        self.starts.get(line.checked_sub(1)?).copied()
-    }
 }
 
 /// The findings of one file, before noqa and selection.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FileLint {
     pub findings: Vec<Finding>,
     pub facts: Facts,
@@ -133,7 +139,7 @@ fn parse(source: &str) -> Parsed {
 /// Lints a parsed file; `project` says which of its functions and classes other files' model code
 /// calls.
 fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Project) -> FileLint {
-    let index = LineIndex::new(source);
+    let index = LineIndex::default();
     let parsed = match parsed {
         Ok(p) => p,
         Err(e) => {
@@ -412,16 +418,29 @@ fn display_path(p: &Path) -> String {
 /// Lints files in parallel, then runs project-level rules, then applies noqa and selection.
 /// Files that cannot be read (or are not UTF-8) are returned as errors, the rest still linted.
 pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>, Vec<ReadError>) {
+    lint_files_cached(files, selection, None)
+}
+
+/// [`lint_files`], taking each unchanged file's first pass from `cache` and storing this run's
+/// in it.
+pub fn lint_files_cached(
+    files: &[PathBuf],
+    selection: &Selection,
+    mut cache: Option<&mut LintCache>,
+) -> (Vec<FileReport>, Vec<ReadError>) {
     // Pass 1: read, parse and check every file, and note which imported helpers its model code
     // calls. The syntax tree is dropped right away: only files whose helpers turn out to be
     // model code elsewhere are parsed and checked again (pass 2), which keeps memory flat and
-    // the cost close to one pass.
+    // the cost close to one pass. A file whose text the cache knows is not parsed at all.
     struct Read {
         path: PathBuf,
         display: String,
         source: String,
         lint: FileLint,
+        hash: u64,
+        cached: bool,
     }
+    let from_cache = cache.as_deref();
     let read: Vec<Result<Read, ReadError>> = files
         .par_iter()
         .map(|path| {
@@ -437,17 +456,45 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
                     e.utf8_error().valid_up_to()
                 ),
             })?;
-            let parsed = parse(&source);
             let display = display_path(path);
-            let lint = lint_parsed(&display, &source, &parsed, &checker::Project::default());
+            let hash = cache::text_hash(source.as_bytes());
+            let known = from_cache.and_then(|c| c.get(&display, source.len() as u64, hash));
+            let cached = known.is_some();
+            let lint = match known {
+                Some(lint) => lint.clone(),
+                None => lint_parsed(
+                    &display,
+                    &source,
+                    &parse(&source),
+                    &checker::Project::default(),
+                ),
+            };
             Ok(Read {
                 display,
                 path: path.clone(),
                 source,
                 lint,
+                hash,
+                cached,
             })
         })
         .collect();
+    if let Some(cache) = cache.as_deref_mut() {
+        let entries: HashMap<&str, cache::Entry<&FileLint>> = read
+            .iter()
+            .flatten()
+            .map(|r| {
+                let entry = cache::Entry {
+                    len: r.source.len() as u64,
+                    hash: r.hash,
+                    lint: &r.lint,
+                };
+                (r.display.as_str(), entry)
+            })
+            .collect();
+        let hits = read.iter().flatten().filter(|r| r.cached).count();
+        cache.store(entries, hits);
+    }
     // Which names each file must treat as model code because another file's model code calls
     // them through an import that resolves to it.
     let paths: Vec<Option<&Path>> = read

@@ -2,7 +2,9 @@
 //!
 //! Lints PyTorch source for ONNX export hazards (rules in `source-lint`, table in docs/rules.md).
 //! Directories are walked respecting `.gitignore`; files are parsed in parallel. `--fix` applies
-//! safe fixes in place and reports what is left; unsafe fixes are only shown.
+//! safe fixes in place and reports what is left; unsafe fixes are only shown. Each file's own
+//! findings are cached in `--cache-dir` (default `.onnx-doctor-cache`) by its path and a hash of
+//! its text, like ruff's cache; `--no-cache` turns that off.
 //!
 //! JSON schema: `{"diagnostics": [{"file", "line", "column", "code", "name", "severity",
 //! "message", "help"?, "fix": null | {"description", "safe", "edits": [{"line", "column",
@@ -33,6 +35,13 @@ pub struct Args {
     pub fix: bool,
     #[arg(long, value_enum, default_value_t)]
     pub format: FindingsFormat,
+    /// Do not read or write the cache (each file's own findings, kept by its path and a hash
+    /// of its text, so unchanged files are not parsed again).
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Where to keep the cache.
+    #[arg(long, value_name = "DIR", default_value = ".onnx-doctor-cache")]
+    pub cache_dir: PathBuf,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -54,7 +63,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!(e);
     }
     let files = source_lint::discover(&args.paths).map_err(|e| anyhow::anyhow!(e.message))?;
-    let (mut reports, errors) = source_lint::lint_files(&files, &selection);
+    let mut cache =
+        (!args.no_cache).then(|| source_lint::LintCache::open(&args.cache_dir, &args.paths));
+    let (mut reports, errors) = source_lint::lint_files_cached(&files, &selection, cache.as_mut());
     if !errors.is_empty() {
         // Every unreadable file is an input error: name them all on one line.
         let all: Vec<String> = errors.iter().map(|e| e.message.clone()).collect();
@@ -183,7 +194,7 @@ fn json_item(rep: &source_lint::FileReport, f: &Finding) -> serde_json::Value {
         diagnostics::Location::Source { line, column, .. } => (line, column),
         _ => (0, 0),
     };
-    let index = LineIndex::new(&rep.source);
+    let index = LineIndex::default();
     let fix = d.fix.as_ref().map(|x| {
         let edits: Vec<serde_json::Value> = f
             .edits

@@ -48,7 +48,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         .index
         .line_col(ch.source, call.range().start().to_usize());
     ch.facts.needs.push(OpsetNeed {
-        op: "einsum",
+        op: "einsum".into(),
         min_opset: 12,
         file: ch.file.to_string(),
         line,

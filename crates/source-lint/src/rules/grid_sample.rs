@@ -51,7 +51,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         .index
         .line_col(ch.source, call.range().start().to_usize());
     ch.facts.needs.push(OpsetNeed {
-        op: "grid_sample",
+        op: "grid_sample".into(),
         min_opset: 16,
         file: ch.file.to_string(),
         line,

@@ -70,7 +70,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         .index
         .line_col(ch.source, call.range().start().to_usize());
     ch.facts.needs.push(crate::OpsetNeed {
-        op: "scatter/index_put",
+        op: "scatter/index_put".into(),
         min_opset: 11,
         file: ch.file.to_string(),
         line,

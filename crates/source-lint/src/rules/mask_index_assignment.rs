@@ -90,7 +90,7 @@ pub(crate) fn check_store(
         .index
         .line_col(ch.source, target.range().start().to_usize());
     ch.facts.needs.push(crate::OpsetNeed {
-        op: "index_put",
+        op: "index_put".into(),
         min_opset: 11,
         file: ch.file.to_string(),
         line,

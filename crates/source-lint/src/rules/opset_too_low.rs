@@ -107,7 +107,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     };
     if let Some((op, min_opset)) = need {
         ch.facts.needs.push(OpsetNeed {
-            op,
+            op: op.into(),
             min_opset,
             file: ch.file.to_string(),
             line,
@@ -199,6 +199,9 @@ pub(crate) fn check_project(reports: &mut [FileReport], facts: &[Facts]) {
     let by_display: crate::HashMap<&str, &Facts> =
         displays.iter().map(String::as_str).zip(facts).collect();
     for ((rep, f), display) in reports.iter_mut().zip(facts).zip(&displays) {
+        if f.exports.iter().all(|site| site.opset.is_none()) {
+            continue;
+        }
         // An export reaches the ops of its own file and of the linted files it imports,
         // transitively; a script that imports none of them and defines no model (models built
         // from a registry or loaded by name) could reach any, so it is held to every op of the
@@ -213,7 +216,7 @@ pub(crate) fn check_project(reports: &mut [FileReport], facts: &[Facts]) {
                 .filter(|n| reach.contains(&n.file.as_str()))
                 .collect()
         };
-        let index = LineIndex::new(&rep.source);
+        let index = LineIndex::default();
         for site in &f.exports {
             let Some((opset, range)) = site.opset else {
                 continue;
