@@ -426,7 +426,7 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
 pub fn lint_files_cached(
     files: &[PathBuf],
     selection: &Selection,
-    mut cache: Option<&mut LintCache>,
+    cache: Option<&mut LintCache>,
 ) -> (Vec<FileReport>, Vec<ReadError>) {
     // Pass 1: read, parse and check every file, and note which imported helpers its model code
     // calls. The syntax tree is dropped right away: only files whose helpers turn out to be
@@ -479,7 +479,7 @@ pub fn lint_files_cached(
             })
         })
         .collect();
-    if let Some(cache) = cache.as_deref_mut() {
+    if let Some(cache) = cache {
         let entries: HashMap<&str, cache::Entry<&FileLint>> = read
             .iter()
             .flatten()
