@@ -2337,7 +2337,7 @@ fn scan_locals(ch: &mut Checker, body: &[Stmt], _module: bool) {
     }
 }
 
-fn flatten<'s>(body: &'s [Stmt], out: &mut Vec<&'s Stmt>) {
+pub(crate) fn flatten<'s>(body: &'s [Stmt], out: &mut Vec<&'s Stmt>) {
     for s in body {
         out.push(s);
         match s {
@@ -2690,6 +2690,21 @@ fn makes_number(c: &ast::ExprCall) -> bool {
     }
 }
 
+/// The name a value is read from through subscripts, attributes and method calls: `batch` for
+/// `batch[-1]`, `lengths.max()`, `x.sum(0)[1]`.
+fn value_root(e: &Expr) -> Option<&str> {
+    match e {
+        Expr::Name(n) => Some(n.id.as_str()),
+        Expr::Subscript(s) => value_root(&s.value),
+        Expr::Attribute(a) => value_root(&a.value),
+        Expr::Call(c) => match c.func.as_ref() {
+            Expr::Attribute(a) => value_root(&a.value),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// Whether an expression is, by its spelling alone, a size or tensor value turned into a Python
 /// number (`int(x.size(0))`, `t.item()`, or a name in `names` bound to one): the pre-passes'
 /// cheap version of [`Checker::is_frozen_int`].
@@ -2956,8 +2971,29 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
             matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "len")
                 && matches!(&c.arguments.args[..], [Expr::Name(a)] if tensor_params.contains(a.id.as_str())))
         };
-        // A frozen number here: by its spelling, or `len()` of a tensor parameter.
-        let frozen_here = |e: &Expr, names: &HashSet<String>| frozen(e, names) || len_of_tensor(e);
+        // `int(batch[-1]) + 1`, `float(lengths.max())`: a number made of a value read from a
+        // tensor parameter (not of the bare parameter: `int(scale)` is most likely a number
+        // already).
+        fn number_of_tensor(e: &Expr, tensor_params: &HashSet<&str>) -> bool {
+            match e {
+                Expr::BinOp(b) => {
+                    number_of_tensor(&b.left, tensor_params)
+                        || number_of_tensor(&b.right, tensor_params)
+                }
+                Expr::Call(c) if makes_number(c) => match &c.arguments.args[..] {
+                    [a @ (Expr::Subscript(_) | Expr::Call(_) | Expr::Attribute(_))] => {
+                        value_root(a).is_some_and(|r| tensor_params.contains(r))
+                    }
+                    _ => false,
+                },
+                _ => false,
+            }
+        }
+        // A frozen number here: by its spelling, `len()` of a tensor parameter, or a number read
+        // from one.
+        let frozen_here = |e: &Expr, names: &HashSet<String>| {
+            frozen(e, names) || len_of_tensor(e) || number_of_tensor(e, &tensor_params)
+        };
         for s in stmts {
             // `self.rel_indices = self.get_rel_indices(N)` (timm's ConViT): a cache the module
             // refreshes when the size changes, built from the size on purpose.
@@ -3660,6 +3696,15 @@ impl<'a> Visitor<'a> for Checker<'a> {
                             }
                             _ => false,
                         }
+                    }
+                    // `for b, feats in enumerate(features)` over a tensor: over its first dim.
+                    Expr::Call(c)
+                        if self.in_model()
+                            && matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "enumerate")
+                            && !self.imports.contains_key("enumerate") =>
+                    {
+                        matches!(&c.arguments.args[..], [t @ Expr::Name(n)]
+                            if self.is_tensor(t) && !self.state().containers.contains(n.id.as_str()))
                     }
                     _ => false,
                 };

@@ -166,6 +166,31 @@ fn chain_root(e: &Expr) -> Option<&str> {
     }
 }
 
+/// What a chain of method calls starts from: `_load(model, ckpt)` in
+/// `_load(model, ckpt).eval().to(device)`.
+fn chain_start(e: &Expr) -> &Expr {
+    let mut e = e;
+    while let Expr::Call(c) = e {
+        match c.func.as_ref() {
+            Expr::Attribute(a) => e = a.value.as_ref(),
+            _ => break,
+        }
+    }
+    e
+}
+
+/// `Net(...)`, `nn.Sequential(...)`, a local `_Wrapper(...)`: a call of a class, by its name.
+fn is_constructor(c: &ast::ExprCall) -> bool {
+    match c.func.as_ref() {
+        Expr::Name(f) => {
+            f.id.trim_start_matches('_')
+                .starts_with(|ch: char| ch.is_ascii_uppercase())
+        }
+        Expr::Attribute(a) => a.attr.id.starts_with(|ch: char| ch.is_ascii_uppercase()),
+        _ => false,
+    }
+}
+
 /// Whether `e` calls `<name>.train()` or `<name>.train(True)`.
 fn has_train(e: &Expr, name: &str) -> bool {
     struct Find<'n> {
@@ -280,15 +305,6 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     // `torch.onnx.export(BagWrapper(TopKMIL(cfg)), ...)`: a module built inline in the call,
     // by a constructor (not a helper, which may load weights and call `.eval()` itself).
     if let Expr::Call(c) = model {
-        // `Net(...)`, `nn.Sequential(...)`, a local `_Wrapper(...)`: a class, by its name.
-        let is_constructor = |c: &ast::ExprCall| match c.func.as_ref() {
-            Expr::Name(f) => {
-                f.id.trim_start_matches('_')
-                    .starts_with(|ch: char| ch.is_ascii_uppercase())
-            }
-            Expr::Attribute(a) => a.attr.id.starts_with(|ch: char| ch.is_ascii_uppercase()),
-            _ => false,
-        };
         // `export(_Wrapper(detector), ...)` after `detector.eval()`: the wrapped module is in
         // eval mode, which is what matters.
         let wrapped_evaluated = |c: &ast::ExprCall| {
@@ -492,9 +508,18 @@ fn mode_in(ch: &Checker, body: &[Stmt], name: &str, sub: Option<&str>, at: TextS
             Stmt::With(w) => exprs.extend(w.items.iter().map(|i| &i.context_expr)),
             _ => {}
         }
+        // `_load(model, ckpt).eval()` as a statement: the helper hands back the module it was
+        // given (else the `.eval()` of a discarded result would do nothing).
+        let handed_back = |e: &Expr| {
+            matches!(s, Stmt::Expr(_))
+                && chain_evals(e)
+                && matches!(chain_start(e), Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(_))
+                    && matches!(c.arguments.args.first(), Some(Expr::Name(n)) if n.id.as_str() == name))
+        };
         let evals = exprs.iter().any(|e| {
             has_eval(e, Receiver::Name(name))
                 || (chain_evals(e) && chain_root(e).is_some_and(|r| r == name))
+                || handed_back(e)
                 || (mentions(e, &[name.to_string()]) && helper_evals(ch, e))
                 || sub.is_some_and(|attr| has_eval(e, Receiver::Attribute(name, attr)))
         });

@@ -30,11 +30,11 @@
 //!     return x * keep.unsqueeze(-1).to(x.dtype)
 //! ```
 
-use crate::checker::Checker;
+use crate::checker::{flatten, Checker};
 use crate::registry::{FixKind, Rule};
 use crate::rules::{index_elements, mentions};
 use diagnostics::Severity;
-use ruff_python_ast::{self as ast, Expr};
+use ruff_python_ast::{self as ast, Expr, Stmt};
 use ruff_text_size::Ranged;
 
 pub(crate) const RULE: Rule = Rule {
@@ -49,6 +49,36 @@ pub(crate) const RULE: Rule = Rule {
 fn is_constant(e: &Expr) -> bool {
     matches!(e, Expr::NumberLiteral(_))
         || matches!(e, Expr::UnaryOp(u) if matches!(u.operand.as_ref(), Expr::NumberLiteral(_)))
+}
+
+/// Whether the enclosing function binds `name` to a new tensor (`out = torch.zeros(...)`,
+/// `x.new_empty(...)`, `torch.zeros_like(x)`): a buffer filled in place.
+fn allocated_here(ch: &Checker, name: &str) -> bool {
+    let Some(body) = ch.bodies.last() else {
+        return false;
+    };
+    let mut stmts = Vec::new();
+    flatten(body, &mut stmts);
+    stmts.iter().any(|s| {
+        let Stmt::Assign(a) = s else { return false };
+        let [Expr::Name(n)] = &a.targets[..] else {
+            return false;
+        };
+        let Expr::Call(c) = a.value.as_ref() else {
+            return false;
+        };
+        let factory = |f: &str| {
+            matches!(
+                f,
+                "zeros" | "ones" | "empty" | "full" | "zeros_like" | "ones_like" | "empty_like"
+                    | "full_like"
+            )
+        };
+        n.id.as_str() == name
+            && (ch.torch_fn(c).is_some_and(|q| factory(q.trim_start_matches("torch.")))
+                || matches!(c.func.as_ref(), Expr::Attribute(m)
+                    if matches!(m.attr.id.as_str(), "new_zeros" | "new_ones" | "new_empty" | "new_full")))
+    })
 }
 
 pub(crate) fn check_store(ch: &mut Checker, target: &ast::ExprSubscript, aug: bool) -> bool {
@@ -90,10 +120,14 @@ pub(crate) fn check_store(ch: &mut Checker, target: &ast::ExprSubscript, aug: bo
         }),
         _ => false,
     });
-    // `out[b, :, :] = x[b, idx[b]]`: a per-sample write into a tensor (several indices; a list's
-    // `images[i] = image` has one) freezes the loop to the batch whatever its bounds. An indexed
-    // `+=` without a bound is ODL003's in-place write.
-    let per_sample_write = per_sample && !aug && elements.len() >= 2;
+    // `out[b, :, :] = x[b, idx[b]]`: a per-sample write into a tensor (several indices, or one
+    // into a buffer the function allocated; a list's `images[i] = image` has one) freezes the
+    // loop to the batch whatever its bounds. An indexed `+=` without a bound is ODL003's
+    // in-place write.
+    let per_sample_write = per_sample
+        && !aug
+        && (elements.len() >= 2
+            || matches!(base, Expr::Name(n) if allocated_here(ch, n.id.as_str())));
     // `x0, x1 = boxes[f, 0], boxes[f, 2]` then `out[0, :, y0:y1, x0:x1] = patch`: bounds read
     // from a tensor in each iteration, whatever the write is indexed by.
     let tensor_bounds = elements.iter().any(|e| match e {
