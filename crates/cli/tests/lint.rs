@@ -246,6 +246,20 @@ fn the_cache_is_read_for_unchanged_files_and_never_trusted_for_changed_ones() {
         "import torch\n\nclass Head(torch.nn.Module):\n    def forward(self, x):\n        return x.tolist()\n",
     )
     .unwrap();
+    // Files changed in the last two seconds are not cached (their time may not tell a second
+    // change apart): these were written an hour ago.
+    let hours_ago =
+        |h: u64| std::time::SystemTime::now() - std::time::Duration::from_secs(3600 * h);
+    let touch = |name: &str, when: std::time::SystemTime| {
+        let f = std::fs::File::options()
+            .write(true)
+            .open(src.join(name))
+            .unwrap();
+        f.set_modified(when).unwrap();
+    };
+    for name in ["ops.py", "model.py", "head.py"] {
+        touch(name, hours_ago(2));
+    }
     let cache = dir.path().join("cache");
     let fresh = lint_json(&src, None);
     let codes = |v: &serde_json::Value| -> Vec<String> {
@@ -291,13 +305,46 @@ fn the_cache_is_read_for_unchanged_files_and_never_trusted_for_changed_ones() {
     std::fs::write(&stored, planted).unwrap();
     let v = lint_json(&src, Some(&cache));
     assert!(v.to_string().contains("(planted)"), "{v}");
-    // ...and is gone once the file's text changes (same length, one character different).
+    // ...and is gone once the file changes (same length, one character different, written an
+    // hour later: a change the file's time tells).
     let head = std::fs::read_to_string(src.join("head.py")).unwrap();
     std::fs::write(
         src.join("head.py"),
         head.replace("(self, x)", "(self, y)").replace("x.", "y."),
     )
     .unwrap();
+    touch("head.py", hours_ago(1));
+    let v = lint_json(&src, Some(&cache));
+    assert!(!v.to_string().contains("(planted)"), "{v}");
+    assert_eq!(v, lint_json(&src, None));
+    // A file changed just now is checked but not stored: the cache answers it no more.
+    let text = std::fs::read_to_string(&stored).unwrap();
+    assert!(text.contains("head.py"), "{text}");
+    std::fs::write(src.join("head.py"), &head).unwrap();
+    assert_eq!(lint_json(&src, Some(&cache)), fresh);
+    let text = std::fs::read_to_string(&stored).unwrap();
+    assert!(!text.contains("head.py"), "{text}");
+    // The second check of a file other files tell something (ops.py: `m` is a mask, `fill` is
+    // model code) is kept too, and holds while they tell it the same...
+    let text = std::fs::read_to_string(&stored).unwrap();
+    let planted = text.replacen(
+        "writes through a boolean mask",
+        "writes (planted) through",
+        1,
+    );
+    assert_ne!(planted, text);
+    std::fs::write(&stored, planted).unwrap();
+    assert!(lint_json(&src, Some(&cache))
+        .to_string()
+        .contains("(planted)"));
+    // ...but not once they tell it something else (model.py no longer hands `fill` a mask).
+    let model = std::fs::read_to_string(src.join("model.py")).unwrap();
+    std::fs::write(
+        src.join("model.py"),
+        model.replace("fill(x, x > n)", "fill(x, n)"),
+    )
+    .unwrap();
+    touch("model.py", hours_ago(1));
     let v = lint_json(&src, Some(&cache));
     assert!(!v.to_string().contains("(planted)"), "{v}");
     assert_eq!(v, lint_json(&src, None));

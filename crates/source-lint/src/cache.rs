@@ -3,31 +3,84 @@
 //! by default, like ruff's `.ruff_cache`). A run on an unchanged tree then reads and hashes each
 //! file instead of parsing and checking it.
 //!
-//! An entry is used only for a file of the same path whose text has the same length and hash, in
-//! a cache written by the same executable (its size and modification time) for the same
-//! command-line paths. The project pass, and the second check of files other files' model code
-//! reaches, run on every run from those entries, so findings that depend on other files are
-//! recomputed each time. A missing, unreadable or corrupt cache is a miss, never an error, and
-//! a cache that cannot be written is left alone: the cache only ever saves time.
+//! An entry is used only for a file of the same path with the same length and modification time
+//! (as ruff decides), in a cache written by the same executable (its size and modification
+//! time) for the same command-line paths; such a file is not even read unless it has findings
+//! to show. A file changed less than two seconds before the run is not stored ("racily clean",
+//! as git calls it: a second change within the file system's time resolution would go unseen).
+//! The project pass, and the second check of files other files' model code reaches, run on
+//! every run from those entries, so findings that depend on other files are recomputed each
+//! time. A missing, unreadable or corrupt cache is a miss, never an error, and a cache that
+//! cannot be written is left alone: the cache only ever saves time.
 
 use crate::{FileLint, HashMap};
 use serde::{Deserialize, Serialize};
-use std::hash::{Hash, Hasher};
+use std::hash::{Hash, Hasher as _};
 use std::path::{Path, PathBuf};
 
 /// Bumped when what an entry holds changes shape.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 3;
 
-/// One file's first-pass result and the text it was computed from.
-#[derive(Serialize, Deserialize)]
-pub(crate) struct Entry<L> {
+/// A file's length and modification time (nanoseconds since the epoch): an entry's key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "(u64, u64)", into = "(u64, u64)")]
+pub(crate) struct Stamp {
     pub len: u64,
-    pub hash: u64,
-    pub lint: L,
+    pub modified: u64,
+}
+
+impl From<(u64, u64)> for Stamp {
+    fn from((len, modified): (u64, u64)) -> Self {
+        Stamp { len, modified }
+    }
+}
+
+impl From<Stamp> for (u64, u64) {
+    fn from(s: Stamp) -> Self {
+        (s.len, s.modified)
+    }
+}
+
+impl Stamp {
+    /// The stamp of the file at `path`; `None` when it cannot be read (no caching for it).
+    pub fn of(path: &Path) -> Option<Stamp> {
+        let meta = std::fs::metadata(path).ok()?;
+        let modified = meta
+            .modified()
+            .ok()?
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?;
+        Some(Stamp {
+            len: meta.len(),
+            modified: u64::try_from(modified.as_nanos()).ok()?,
+        })
+    }
+}
+
+/// One file's first-pass result, its second check if it had one (with the digest of what the
+/// other files told it), and the stamp of the file they were computed from.
+#[derive(Serialize, Deserialize)]
+struct Entry<L> {
+    stamp: Stamp,
+    lint: L,
+    #[serde(default = "none", skip_serializing_if = "Option::is_none")]
+    second: Option<(u64, L)>,
+}
+
+fn none<L>() -> Option<(u64, L)> {
+    None
+}
+
+/// What a run hands the cache to store for one file.
+pub(crate) struct Stored<'a> {
+    pub display: &'a str,
+    pub stamp: Stamp,
+    pub first: &'a FileLint,
+    pub second: Option<(u64, &'a FileLint)>,
 }
 
 #[derive(Serialize, Deserialize)]
-struct Stored<K: Eq + std::hash::Hash, L> {
+struct CacheFile<K: Eq + std::hash::Hash, L> {
     format: u32,
     files: HashMap<K, Entry<L>>,
 }
@@ -41,13 +94,6 @@ pub struct LintCache {
     /// `<stem>-<executable hash>.json`.
     name: String,
     files: HashMap<String, Entry<FileLint>>,
-}
-
-/// The hash of a file's text that an entry must match (with its length).
-pub(crate) fn text_hash(bytes: &[u8]) -> u64 {
-    let mut h = rustc_hash::FxHasher::default();
-    h.write(bytes);
-    h.finish()
 }
 
 /// This executable's size and modification time, with the crate version and the entry format:
@@ -93,7 +139,7 @@ impl LintCache {
         let name = format!("{stem}-{exe:016x}.json");
         let files = std::fs::read(dir.join(&name))
             .ok()
-            .and_then(|bytes| serde_json::from_slice::<Stored<String, FileLint>>(&bytes).ok())
+            .and_then(|bytes| serde_json::from_slice::<CacheFile<String, FileLint>>(&bytes).ok())
             .filter(|s| s.format == FORMAT)
             .map(|s| s.files)
             .unwrap_or_default();
@@ -105,12 +151,22 @@ impl LintCache {
         }
     }
 
-    /// The first-pass result of the file `display` if its text is the one it was computed from.
-    pub(crate) fn get(&self, display: &str, len: u64, hash: u64) -> Option<&FileLint> {
+    /// The first-pass result of the file `display` if it is unchanged since it was computed.
+    pub(crate) fn get(&self, display: &str, stamp: Stamp) -> Option<&FileLint> {
         self.files
             .get(display)
-            .filter(|e| e.len == len && e.hash == hash)
+            .filter(|e| e.stamp == stamp)
             .map(|e| &e.lint)
+    }
+
+    /// The second check of the file `display` if it is unchanged and other files told it the
+    /// same (`digest`) as when it was computed.
+    pub(crate) fn get_second(&self, display: &str, stamp: Stamp, digest: u64) -> Option<&FileLint> {
+        let e = self.files.get(display).filter(|e| e.stamp == stamp)?;
+        e.second
+            .as_ref()
+            .filter(|(d, _)| *d == digest)
+            .map(|(_, l)| l)
     }
 
     /// How many files the cache holds.
@@ -122,16 +178,31 @@ impl LintCache {
         self.files.is_empty()
     }
 
-    /// Replaces the cache with this run's files when they differ from what it holds (`hits` of
-    /// them were read from it), and writes it: to a temporary file, then renamed, so a reader
+    /// Replaces the cache with this run's files when they differ from what it holds (`changed`:
+    /// something was computed rather than read from it), and writes it: to a temporary file, then renamed, so a reader
     /// never sees half of it. Older executables' caches of the same paths are removed, and so
     /// is any cache not written for 30 days (paths no longer linted).
-    pub(crate) fn store(&mut self, files: HashMap<&str, Entry<&FileLint>>, hits: usize) {
+    pub(crate) fn store(&mut self, files: Vec<Stored<'_>>, changed: bool) {
         let Some(dir) = &self.dir else { return };
-        if hits == files.len() && files.len() == self.files.len() {
+        if !changed && files.len() == self.files.len() {
             return;
         }
-        let stored = Stored {
+        let racy_from = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos().saturating_sub(2_000_000_000));
+        let files: HashMap<&str, Entry<&FileLint>> = files
+            .into_iter()
+            .filter(|f| u128::from(f.stamp.modified) < racy_from)
+            .map(|f| {
+                let entry = Entry {
+                    stamp: f.stamp,
+                    lint: f.first,
+                    second: f.second,
+                };
+                (f.display, entry)
+            })
+            .collect();
+        let stored = CacheFile {
             format: FORMAT,
             files,
         };

@@ -32,12 +32,26 @@ pub struct ExportSite {
 /// Facts one file contributes to project-level rules.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Facts {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub needs: Vec<OpsetNeed>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exports: Vec<ExportSite>,
     /// The linted files this file imports (display names), filled in by the project pass.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub imports: Vec<String>,
     /// Whether the file defines model code of its own (a `forward`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub defines_models: bool,
+}
+
+impl Facts {
+    /// Whether the file contributes nothing to project-level rules.
+    pub fn is_empty(&self) -> bool {
+        self.needs.is_empty()
+            && self.exports.is_empty()
+            && self.imports.is_empty()
+            && !self.defines_models
+    }
 }
 
 #[derive(Default)]
@@ -254,6 +268,32 @@ impl Project {
             && self.methods.is_empty()
             && self.eval_helpers.is_empty()
             && self.argument_kinds.is_empty()
+    }
+
+    /// A hash of what other files told this one, the same for the same facts in any order (the
+    /// cache keeps a file's second check by it).
+    pub fn digest(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        fn sorted<T: Ord>(items: impl Iterator<Item = T>) -> Vec<T> {
+            let mut v: Vec<T> = items.collect();
+            v.sort();
+            v
+        }
+        let mut h = rustc_hash::FxHasher::default();
+        sorted(self.roots.iter()).hash(&mut h);
+        sorted(self.returns.iter()).hash(&mut h);
+        sorted(self.unannotated.iter()).hash(&mut h);
+        sorted(self.frozen_returns.iter()).hash(&mut h);
+        sorted(self.methods.iter()).hash(&mut h);
+        sorted(self.eval_helpers.iter()).hash(&mut h);
+        for name in sorted(self.argument_kinds.keys()) {
+            let kinds = &self.argument_kinds[name];
+            name.hash(&mut h);
+            sorted(kinds.frozen.iter()).hash(&mut h);
+            sorted(kinds.sizes.iter()).hash(&mut h);
+            sorted(kinds.masks.iter()).hash(&mut h);
+        }
+        h.finish()
     }
 }
 
@@ -1638,12 +1678,34 @@ pub(crate) fn module_methods(module: &[Stmt]) -> HashSet<String> {
 /// `from .utils import pad_mask` (level 1, module `utils`, name `pad_mask`) or
 /// `import box_ops as B` then `B.decode(...)` (level 0, module `box_ops`, name `decode`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(
+    from = "(u32, String, String, String)",
+    into = "(u32, String, String, String)"
+)]
 pub(crate) struct ImportedCall {
     pub level: u32,
     pub module: String,
     pub name: String,
     /// How this file spells the callee (`pad_mask`, `U.decode`).
     pub callee: String,
+}
+
+/// Cached as a tuple: a file's imports are most of what the lint cache holds.
+impl From<(u32, String, String, String)> for ImportedCall {
+    fn from((level, module, name, callee): (u32, String, String, String)) -> Self {
+        ImportedCall {
+            level,
+            module,
+            name,
+            callee,
+        }
+    }
+}
+
+impl From<ImportedCall> for (u32, String, String, String) {
+    fn from(c: ImportedCall) -> Self {
+        (c.level, c.module, c.name, c.callee)
+    }
 }
 
 /// `f` for `f(...)`, `M.f` for `M.f(...)`: how an imported callee is spelled at a call.
@@ -2809,7 +2871,7 @@ struct ArgumentSeeds {
 }
 
 /// A parameter as a caller fills it: by position or by keyword.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub(crate) enum ArgumentRef {
     Position(usize),
     Keyword(String),

@@ -96,37 +96,49 @@ impl LineIndex {
 /// The findings of one file, before noqa and selection.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FileLint {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<Finding>,
+    #[serde(default, skip_serializing_if = "Facts::is_empty")]
     pub facts: Facts,
     /// Helpers of other files this file's model code calls (for the project pass).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     calls: Vec<checker::ImportedCall>,
     /// This file's module-level functions annotated as returning tensors (for importers).
+    #[serde(default, skip_serializing_if = "crate::HashMap::is_empty")]
     returns: crate::HashMap<String, Vec<bool>>,
     /// This file's module-level functions without a return annotation (for importers: called on
     /// tensors, they most likely return one).
+    #[serde(default, skip_serializing_if = "crate::HashSet::is_empty")]
     unannotated: crate::HashSet<String>,
     /// This file's functions (and methods, as `Class.method`) that return sizes as Python numbers
     /// (for importers, which look up the functions).
+    #[serde(default, skip_serializing_if = "crate::HashMap::is_empty")]
     frozen_returns: crate::HashMap<String, Vec<bool>>,
     /// Every import of another module (for the project-level opset check).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     imports: Vec<checker::ImportedCall>,
     /// Methods this file's model code calls on submodules (for the files it imports).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     method_calls: Vec<String>,
     /// Methods of this file's module classes (those with a `forward`), other than dunders.
+    #[serde(default, skip_serializing_if = "crate::HashSet::is_empty")]
     module_methods: crate::HashSet<String>,
     /// This file's module-level functions that leave a module in eval mode (for importers' ODL017).
+    #[serde(default, skip_serializing_if = "crate::HashSet::is_empty")]
     eval_helpers: crate::HashSet<String>,
     /// Names this file imports from other modules, when it exports (for ODL017's helpers).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     imported_names: Vec<checker::ImportedCall>,
     /// How this file's functions fill the arguments of functions it does not define, by the
     /// callee's spelling here (for the files defining them).
+    #[serde(default, skip_serializing_if = "crate::HashMap::is_empty")]
     argument_kinds: crate::HashMap<String, checker::ArgumentKinds>,
 }
 
 /// Lints one file's text. `file` is the name findings carry. Unparseable Python is a finding
 /// (`ODL000`), never a panic.
 pub fn lint_source(file: &str, source: &str) -> FileLint {
-    lint_parsed(file, source, &parse(source), &checker::Project::default())
+    lint_parsed(file, source, parse(source), &checker::Project::default())
 }
 
 type Parsed =
@@ -138,10 +150,10 @@ fn parse(source: &str) -> Parsed {
 
 /// Lints a parsed file; `project` says which of its functions and classes other files' model code
 /// calls.
-fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Project) -> FileLint {
+fn lint_parsed(file: &str, source: &str, parsed: Parsed, project: &checker::Project) -> FileLint {
     let index = LineIndex::default();
-    let parsed = match parsed {
-        Ok(p) => p,
+    let module = match parsed {
+        Ok(p) => p.into_syntax(),
         Err(e) => {
             let (line, column) = index.line_col(source, e.location.start().to_usize());
             let d = Diagnostic::new(
@@ -173,7 +185,7 @@ fn lint_parsed(file: &str, source: &str, parsed: &Parsed, project: &checker::Pro
             };
         }
     };
-    let module = parsed.syntax();
+    let module = &module;
     let mut ch = checker::Checker::new(source, file, &index, &module.body, project);
     let calls = checker::imported_model_calls(&module.body, ch.model_functions());
     let returns = ch.module_returns();
@@ -359,6 +371,7 @@ pub struct FileReport {
     pub path: PathBuf,
     /// The path as findings name it.
     pub display: String,
+    /// The file's text; empty for a file the cache answered that has no finding (not read).
     pub source: String,
     pub findings: Vec<Finding>,
 }
@@ -388,26 +401,61 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ReadError> {
                 ),
             });
         }
-        let walker = ignore::WalkBuilder::new(p)
+        // Walked on every core (as ruff does): one thread took a twentieth of a run on torch.
+        let found = std::sync::Mutex::new((Vec::new(), None));
+        ignore::WalkBuilder::new(p)
             .require_git(false)
             .follow_links(false)
-            .build();
-        for entry in walker {
-            let entry = entry.map_err(|e| ReadError {
+            .build_parallel()
+            .run(|| {
+                let found = &found;
+                Box::new(move |entry| {
+                    let mut found = found.lock().unwrap_or_else(|e| e.into_inner());
+                    match entry {
+                        Ok(entry) => {
+                            let path = entry.path();
+                            if entry.file_type().is_some_and(|t| t.is_file())
+                                && path.extension().is_some_and(|e| e == "py" || e == "pyi")
+                            {
+                                found.0.push(entry.into_path());
+                            }
+                            ignore::WalkState::Continue
+                        }
+                        Err(e) => {
+                            found.1.get_or_insert(e.to_string());
+                            ignore::WalkState::Quit
+                        }
+                    }
+                })
+            });
+        let (walked, error) = found.into_inner().unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = error {
+            return Err(ReadError {
                 path: p.clone(),
                 message: format!("{}: {e}", p.display()),
-            })?;
-            let path = entry.path();
-            if entry.file_type().is_some_and(|t| t.is_file())
-                && path.extension().is_some_and(|e| e == "py" || e == "pyi")
-            {
-                files.push(path.to_path_buf());
-            }
+            });
         }
+        files.extend(walked);
     }
     files.sort();
     files.dedup();
     Ok(files)
+}
+
+/// A file's text, or an error that names the file and what was expected.
+fn read_source(path: &Path) -> Result<String, ReadError> {
+    let bytes = std::fs::read(path).map_err(|e| ReadError {
+        path: path.to_path_buf(),
+        message: format!("{}: {e}", path.display()),
+    })?;
+    String::from_utf8(bytes).map_err(|e| ReadError {
+        path: path.to_path_buf(),
+        message: format!(
+            "{}: not UTF-8 text (byte {}); expected a Python source file",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        ),
+    })
 }
 
 fn display_path(p: &Path) -> String {
@@ -431,70 +479,45 @@ pub fn lint_files_cached(
     // Pass 1: read, parse and check every file, and note which imported helpers its model code
     // calls. The syntax tree is dropped right away: only files whose helpers turn out to be
     // model code elsewhere are parsed and checked again (pass 2), which keeps memory flat and
-    // the cost close to one pass. A file whose text the cache knows is not parsed at all.
+    // the cost close to one pass. A file the cache knows unchanged is not even read (its
+    // length and modification time, taken before reading, are the cache's key, as ruff's).
     struct Read {
         path: PathBuf,
         display: String,
-        source: String,
+        /// `None` for a file the cache answered (read later only if needed).
+        source: Option<String>,
         lint: FileLint,
-        hash: u64,
-        cached: bool,
+        stamp: Option<cache::Stamp>,
     }
     let from_cache = cache.as_deref();
     let read: Vec<Result<Read, ReadError>> = files
         .par_iter()
         .map(|path| {
-            let bytes = std::fs::read(path).map_err(|e| ReadError {
-                path: path.clone(),
-                message: format!("{}: {e}", path.display()),
-            })?;
-            let source = String::from_utf8(bytes).map_err(|e| ReadError {
-                path: path.clone(),
-                message: format!(
-                    "{}: not UTF-8 text (byte {}); expected a Python source file",
-                    path.display(),
-                    e.utf8_error().valid_up_to()
-                ),
-            })?;
             let display = display_path(path);
-            let hash = cache::text_hash(source.as_bytes());
-            let known = from_cache.and_then(|c| c.get(&display, source.len() as u64, hash));
-            let cached = known.is_some();
-            let lint = match known {
-                Some(lint) => lint.clone(),
-                None => lint_parsed(
-                    &display,
-                    &source,
-                    &parse(&source),
-                    &checker::Project::default(),
-                ),
+            let stamp = from_cache.and_then(|_| cache::Stamp::of(path));
+            let known = stamp.and_then(|s| from_cache?.get(&display, s));
+            let (source, lint) = match known {
+                Some(lint) => (None, lint.clone()),
+                None => {
+                    let source = read_source(path)?;
+                    let lint = lint_parsed(
+                        &display,
+                        &source,
+                        parse(&source),
+                        &checker::Project::default(),
+                    );
+                    (Some(source), lint)
+                }
             };
             Ok(Read {
                 display,
                 path: path.clone(),
                 source,
                 lint,
-                hash,
-                cached,
+                stamp,
             })
         })
         .collect();
-    if let Some(cache) = cache {
-        let entries: HashMap<&str, cache::Entry<&FileLint>> = read
-            .iter()
-            .flatten()
-            .map(|r| {
-                let entry = cache::Entry {
-                    len: r.source.len() as u64,
-                    hash: r.hash,
-                    lint: &r.lint,
-                };
-                (r.display.as_str(), entry)
-            })
-            .collect();
-        let hits = read.iter().flatten().filter(|r| r.cached).count();
-        cache.store(entries, hits);
-    }
     // Which names each file must treat as model code because another file's model code calls
     // them through an import that resolves to it.
     let paths: Vec<Option<&Path>> = read
@@ -666,46 +689,108 @@ pub fn lint_files_cached(
             model_files[j].push(files);
         }
     }
-    // Pass 2: check again the files with extra roots.
-    let results: Vec<Result<(FileReport, Facts), ReadError>> = read
+    // Pass 2: check again the files with extra roots (the cache keeps that check too, by a
+    // digest of what the other files told the file).
+    struct Kept {
+        stamp: Option<cache::Stamp>,
+        first: FileLint,
+        second: Option<(u64, FileLint)>,
+        /// Whether either check was computed now rather than taken from the cache.
+        computed: bool,
+    }
+    let results: Vec<Result<(FileReport, Facts, Kept), ReadError>> = read
         .into_par_iter()
         .zip(extra.into_par_iter())
         .zip(imports.into_par_iter())
         .zip(model_files.into_par_iter())
         .map(|(((r, extra), imports), model_files)| {
             let r = r?;
-            let lint = if extra.is_empty() {
-                r.lint
+            let mut computed = r.source.is_some();
+            let mut source = r.source;
+            let second = if extra.is_empty() {
+                None
             } else {
-                lint_parsed(&r.display, &r.source, &parse(&r.source), &extra)
+                let digest = extra.digest();
+                let known = r
+                    .stamp
+                    .and_then(|s| from_cache?.get_second(&r.display, s, digest));
+                let lint = match known {
+                    Some(lint) => lint.clone(),
+                    None => {
+                        let text = match source.take() {
+                            Some(s) => s,
+                            None => read_source(&r.path)?,
+                        };
+                        let lint = lint_parsed(&r.display, &text, parse(&text), &extra);
+                        source = Some(text);
+                        computed = true;
+                        lint
+                    }
+                };
+                Some((digest, lint))
             };
-            let mut facts = lint.facts;
+            let lint = second.as_ref().map_or(&r.lint, |(_, l)| l);
+            // The text is needed to place findings and the opset check's export lines, and for
+            // noqa comments; a file the cache answered without either is never read.
+            let needed =
+                !lint.findings.is_empty() || lint.facts.exports.iter().any(|s| s.opset.is_some());
+            let source = match source {
+                Some(s) => s,
+                None if needed => read_source(&r.path)?,
+                None => String::new(),
+            };
+            let mut facts = lint.facts.clone();
             facts.imports = imports;
             for (site, files) in facts.exports.iter_mut().zip(model_files) {
                 site.model_files = files;
             }
+            let findings = lint.findings.clone();
             Ok((
                 FileReport {
                     path: r.path,
                     display: r.display,
-                    source: r.source,
-                    findings: lint.findings,
+                    source,
+                    findings,
                 },
                 facts,
+                Kept {
+                    stamp: r.stamp,
+                    first: r.lint,
+                    second,
+                    computed,
+                },
             ))
         })
         .collect();
     let mut reports = Vec::new();
     let mut facts = Vec::new();
+    let mut kept = Vec::new();
     let mut errors = Vec::new();
     for r in results {
         match r {
-            Ok((rep, f)) => {
+            Ok((rep, f, k)) => {
                 facts.push(f);
                 reports.push(rep);
+                kept.push(k);
             }
             Err(e) => errors.push(e),
         }
+    }
+    if let Some(cache) = cache {
+        let entries: Vec<cache::Stored<'_>> = reports
+            .iter()
+            .zip(&kept)
+            .filter_map(|(rep, k)| {
+                Some(cache::Stored {
+                    display: rep.display.as_str(),
+                    stamp: k.stamp?,
+                    first: &k.first,
+                    second: k.second.as_ref().map(|(d, l)| (*d, l)),
+                })
+            })
+            .collect();
+        let changed = kept.iter().any(|k| k.computed);
+        cache.store(entries, changed);
     }
     rules::opset_too_low::check_project(&mut reports, &facts);
     for rep in &mut reports {
