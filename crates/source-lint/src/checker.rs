@@ -1358,6 +1358,24 @@ fn model_functions(
         }
         None
     };
+    // Whether `class` has `base` among its ancestors in this file.
+    let inherits = |class: &str, base: &str| -> bool {
+        let mut seen: Vec<&str> = Vec::new();
+        let mut work: Vec<&str> = vec![class];
+        while let Some(c) = work.pop() {
+            if seen.contains(&c) {
+                continue;
+            }
+            seen.push(c);
+            for b in bases.get(c).into_iter().flatten() {
+                if b == base {
+                    return true;
+                }
+                work.push(b);
+            }
+        }
+        false
+    };
     let is_root =
         |n: &str| n == "forward" || n.starts_with("forward_") || n.starts_with("_forward");
     let mut out: HashSet<(Option<String>, String)> = HashSet::default();
@@ -1374,6 +1392,14 @@ fn model_functions(
             || lower.contains("loglikelihood")
             || lower.contains("criterion")
             || lower.ends_with("metric")
+            // DETR's `HungarianMatcher.forward(outputs, targets)`, a detector's label
+            // assigner: training-time target assignment.
+            || ((class.ends_with("Matcher") || class.ends_with("Assigner"))
+                && forward_targets.get(class).is_some_and(|params| {
+                    params
+                        .iter()
+                        .any(|p| p.starts_with("target") || p.starts_with("gt"))
+                }))
             || methods.get("forward").is_some_and(|b| {
                 is_loss_forward(b, forward_targets.get(class).map_or(&[][..], |v| &v[..]))
             })
@@ -1526,6 +1552,13 @@ fn model_functions(
             for name in methods {
                 if name.starts_with("__") || training_only_name(&name) {
                     continue;
+                }
+                // A subclass of this file that overrides the method (`NeuralMinSumDecoder`'s
+                // `check_update`, run by the `forward` it inherits) runs its own.
+                for (c, m) in &classes {
+                    if c != class && m.contains_key(&name) && inherits(c, class) {
+                        work.push((Some(c.clone()), name.clone()));
+                    }
                 }
                 if let Some(c) = owner(class, &name) {
                     work.push((Some(c), name));
@@ -1688,6 +1721,72 @@ pub(crate) struct ImportedCall {
     pub name: String,
     /// How this file spells the callee (`pad_mask`, `U.decode`).
     pub callee: String,
+}
+
+/// Renames the first parameter of every method to `self` when it is spelled otherwise
+/// (`def forward(s, x): ... s.training`), with every use of it in the method, so the rules,
+/// which read `self.`, see the module (not for `@staticmethod`s and `@classmethod`s). A nested
+/// function that binds the same name keeps its own.
+pub(crate) fn spell_self(module: &mut [Stmt]) {
+    use ruff_python_ast::visitor::transformer::{self as t, Transformer};
+    struct Rename<'n>(&'n str);
+    impl Transformer for Rename<'_> {
+        fn visit_stmt(&self, stmt: &mut Stmt) {
+            if let Stmt::FunctionDef(f) = stmt {
+                if f.parameters.iter().any(|p| p.name().id.as_str() == self.0) {
+                    return;
+                }
+            }
+            t::walk_stmt(self, stmt);
+        }
+        fn visit_expr(&self, expr: &mut Expr) {
+            if let Expr::Name(n) = expr {
+                if n.id.as_str() == self.0 {
+                    n.id = ast::name::Name::new_static("self");
+                }
+            }
+            t::walk_expr(self, expr);
+        }
+    }
+    for s in module {
+        match s {
+            Stmt::ClassDef(c) => {
+                for m in c.body.iter_mut() {
+                    let Stmt::FunctionDef(f) = m else { continue };
+                    let plain = !f.decorator_list.iter().any(|d| {
+                        matches!(&d.expression, Expr::Name(n)
+                            if matches!(n.id.as_str(), "staticmethod" | "classmethod"))
+                    });
+                    let params = &mut f.parameters;
+                    let first = params.posonlyargs.first_mut().or(params.args.first_mut());
+                    let Some(first) = first.filter(|_| plain) else {
+                        continue;
+                    };
+                    let old = first.parameter.name.id.to_string();
+                    if old == "self" || old == "cls" {
+                        continue;
+                    }
+                    first.parameter.name.id = ast::name::Name::new_static("self");
+                    let rename = Rename(&old);
+                    for s in f.body.iter_mut() {
+                        rename.visit_stmt(s);
+                    }
+                }
+                spell_self(&mut c.body);
+            }
+            Stmt::If(i) => {
+                spell_self(&mut i.body);
+                for c in i.elif_else_clauses.iter_mut() {
+                    spell_self(&mut c.body);
+                }
+            }
+            Stmt::Try(tr) => {
+                spell_self(&mut tr.body);
+                spell_self(&mut tr.orelse);
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Cached as a tuple: a file's imports are most of what the lint cache holds.
@@ -2364,6 +2463,17 @@ fn scan_locals(ch: &mut Checker, body: &[Stmt], _module: bool) {
                 // `hist[idx] = v`: filled from the inputs in place, no longer a constant.
                 Stmt::Expr(e) => {
                     if let Expr::Call(c) = e.value.as_ref() {
+                        // `outs = []` then `outs.append(self.head(h))`: a list of tensors.
+                        if let (Some(("append", Expr::Name(n))), [item]) =
+                            (ch.method(c), &c.arguments.args[..])
+                        {
+                            let tensor = ch.is_tensor(item)
+                                || matches!(item, Expr::Call(m) if is_self_chain(&m.func));
+                            let st = ch.fns.last_mut().expect("scope");
+                            if tensor && !st.tensors.contains(n.id.as_str()) {
+                                st.containers.insert(n.id.to_string());
+                            }
+                        }
                         if let Some((m, Expr::Name(n))) = ch.method(c) {
                             let filled = m.ends_with('_')
                                 && !m.starts_with("__")
@@ -2463,11 +2573,19 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                 || matches!(value, Expr::Call(c) if ch.torch_fn(c).is_some_and(|q| q == "torch.device")
                     && matches!(c.arguments.args.first(), Some(Expr::StringLiteral(_))));
             let array = ch.is_array(value);
+            // `outputs_class = [self.class_embed(h) for h in hs]`: a list of tensors, whose
+            // items (`outputs_class[-1]`) are tensors.
+            let container = matches!(value, Expr::ListComp(l)
+                if ch.is_tensor(&l.elt)
+                    || matches!(l.elt.as_ref(), Expr::Call(c) if is_self_chain(&c.func)));
             let st = ch.fns.last_mut().expect("scope");
             if array {
                 st.arrays.insert(id.clone());
             } else {
                 st.arrays.remove(&id);
+            }
+            if container {
+                st.containers.insert(id.clone());
             }
             if tensor {
                 st.tensors.insert(id.clone());

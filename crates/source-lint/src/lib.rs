@@ -152,7 +152,7 @@ fn parse(source: &str) -> Parsed {
 /// calls.
 fn lint_parsed(file: &str, source: &str, parsed: Parsed, project: &checker::Project) -> FileLint {
     let index = LineIndex::default();
-    let module = match parsed {
+    let mut module = match parsed {
         Ok(p) => p.into_syntax(),
         Err(e) => {
             let (line, column) = index.line_col(source, e.location.start().to_usize());
@@ -185,6 +185,7 @@ fn lint_parsed(file: &str, source: &str, parsed: Parsed, project: &checker::Proj
             };
         }
     };
+    checker::spell_self(&mut module.body);
     let module = &module;
     let mut ch = checker::Checker::new(source, file, &index, &module.body, project);
     let calls = checker::imported_model_calls(&module.body, ch.model_functions());
