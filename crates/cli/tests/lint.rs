@@ -230,35 +230,32 @@ fn the_cache_is_read_for_unchanged_files_and_never_trusted_for_changed_ones() {
     let src = dir.path().join("src");
     std::fs::create_dir_all(&src).unwrap();
     // A finding that needs the other file (the helper is model code because model.py's
-    // forward calls it), and findings in files the project pass leaves alone (head.py).
-    std::fs::write(
-        src.join("ops.py"),
-        "import torch\n\ndef fill(x, m):\n    x[m] = 0\n    return x\n",
-    )
-    .unwrap();
-    std::fs::write(
-        src.join("model.py"),
-        "import torch\nfrom .ops import fill\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n        n = x.sum().item()\n        return fill(x, x > n)\n",
-    )
-    .unwrap();
-    std::fs::write(
-        src.join("head.py"),
-        "import torch\n\nclass Head(torch.nn.Module):\n    def forward(self, x):\n        return x.tolist()\n",
-    )
-    .unwrap();
+    // forward calls it, with a mask), and one in a file the project pass leaves alone.
+    let files = [
+        ("ops.py", "import torch\n\ndef fill(x, m):\n    x[m] = 0\n    return x\n"),
+        (
+            "model.py",
+            "import torch\nfrom .ops import fill\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n        n = x.sum().item()\n        return fill(x, x > n)\n",
+        ),
+        (
+            "head.py",
+            "import torch\n\nclass Head(torch.nn.Module):\n    def forward(self, x):\n        return x.tolist()\n",
+        ),
+    ];
     // Files changed in the last two seconds are not cached (their time may not tell a second
-    // change apart): these were written an hour ago.
+    // change apart): these were written two hours ago, and each change below an hour ago.
     let hours_ago =
         |h: u64| std::time::SystemTime::now() - std::time::Duration::from_secs(3600 * h);
-    let touch = |name: &str, when: std::time::SystemTime| {
+    let write = |name: &str, text: &str, hours: u64| {
+        std::fs::write(src.join(name), text).unwrap();
         let f = std::fs::File::options()
             .write(true)
             .open(src.join(name))
             .unwrap();
-        f.set_modified(when).unwrap();
+        f.set_modified(hours_ago(hours)).unwrap();
     };
-    for name in ["ops.py", "model.py", "head.py"] {
-        touch(name, hours_ago(2));
+    for (name, text) in files {
+        write(name, text, 2);
     }
     let cache = dir.path().join("cache");
     let fresh = lint_json(&src, None);
@@ -268,12 +265,8 @@ fn the_cache_is_read_for_unchanged_files_and_never_trusted_for_changed_ones() {
             .unwrap()
             .iter()
             .map(|d| {
-                format!(
-                    "{}:{}:{}",
-                    d["file"].as_str().unwrap().rsplit('/').next().unwrap(),
-                    d["line"],
-                    d["code"].as_str().unwrap()
-                )
+                let file = d["file"].as_str().unwrap().rsplit('/').next().unwrap();
+                format!("{file}:{}:{}", d["line"], d["code"].as_str().unwrap())
             })
             .collect()
     };
@@ -281,74 +274,71 @@ fn the_cache_is_read_for_unchanged_files_and_never_trusted_for_changed_ones() {
         codes(&fresh),
         ["head.py:5:ODL004", "model.py:6:ODL004", "ops.py:4:ODL001"]
     );
-    // First run writes the cache; the second reads it: same answer, cross-file finding included.
+    // The first run writes the cache, the next ones read it: the same answer.
     assert_eq!(lint_json(&src, Some(&cache)), fresh);
-    assert_eq!(
-        std::fs::read_to_string(cache.join(".gitignore"))
-            .unwrap()
-            .lines()
-            .last(),
-        Some("*")
-    );
-    let stored: Vec<_> = std::fs::read_dir(cache.join("lint"))
+    assert_eq!(lint_json(&src, Some(&cache)), fresh);
+    let ignore = std::fs::read_to_string(cache.join(".gitignore")).unwrap();
+    assert_eq!(ignore.lines().last(), Some("*"));
+    let mut stored: Vec<_> = std::fs::read_dir(cache.join("lint"))
         .unwrap()
         .flatten()
+        .map(|e| e.path())
         .collect();
-    assert_eq!(stored.len(), 1);
-    let stored = stored[0].path();
-    assert_eq!(lint_json(&src, Some(&cache)), fresh);
-    // The cache is really read: a message planted in it shows up while the file is unchanged
-    // (model.py and ops.py are checked again on every run: each tells the other something)...
-    let text = std::fs::read_to_string(&stored).unwrap();
-    let planted = text.replacen("`.tolist()` in", "`.tolist()` (planted) in", 1);
-    assert_ne!(planted, text);
-    std::fs::write(&stored, planted).unwrap();
-    let v = lint_json(&src, Some(&cache));
-    assert!(v.to_string().contains("(planted)"), "{v}");
-    // ...and is gone once the file changes (same length, one character different, written an
-    // hour later: a change the file's time tells).
-    let head = std::fs::read_to_string(src.join("head.py")).unwrap();
-    std::fs::write(
-        src.join("head.py"),
-        head.replace("(self, x)", "(self, y)").replace("x.", "y."),
-    )
-    .unwrap();
-    touch("head.py", hours_ago(1));
-    let v = lint_json(&src, Some(&cache));
-    assert!(!v.to_string().contains("(planted)"), "{v}");
-    assert_eq!(v, lint_json(&src, None));
-    // A file changed just now is checked but not stored: the cache answers it no more.
-    let text = std::fs::read_to_string(&stored).unwrap();
-    assert!(text.contains("head.py"), "{text}");
-    std::fs::write(src.join("head.py"), &head).unwrap();
-    assert_eq!(lint_json(&src, Some(&cache)), fresh);
-    let text = std::fs::read_to_string(&stored).unwrap();
-    assert!(!text.contains("head.py"), "{text}");
-    // The second check of a file other files tell something (ops.py: `m` is a mask, `fill` is
-    // model code) is kept too, and holds while they tell it the same...
-    let text = std::fs::read_to_string(&stored).unwrap();
-    let planted = text.replacen(
-        "writes through a boolean mask",
-        "writes (planted) through",
+    stored.sort();
+    // `<name>.files.json` (every file's own checks) sorts before `<name>.json` (the index).
+    let [entries, index] = &stored[..] else {
+        panic!("{stored:?}")
+    };
+    assert!(entries.to_string_lossy().ends_with(".files.json"));
+    let plant = |path: &std::path::Path, from: &str, to: &str| {
+        let text = std::fs::read_to_string(path).unwrap();
+        let planted = text.replacen(from, to, 1);
+        assert_ne!(planted, text, "{from} not in {}", path.display());
+        std::fs::write(path, planted).unwrap();
+    };
+    let has = |v: &serde_json::Value, what: &str| v.to_string().contains(what);
+    // Nothing changed: the index answers, as a message planted in it shows...
+    plant(index, "`.tolist()` in", "`.tolist()` (planted) in");
+    assert!(has(&lint_json(&src, Some(&cache)), "(planted)"));
+    // ...until a file changes (same length, one character different).
+    let head = files[2].1;
+    write(
+        "head.py",
+        &head.replace("(self, x)", "(self, y)").replace("x.", "y."),
         1,
     );
-    assert_ne!(planted, text);
-    std::fs::write(&stored, planted).unwrap();
-    assert!(lint_json(&src, Some(&cache))
-        .to_string()
-        .contains("(planted)"));
-    // ...but not once they tell it something else (model.py no longer hands `fill` a mask).
-    let model = std::fs::read_to_string(src.join("model.py")).unwrap();
-    std::fs::write(
-        src.join("model.py"),
-        model.replace("fill(x, x > n)", "fill(x, n)"),
-    )
-    .unwrap();
-    touch("model.py", hours_ago(1));
     let v = lint_json(&src, Some(&cache));
-    assert!(!v.to_string().contains("(planted)"), "{v}");
+    assert!(!has(&v, "(planted)"), "{v}");
     assert_eq!(v, lint_json(&src, None));
+    // A run with a changed file takes the others' checks from the entries: the second check of
+    // ops.py (what model.py told it) too, while model.py tells it the same...
+    plant(
+        entries,
+        "writes through a boolean mask",
+        "writes (planted) through",
+    );
+    write("head.py", head, 3);
+    assert!(has(&lint_json(&src, Some(&cache)), "(planted)"));
+    // ...but not once model.py tells it something else (no mask handed to `fill` any more).
+    write(
+        "model.py",
+        &files[1].1.replace("fill(x, x > n)", "fill(x, n)"),
+        1,
+    );
+    let v = lint_json(&src, Some(&cache));
+    assert!(!has(&v, "(planted)"), "{v}");
+    assert_eq!(v, lint_json(&src, None));
+    // A file changed just now is checked but not stored: the cache answers it no more.
+    assert!(std::fs::read_to_string(index).unwrap().contains("head.py"));
+    std::fs::write(src.join("head.py"), head).unwrap();
+    assert_eq!(lint_json(&src, Some(&cache)), lint_json(&src, None));
+    for path in [entries, index] {
+        let text = std::fs::read_to_string(path).unwrap();
+        assert!(!text.contains("head.py"), "{text}");
+    }
     // A corrupt cache is a miss, not an error.
-    std::fs::write(&stored, "{ not json").unwrap();
+    for path in [entries, index] {
+        std::fs::write(path, "{ not json").unwrap();
+    }
     assert_eq!(lint_json(&src, Some(&cache)), lint_json(&src, None));
 }

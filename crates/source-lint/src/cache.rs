@@ -1,25 +1,31 @@
-//! The lint cache: what the first pass learns of each file on its own (its findings, its facts,
-//! what it tells the project pass), kept between runs in a cache directory (`.onnx-doctor-cache`
-//! by default, like ruff's `.ruff_cache`). A run on an unchanged tree then reads and hashes each
-//! file instead of parsing and checking it.
+//! The lint cache: what each file's checks found, kept between runs in a cache directory
+//! (`.onnx-doctor-cache` by default, like ruff's `.ruff_cache`), so a run on an unchanged tree
+//! neither parses nor checks anything.
 //!
-//! An entry is used only for a file of the same path with the same length and modification time
-//! (as ruff decides), in a cache written by the same executable (its size and modification
-//! time) for the same command-line paths; such a file is not even read unless it has findings
-//! to show. A file changed less than two seconds before the run is not stored ("racily clean",
-//! as git calls it: a second change within the file system's time resolution would go unseen).
-//! The project pass, and the second check of files other files' model code reaches, run on
-//! every run from those entries, so findings that depend on other files are recomputed each
-//! time. A missing, unreadable or corrupt cache is a miss, never an error, and a cache that
-//! cannot be written is left alone: the cache only ever saves time.
+//! Two files per executable and set of command-line paths, under `<cache dir>/lint/`:
+//! - `<name>.json`, the index: the last run's files with their length and modification time
+//!   (as ruff decides whether a file changed), and its findings after the project pass. A run
+//!   on the same files, none changed, takes its findings from there and reads only the files
+//!   that have some (for `# noqa` and to show them).
+//! - `<name>.files.json`: each file's first check (its findings, its facts, what it tells the
+//!   project pass) and, for a file other files' model code reaches, its second check with a
+//!   digest of what they told it. Any other run reads it: unchanged files are not read or
+//!   parsed, the project pass runs again on their entries, and a second check is redone only
+//!   when what the file is told has changed.
+//!
+//! The name carries the executable's size and modification time, so a rebuilt binary never
+//! reads another build's entries. A file changed less than two seconds before the run is not
+//! stored ("racily clean", as git calls it: a second change within the file system's time
+//! resolution would go unseen). A missing, unreadable or corrupt cache is a miss, never an
+//! error, and a cache that cannot be written is left alone: the cache only ever saves time.
 
-use crate::{FileLint, HashMap};
+use crate::{FileLint, Finding, HashMap};
 use serde::{Deserialize, Serialize};
 use std::hash::{Hash, Hasher as _};
 use std::path::{Path, PathBuf};
 
 /// Bumped when what an entry holds changes shape.
-const FORMAT: u32 = 3;
+const FORMAT: u32 = 4;
 
 /// A file's length and modification time (nanoseconds since the epoch): an entry's key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,12 +83,25 @@ pub(crate) struct Stored<'a> {
     pub stamp: Stamp,
     pub first: &'a FileLint,
     pub second: Option<(u64, &'a FileLint)>,
+    /// The file's findings after the project pass (before noqa and the selection).
+    pub findings: &'a [Finding],
 }
 
+/// `<name>.files.json`: every file's entry.
 #[derive(Serialize, Deserialize)]
-struct CacheFile<K: Eq + std::hash::Hash, L> {
+struct Files<K: Eq + std::hash::Hash, L> {
     format: u32,
     files: HashMap<K, Entry<L>>,
+}
+
+/// `<name>.json`: the last run's files with their stamps, and its findings after the project
+/// pass (files without findings left out). A run on the same files, none changed, needs
+/// nothing else.
+#[derive(Serialize, Deserialize)]
+struct Index<K: Eq + std::hash::Hash, F> {
+    format: u32,
+    stamps: HashMap<K, Stamp>,
+    findings: HashMap<K, F>,
 }
 
 /// The cache of one set of command-line paths, opened before a run and stored after it.
@@ -91,8 +110,10 @@ pub struct LintCache {
     dir: Option<PathBuf>,
     /// A hash of the command-line paths: every executable's cache of them starts with it.
     stem: String,
-    /// `<stem>-<executable hash>.json`.
+    /// `<stem>-<executable hash>`.
     name: String,
+    index: Option<Index<String, Vec<Finding>>>,
+    /// Read only when the run is not the last one again ([`LintCache::load_files`]).
     files: HashMap<String, Entry<FileLint>>,
 }
 
@@ -132,23 +153,50 @@ impl LintCache {
                 dir: None,
                 name: String::new(),
                 stem,
+                index: None,
                 files: HashMap::default(),
             };
         };
         let dir = cache_dir.join("lint");
-        let name = format!("{stem}-{exe:016x}.json");
-        let files = std::fs::read(dir.join(&name))
+        let name = format!("{stem}-{exe:016x}");
+        let index = std::fs::read(dir.join(format!("{name}.json")))
             .ok()
-            .and_then(|bytes| serde_json::from_slice::<CacheFile<String, FileLint>>(&bytes).ok())
-            .filter(|s| s.format == FORMAT)
-            .map(|s| s.files)
-            .unwrap_or_default();
+            .and_then(|bytes| serde_json::from_slice::<Index<String, Vec<Finding>>>(&bytes).ok())
+            .filter(|i| i.format == FORMAT);
         LintCache {
             dir: Some(dir),
             stem,
             name,
-            files,
+            index,
+            files: HashMap::default(),
         }
+    }
+
+    /// The last run's findings, by file, when this run lints the same files (by `displays`)
+    /// and none has changed since (by `stamps`).
+    pub(crate) fn unchanged_run(
+        &self,
+        displays: &[String],
+        stamps: &[Option<Stamp>],
+    ) -> Option<&HashMap<String, Vec<Finding>>> {
+        let index = self.index.as_ref()?;
+        let same = index.stamps.len() == displays.len()
+            && displays
+                .iter()
+                .zip(stamps)
+                .all(|(d, s)| s.is_some() && index.stamps.get(d.as_str()) == s.as_ref());
+        same.then_some(&index.findings)
+    }
+
+    /// Reads every file's entry (for a run that is not the last one again).
+    pub(crate) fn load_files(&mut self) {
+        let Some(dir) = &self.dir else { return };
+        self.files = std::fs::read(dir.join(format!("{}.files.json", self.name)))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Files<String, FileLint>>(&bytes).ok())
+            .filter(|f| f.format == FORMAT)
+            .map(|f| f.files)
+            .unwrap_or_default();
     }
 
     /// The first-pass result of the file `display` if it is unchanged since it was computed.
@@ -169,48 +217,57 @@ impl LintCache {
             .map(|(_, l)| l)
     }
 
-    /// How many files the cache holds.
-    pub fn len(&self) -> usize {
-        self.files.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.files.is_empty()
-    }
-
-    /// Replaces the cache with this run's files when they differ from what it holds (`changed`:
-    /// something was computed rather than read from it), and writes it: to a temporary file, then renamed, so a reader
-    /// never sees half of it. Older executables' caches of the same paths are removed, and so
-    /// is any cache not written for 30 days (paths no longer linted).
-    pub(crate) fn store(&mut self, files: Vec<Stored<'_>>, changed: bool) {
+    /// Stores this run: every file's entry (rewritten when something was computed rather than
+    /// read from the cache, or the files changed), and the index of stamps and findings (when
+    /// `complete`: every file was read). Files changed in the last two seconds are left out,
+    /// so the next run computes them again. Each file is written to a temporary file, then
+    /// renamed, so a reader never sees half of it. Older executables' caches of the same paths
+    /// are removed, and so is any cache not written for 30 days (paths no longer linted).
+    pub(crate) fn store(&mut self, files: Vec<Stored<'_>>, changed: bool, complete: bool) {
         let Some(dir) = &self.dir else { return };
-        if !changed && files.len() == self.files.len() {
-            return;
-        }
         let racy_from = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos().saturating_sub(2_000_000_000));
-        let files: HashMap<&str, Entry<&FileLint>> = files
+        let files: Vec<Stored<'_>> = files
             .into_iter()
             .filter(|f| u128::from(f.stamp.modified) < racy_from)
-            .map(|f| {
-                let entry = Entry {
-                    stamp: f.stamp,
-                    lint: f.first,
-                    second: f.second,
-                };
-                (f.display, entry)
-            })
             .collect();
-        let stored = CacheFile {
-            format: FORMAT,
-            files,
-        };
-        let Ok(bytes) = serde_json::to_vec(&stored) else {
-            return;
-        };
-        if write_cache(dir, &self.name, &bytes).is_err() {
-            return;
+        if changed || files.len() != self.files.len() {
+            let entries: HashMap<&str, Entry<&FileLint>> = files
+                .iter()
+                .map(|f| {
+                    let entry = Entry {
+                        stamp: f.stamp,
+                        lint: f.first,
+                        second: f.second,
+                    };
+                    (f.display, entry)
+                })
+                .collect();
+            let stored = Files {
+                format: FORMAT,
+                files: entries,
+            };
+            let Ok(bytes) = serde_json::to_vec(&stored) else {
+                return;
+            };
+            if write_cache(dir, &format!("{}.files.json", self.name), &bytes).is_err() {
+                return;
+            }
+        }
+        if complete {
+            let index = Index {
+                format: FORMAT,
+                stamps: files.iter().map(|f| (f.display, f.stamp)).collect(),
+                findings: files
+                    .iter()
+                    .filter(|f| !f.findings.is_empty())
+                    .map(|f| (f.display, f.findings))
+                    .collect(),
+            };
+            if let Ok(bytes) = serde_json::to_vec(&index) {
+                let _ = write_cache(dir, &format!("{}.json", self.name), &bytes);
+            }
         }
         let month = std::time::Duration::from_secs(30 * 24 * 3600);
         let old = |e: &std::fs::DirEntry| {
@@ -224,13 +281,13 @@ impl LintCache {
             for e in entries.flatten() {
                 let n = e.file_name();
                 let n = n.to_string_lossy();
-                let superseded = n.starts_with(&format!("{}-", self.stem)) && n != self.name;
+                let superseded = n.starts_with(&format!("{}-", self.stem))
+                    && !n.starts_with(&format!("{}.", self.name));
                 if n.ends_with(".json") && (superseded || old(&e)) {
                     let _ = std::fs::remove_file(e.path());
                 }
             }
         }
-        self.files.clear();
     }
 }
 

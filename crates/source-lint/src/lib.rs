@@ -475,8 +475,47 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
 pub fn lint_files_cached(
     files: &[PathBuf],
     selection: &Selection,
-    cache: Option<&mut LintCache>,
+    mut cache: Option<&mut LintCache>,
 ) -> (Vec<FileReport>, Vec<ReadError>) {
+    let displays: Vec<String> = files.iter().map(|p| display_path(p)).collect();
+    // Each file's length and modification time, taken before anything is read: the cache's key.
+    let stamps: Vec<Option<cache::Stamp>> = match cache {
+        Some(_) => files.par_iter().map(|p| cache::Stamp::of(p)).collect(),
+        None => vec![None; files.len()],
+    };
+    // The same files, none changed since the last run: its findings stand as they were after
+    // the project pass; only the files with findings are read (for noqa and to show them).
+    if let Some(found) = cache
+        .as_deref()
+        .and_then(|c| c.unchanged_run(&displays, &stamps))
+    {
+        let results: Vec<Result<FileReport, ReadError>> = files
+            .par_iter()
+            .zip(&displays)
+            .map(|(path, display)| {
+                let findings = found.get(display.as_str()).cloned().unwrap_or_default();
+                let source = if findings.is_empty() {
+                    String::new()
+                } else {
+                    read_source(path)?
+                };
+                Ok(FileReport {
+                    path: path.clone(),
+                    display: display.clone(),
+                    source,
+                    findings,
+                })
+            })
+            .collect();
+        let (mut reports, errors): (Vec<_>, Vec<_>) = results.into_iter().partition(Result::is_ok);
+        let mut reports: Vec<FileReport> = reports.drain(..).flatten().collect();
+        let errors: Vec<ReadError> = errors.into_iter().filter_map(Result::err).collect();
+        finish(&mut reports, selection);
+        return (reports, errors);
+    }
+    if let Some(c) = cache.as_deref_mut() {
+        c.load_files();
+    }
     // Pass 1: read, parse and check every file, and note which imported helpers its model code
     // calls. The syntax tree is dropped right away: only files whose helpers turn out to be
     // model code elsewhere are parsed and checked again (pass 2), which keeps memory flat and
@@ -493,9 +532,9 @@ pub fn lint_files_cached(
     let from_cache = cache.as_deref();
     let read: Vec<Result<Read, ReadError>> = files
         .par_iter()
-        .map(|path| {
-            let display = display_path(path);
-            let stamp = from_cache.and_then(|_| cache::Stamp::of(path));
+        .zip(displays)
+        .zip(stamps)
+        .map(|((path, display), stamp)| {
             let known = stamp.and_then(|s| from_cache?.get(&display, s));
             let (source, lint) = match known {
                 Some(lint) => (None, lint.clone()),
@@ -777,6 +816,7 @@ pub fn lint_files_cached(
             Err(e) => errors.push(e),
         }
     }
+    rules::opset_too_low::check_project(&mut reports, &facts);
     if let Some(cache) = cache {
         let entries: Vec<cache::Stored<'_>> = reports
             .iter()
@@ -787,14 +827,20 @@ pub fn lint_files_cached(
                     stamp: k.stamp?,
                     first: &k.first,
                     second: k.second.as_ref().map(|(d, l)| (*d, l)),
+                    findings: &rep.findings,
                 })
             })
             .collect();
         let changed = kept.iter().any(|k| k.computed);
-        cache.store(entries, changed);
+        cache.store(entries, changed, errors.is_empty());
     }
-    rules::opset_too_low::check_project(&mut reports, &facts);
-    for rep in &mut reports {
+    finish(&mut reports, selection);
+    (reports, errors)
+}
+
+/// Applies noqa comments and the selection, and puts each file's findings in order.
+fn finish(reports: &mut [FileReport], selection: &Selection) {
+    for rep in reports {
         let findings = std::mem::take(&mut rep.findings);
         let mut kept: Vec<Finding> = apply_noqa(&rep.source, findings)
             .into_iter()
@@ -809,5 +855,4 @@ pub fn lint_files_cached(
         });
         rep.findings = kept;
     }
-    (reports, errors)
 }
