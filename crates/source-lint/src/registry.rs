@@ -118,7 +118,7 @@ pub fn rules_markdown() -> String {
          file in step with it. `onnx-doctor explain CODE` prints a rule's full documentation \
          (What it does / Why is this bad? / Example / Fix), which is the `//!` comment of \
          `crates/source-lint/src/rules/<name>.rs`.\n\n\
-         ```\nonnx-doctor lint PATH... [--select CODES] [--ignore CODES] [--fix] [--format human|json|sarif]\n```\n\n\
+         ```\nonnx-doctor lint PATH... [--select CODES] [--ignore CODES] [--fix] [--format human|json|sarif] [--no-cache] [--cache-dir DIR]\n```\n\n\
          - Directories are walked for `*.py`/`*.pyi`, honouring `.gitignore`, `.ignore` and hidden \
          files; files are parsed in parallel with `ruff_python_parser`. Files that do not import \
          `torch` are parsed (syntax errors are ODL000) but not checked.\n\
@@ -127,7 +127,8 @@ pub fn rules_markdown() -> String {
          - **Model code** is what export traces: every `forward` (and `forward_*`, `_forward*`) \
          method, the methods and module functions it calls (and `__init__`/`__call__` of helper \
          objects it builds and the methods it calls on them: `corr = CorrBlock(f); corr.sample(x)`, \
-         and methods called on submodules: `self.head.split(x)`, also through a loop over the module's lists: `for cell in self.cells: cell.init_hidden(b, h, w)`, and methods a class inherits from a base class of the same file), functions and \
+         and methods called on submodules: `self.head.split(x)`, also through a loop over the module's lists: `for cell in self.cells: cell.init_hidden(b, h, w)`, and methods a class inherits from a base class of the same file, or overrides in a subclass \
+         of it; a method's first parameter is the module whatever its name: `def forward(s, x)`), functions and \
          classes of other linted files it calls through imports \
          (`from .utils import make_pad_mask`, `import box_ops as B; B.decode(...)`), functions \
          handed to the exporter, and, in a file that calls \
@@ -136,14 +137,14 @@ pub fn rules_markdown() -> String {
          export-aware code (under `torch.jit.is_tracing()`, `torch.onnx.is_in_onnx_export()`, ...), \
          functions compiled with `torch.jit.script`, functions named like losses (\"loss\" as a word of \
          its own: `compute_loss`, not `decode_glosses`), `*Loss`/`*Criterion`/`*Metric`/`*CE`/`*NLL` \
-         modules and modules whose `forward` always computes a loss (`F.cross_entropy(...)`), code \
+         modules, `*Matcher`/`*Assigner` modules whose `forward` takes targets (DETR's `HungarianMatcher`), and modules whose `forward` always computes a loss (`F.cross_entropy(...)`), code \
          after `if not self.training: return x`, and an export script's driver code (functions that call the exporter or check the \
          result on onnxruntime, and what they or module-level statements call) are not model code.\n\
          - Values are guessed from the code: parameters are tensors unless annotated or defaulted \
          otherwise, named like sizes (`size`, `*_shape`), checked with `isinstance(p, (int, float))` \
          or passed as `scale_factor=`, `kernel_size=`, `stride=`, `dilation=` or `groups=`, and \
          parameters a caller fills with a traced size or a frozen number (`int(x.size(0))`, or `len()` of the caller's own tensor parameter) are those, for callers in the same file and, for module-level functions, model code of another linted file that imports them; items of `List[Tensor]`/`Dict[str, Tensor]` \
-         parameters, loop variables over tensors, buffers and `nn.Parameter`s on `self`, results of \
+         parameters and of lists built from tensors (`[self.head(h) for h in hs]`, `outs.append(self.head(h))`), loop variables over tensors, buffers and `nn.Parameter`s on `self`, results of \
          functions annotated `-> Tensor` (here or in another linted file), of unannotated ones \
          called on tensors and of submodules called on tensors or traced sizes are tensors; names like `mask`, `valid`, `is_*` and `done` hold boolean \
          masks, and so do buffers made with `dtype=torch.bool` (directly or through a local) and results of functions of the file \
@@ -157,6 +158,11 @@ pub fn rules_markdown() -> String {
          work too). `--select`/`--ignore` take codes or prefixes (`ODL01`).\n\
          - `--fix` applies **safe** fixes in place and re-lints; **unsafe** fixes are shown as \
          suggestions (`= unsafe fix: ...`) and in JSON, never applied.\n\
+         - Each file's findings are cached in `.onnx-doctor-cache/` (or `--cache-dir DIR`; `--no-cache` \
+         to turn it off), like ruff's cache: a file is checked again when its length or modification \
+         time changes, the project-level passes run again on the cached results, and a run on the same \
+         files, none changed, reads only the files that have findings. The directory holds a \
+         `.gitignore` of `*`.\n\
          - Exit code 1 when an error-level finding remains, 0 otherwise, 2 for unreadable input.\n\
          - JSON: `{\"diagnostics\": [{\"file\", \"line\", \"column\", \"code\", \"name\", \
          \"severity\", \"message\", \"help\"?, \"fix\": null | {\"description\", \"safe\", \"edits\": \
