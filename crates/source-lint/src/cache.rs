@@ -120,21 +120,9 @@ pub struct LintCache {
 /// This executable's size and modification time, with the crate version and the entry format:
 /// a rebuilt binary never reads another build's entries.
 fn executable_identity() -> Option<u64> {
-    let exe = std::env::current_exe().ok()?;
-    let meta = std::fs::metadata(exe).ok()?;
-    let modified = meta
-        .modified()
-        .ok()?
-        .duration_since(std::time::UNIX_EPOCH)
-        .ok()?;
+    let exe = Stamp::of(&std::env::current_exe().ok()?)?;
     let mut h = rustc_hash::FxHasher::default();
-    (
-        FORMAT,
-        env!("CARGO_PKG_VERSION"),
-        meta.len(),
-        modified.as_nanos(),
-    )
-        .hash(&mut h);
+    (FORMAT, env!("CARGO_PKG_VERSION"), exe.len, exe.modified).hash(&mut h);
     Some(h.finish())
 }
 
