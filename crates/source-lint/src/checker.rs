@@ -1261,6 +1261,20 @@ fn called_names(body: &[Stmt]) -> (HashSet<String>, HashSet<String>) {
             visitor::walk_stmt(self, stmt);
         }
         fn visit_expr(&mut self, e: &'a Expr) {
+            // `self.nll(x, tags) if self.training else self.decode(x)`: the side export takes.
+            if let Expr::If(i) = e {
+                match guard_of(&i.test) {
+                    Guard::Training => {
+                        self.visit_expr(&i.test);
+                        return self.visit_expr(&i.orelse);
+                    }
+                    Guard::NotTraining => {
+                        self.visit_expr(&i.test);
+                        return self.visit_expr(&i.body);
+                    }
+                    _ => {}
+                }
+            }
             if let Expr::Call(c) = e {
                 match c.func.as_ref() {
                     Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") =>
@@ -2184,8 +2198,34 @@ fn loop_submodule_calls(body: &[Stmt]) -> HashSet<String> {
 fn referenced_names(module: &[Stmt]) -> HashSet<String> {
     struct Find {
         out: HashSet<String>,
+        /// The names each enclosing function binds itself (`fit = self.profile(...)` is a
+        /// local, not the module's `fit`).
+        locals: Vec<Vec<String>>,
     }
     impl<'a> Visitor<'a> for Find {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            let Stmt::FunctionDef(f) = s else {
+                return visitor::walk_stmt(self, s);
+            };
+            let mut bound: Vec<String> = f
+                .parameters
+                .iter()
+                .map(|p| p.name().id.to_string())
+                .collect();
+            let mut stmts = Vec::new();
+            flatten(&f.body, &mut stmts);
+            for st in stmts {
+                match st {
+                    Stmt::Assign(a) => a.targets.iter().for_each(|t| collect_names(t, &mut bound)),
+                    Stmt::AnnAssign(a) => collect_names(&a.target, &mut bound),
+                    Stmt::For(l) => collect_names(&l.target, &mut bound),
+                    _ => {}
+                }
+            }
+            self.locals.push(bound);
+            visitor::walk_stmt(self, s);
+            self.locals.pop();
+        }
         fn visit_expr(&mut self, e: &'a Expr) {
             match e {
                 Expr::Call(c) => {
@@ -2214,7 +2254,13 @@ fn referenced_names(module: &[Stmt]) -> HashSet<String> {
                     }
                 }
                 Expr::Name(n) => {
-                    self.out.insert(n.id.to_string());
+                    let local = self
+                        .locals
+                        .last()
+                        .is_some_and(|l| l.iter().any(|b| b == n.id.as_str()));
+                    if n.ctx.is_load() && !local {
+                        self.out.insert(n.id.to_string());
+                    }
                 }
                 _ => visitor::walk_expr(self, e),
             }
@@ -2222,6 +2268,7 @@ fn referenced_names(module: &[Stmt]) -> HashSet<String> {
     }
     let mut f = Find {
         out: HashSet::default(),
+        locals: Vec::new(),
     };
     f.visit_body(module);
     f.out

@@ -590,6 +590,33 @@ if __name__ == '__main__':
 }
 
 #[test]
+fn a_local_named_like_a_module_function_is_not_a_reference_to_it() {
+    // In an export script, module-level functions handed around as values are model code; a
+    // local of the same name (`fit = self.profile(x)`) is not a reference to `fit`, the
+    // training loop, and the training side of `a if self.training else b` is not followed.
+    let src = "\
+import torch
+
+class Net(torch.nn.Module):
+    def nll(self, x):
+        return x.logsumexp(-1).mean().item()
+
+    def forward(self, x):
+        fit = x.mean(-1, keepdim=True)
+        return self.nll(x) if self.training else x - fit
+
+def fit(model, loader):
+    for batch in loader:
+        print(model(batch).sum().item())
+
+def export(model):
+    torch.onnx.export(model.eval(), (torch.zeros(1, 3),), 'fit.onnx', opset_version=17)
+";
+    // Only the training branch itself (ODL006), not the `.item()`s on either side of it.
+    assert_eq!(codes(src), vec![(9, "ODL006".into())]);
+}
+
+#[test]
 fn size_parameters_and_number_checks_are_python_values() {
     // timm's transforms: `size`/`target_size` parameters and `isinstance(v, numbers.Number)`.
     let src = "\
