@@ -1402,6 +1402,8 @@ fn model_functions(
         // criteria by name.
         if names_loss(class)
             || class.ends_with("CE")
+            || class.ends_with("MSE")
+            || class.ends_with("MAE")
             || class.ends_with("NLL")
             || lower.contains("loglikelihood")
             || lower.contains("criterion")
@@ -1801,6 +1803,63 @@ pub(crate) fn spell_self(module: &mut [Stmt]) {
             _ => {}
         }
     }
+}
+
+/// Names a body calls a tensor-only method on (`macro_size.sum()`, `lengths.unsqueeze(1)`): a
+/// parameter named like a size (`macro_size`) that gets one is a tensor of sizes, not a size.
+fn tensor_method_receivers(body: &[Stmt]) -> HashSet<String> {
+    struct Find(HashSet<String>);
+    impl<'a> Visitor<'a> for Find {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if let Expr::Call(c) = e {
+                if let Expr::Attribute(a) = c.func.as_ref() {
+                    if let Expr::Name(n) = a.value.as_ref() {
+                        if matches!(
+                            a.attr.id.as_str(),
+                            "sum"
+                                | "mean"
+                                | "prod"
+                                | "cumsum"
+                                | "amax"
+                                | "amin"
+                                | "float"
+                                | "long"
+                                | "half"
+                                | "unsqueeze"
+                                | "squeeze"
+                                | "view"
+                                | "reshape"
+                                | "flatten"
+                                | "clamp"
+                                | "numel"
+                                | "expand"
+                                | "repeat"
+                                | "sqrt"
+                                | "log"
+                                | "exp"
+                                | "type_as"
+                                | "new_zeros"
+                                | "new_ones"
+                                | "new_full"
+                                | "masked_fill"
+                                | "gather"
+                        ) {
+                            self.0.insert(n.id.to_string());
+                        }
+                    }
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            if !matches!(s, Stmt::FunctionDef(_) | Stmt::ClassDef(_)) {
+                visitor::walk_stmt(self, s);
+            }
+        }
+    }
+    let mut f = Find(HashSet::default());
+    f.visit_body(body);
+    f.0
 }
 
 /// Cached as a tuple: a file's imports are most of what the lint cache holds.
@@ -3773,6 +3832,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 }
                 if in_model {
                     let number_checked = number_checked_names(&f.body);
+                    let tensor_used = tensor_method_receivers(&f.body);
                     let seeds = self
                         .argument_seeds
                         .get_or_init(|| argument_seeds(self.bodies[0]))
@@ -3840,7 +3900,9 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         if p.default
                             .as_deref()
                             .is_some_and(is_literal_non_tensor_default)
-                            || (names_a_size(name) && !annotated_tensor)
+                            || (names_a_size(name)
+                                && !annotated_tensor
+                                && !tensor_used.contains(name))
                             || number_checked.contains(name)
                         {
                             continue;

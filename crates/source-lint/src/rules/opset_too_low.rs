@@ -10,7 +10,10 @@
 //! the first opset with a symbolic in `torch/onnx/.../symbolic_opsetN.py`): `F.grid_sample` 16,
 //! `scatter_reduce` 16, `torch.einsum` 12, `unique` 11, `tril`/`triu` 14,
 //! `F.scaled_dot_product_attention` 14, `F.fold` 18. The `opset_version` may come from a dict
-//! spliced into the call (`**EXPORT_KW`).
+//! spliced into the call (`**EXPORT_KW`), or from the caller of a function of the file that
+//! exports with the opset it is given (`def _export(m, args, path, **kw): torch.onnx.export(m,
+//! args, path, **kw)` called as `_export(critic, args, path, opset_version=11)`): then that call
+//! is the export.
 //!
 //! ## Why is this bad?
 //! The export fails with "Exporting the operator 'aten::grid_sampler' to ONNX opset version 11
@@ -57,7 +60,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     let (line, column) = ch
         .index
         .line_col(ch.source, call.range().start().to_usize());
-    if is_export(ch, call) {
+    if is_export(ch, call) || forwards_opset(ch, call) {
         let opset = spliced_keyword(ch, call, "opset_version")
             .and_then(|(value, _)| {
                 let v = match &value {
@@ -120,6 +123,64 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
 /// a wrapper's first argument is followed too (`Padded(net)` with `net = IFNet()`). Method
 /// chains are followed to their receiver and a lower-case helper to its first argument. Each
 /// with whether this file defines it.
+/// Whether `call` calls a function of this file whose export takes its opset from the caller:
+/// `opset_version=<a parameter>`, or no `opset_version=` but the function's `**kwargs` spliced in.
+fn forwards_opset(ch: &Checker, call: &ast::ExprCall) -> bool {
+    use ruff_python_ast::visitor::{self, Visitor};
+    use ruff_python_ast::{Expr, Stmt};
+    let Expr::Name(f) = call.func.as_ref() else {
+        return false;
+    };
+    if crate::rules::keyword(call, "opset_version").is_none() {
+        return false;
+    }
+    let Some(def) = ch.bodies.first().and_then(|m| {
+        m.iter().find_map(|s| match s {
+            Stmt::FunctionDef(d) if d.name.id == f.id => Some(d),
+            _ => None,
+        })
+    }) else {
+        return false;
+    };
+    struct Find<'c, 'a> {
+        ch: &'c Checker<'a>,
+        params: Vec<&'c str>,
+        kwargs: Option<&'c str>,
+        found: bool,
+    }
+    impl<'v> Visitor<'v> for Find<'_, '_> {
+        fn visit_expr(&mut self, e: &'v Expr) {
+            if let Expr::Call(c) = e {
+                if is_export(self.ch, c) {
+                    let named = |e: &Expr, names: &[&str]| matches!(e, Expr::Name(n) if names.contains(&n.id.as_str()));
+                    self.found |= match crate::rules::keyword(c, "opset_version") {
+                        Some(k) => named(&k.value, &self.params),
+                        None => self.kwargs.is_some_and(|kw| {
+                            c.arguments
+                                .keywords
+                                .iter()
+                                .any(|k| k.arg.is_none() && named(&k.value, &[kw]))
+                        }),
+                    };
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut find = Find {
+        ch,
+        params: def
+            .parameters
+            .iter_non_variadic_params()
+            .map(|p| p.parameter.name.id.as_str())
+            .collect(),
+        kwargs: def.parameters.kwarg.as_deref().map(|k| k.name.id.as_str()),
+        found: false,
+    };
+    find.visit_body(&def.body);
+    find.found
+}
+
 fn exported_classes(ch: &Checker, call: &ast::ExprCall) -> Vec<(String, bool)> {
     use ruff_python_ast::{Expr, Stmt};
     let Some(module) = exported_module(call) else {
