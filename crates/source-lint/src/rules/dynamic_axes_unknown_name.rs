@@ -127,6 +127,12 @@ fn literal_names(ch: &Checker, v: &Expr) -> Option<Vec<String>> {
             out.extend(literal_names(ch, &i.orelse)?);
             Some(out)
         }
+        // `NOWCAST_INPUTS + ["region_ids"]` with `NOWCAST_INPUTS` a list bound at module level
+        // or in this function.
+        Expr::Name(n) => match ch.literal(n.id.as_str()) {
+            Some(bound) if !matches!(bound, Expr::Name(_)) => literal_names(ch, bound),
+            _ => None,
+        },
         Expr::List(ast::ExprList { elts, .. }) | Expr::Tuple(ast::ExprTuple { elts, .. }) => {
             let mut out = Vec::new();
             for e in elts {

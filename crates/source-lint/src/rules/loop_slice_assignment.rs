@@ -95,9 +95,19 @@ pub(crate) fn check_store(ch: &mut Checker, target: &ast::ExprSubscript, aug: bo
         elements.extend(index_elements(&inner.slice));
         base = inner.value.as_ref();
     }
-    let indexed_by_loop = elements
+    // `aff[i * k:(i + 1) * k, ..., :roi[i]] = 0` in a loop over the samples: a block of rows
+    // per sample, selected by a slice of the loop variable (an overlap-add `+=` over such
+    // slices is ODL003's in-place write).
+    let samples_vars: Vec<String> = ch
+        .loops
         .iter()
-        .any(|e| !matches!(e, Expr::Slice(_)) && mentions(e, &loop_vars));
+        .filter(|l| l.over_samples)
+        .flat_map(|l| l.targets.clone())
+        .collect();
+    let indexed_by_loop = elements.iter().any(|e| match e {
+        Expr::Slice(_) => !aug && !samples_vars.is_empty() && mentions(e, &samples_vars),
+        e => mentions(e, &loop_vars),
+    });
     // `for k in range(B): logits[k, ts_begin:] = -inf` (Whisper's timestamp rules): a write per
     // sample, whatever its bound, when the loop runs over the samples and indexes with its
     // variable first.
