@@ -70,6 +70,9 @@ pub(crate) struct FnState {
     /// Names holding containers of tensors (`outputs: Dict[str, Tensor]`, `feats: List[Tensor]`):
     /// their items are tensors.
     pub containers: HashSet<String>,
+    /// Containers the function builds itself from tensors (`feats.append(x)` in a loop over
+    /// `self.layers`, `[self.head(h) for h in hs]`), not handed in.
+    pub built_lists: HashSet<String>,
     /// Names bound to a submodule (`m = self.model`): calling them applies a module.
     pub modules: HashSet<String>,
     /// Names bound to NumPy arrays (`present = np.unique(...)`, `a = t.numpy()`): their
@@ -590,6 +593,13 @@ impl<'a> Checker<'a> {
                 if let Some(q) = self.torch_fn(c) {
                     return torch_returns_tensor(&q);
                 }
+                // `ClampSTE.apply(hm)`: an autograd Function applied to a tensor gives one.
+                if matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "apply"
+                    && matches!(a.value.as_ref(), Expr::Name(f) if class_like(f.id.as_str())))
+                    && c.arguments.args.iter().any(|a| self.is_tensor(a))
+                {
+                    return true;
+                }
                 if let Expr::Name(n) = c.func.as_ref() {
                     if self.returns_tensor.contains_key(&(None, n.id.to_string())) {
                         return true;
@@ -676,6 +686,16 @@ impl<'a> Checker<'a> {
                             .class_methods
                             .last()
                             .is_some_and(|m| m.contains_key(m_name(c)));
+                    // `hm = self.peaks(hm)` with `peaks` transforming and returning what it is
+                    // handed: a tensor for a tensor.
+                    if own_method
+                        && self
+                            .own_method(m_name(c))
+                            .is_some_and(returns_what_it_is_handed)
+                        && c.arguments.args.iter().any(|x| self.is_tensor(x))
+                    {
+                        return true;
+                    }
                     let alias = |e: &Expr| match e {
                         Expr::Name(n) => st.modules.contains(n.id.as_str()),
                         Expr::Attribute(a) => {
@@ -685,12 +705,15 @@ impl<'a> Checker<'a> {
                     };
                     // `self.sampler(x.shape[0])`: a submodule handed a traced size builds a
                     // tensor from it.
+                    // `self.neck(feats)` with `feats` a list of tensors the function built (an
+                    // FPN's levels) too; not one handed in, which torchvision's detection
+                    // heads take and return as lists.
                     if !own_method && (is_self_chain(recv) || alias(recv)) {
-                        return c
-                            .arguments
-                            .args
-                            .iter()
-                            .any(|x| self.is_tensor(x) || self.is_size(x));
+                        return c.arguments.args.iter().any(|x| {
+                            self.is_tensor(x)
+                                || self.is_size(x)
+                                || matches!(x, Expr::Name(n) if st.built_lists.contains(n.id.as_str()))
+                        });
                     }
                     return false;
                 }
@@ -1805,6 +1828,42 @@ pub(crate) fn spell_self(module: &mut [Stmt]) {
     }
 }
 
+/// Whether every `return` of a method body gives back one name that the body reads before it
+/// binds it (a parameter it transforms: `def peaks(self, hm): ...; hm = hm * keep; return hm`).
+fn returns_what_it_is_handed(body: &[Stmt]) -> bool {
+    let mut stmts = Vec::new();
+    flatten(body, &mut stmts);
+    let mut returned: Option<&str> = None;
+    for s in &stmts {
+        if let Stmt::Return(r) = s {
+            match r.value.as_deref() {
+                Some(Expr::Name(n)) if returned.is_none_or(|x| x == n.id.as_str()) => {
+                    returned = Some(n.id.as_str());
+                }
+                _ => return false,
+            }
+        }
+    }
+    let Some(name) = returned else { return false };
+    let names = [name.to_string()];
+    // The first statement that mentions it must read it.
+    let reads = |e: &Expr| rules::mentions(e, &names).then_some(true);
+    stmts
+        .iter()
+        .find_map(|s| match s {
+            Stmt::Assign(a) if rules::mentions(&a.value, &names) => Some(true),
+            Stmt::Assign(a) if a.targets.iter().any(|t| rules::mentions(t, &names)) => Some(false),
+            Stmt::AugAssign(a) => reads(&a.target).or_else(|| reads(&a.value)),
+            Stmt::Expr(e) => reads(&e.value),
+            Stmt::If(i) => reads(&i.test),
+            Stmt::While(w) => reads(&w.test),
+            Stmt::For(f) => reads(&f.iter),
+            Stmt::Return(_) => Some(false),
+            _ => None,
+        })
+        .unwrap_or(false)
+}
+
 /// Names a body calls a tensor-only method on (`macro_size.sum()`, `lengths.unsqueeze(1)`): a
 /// parameter named like a size (`macro_size`) that gets one is a tensor of sizes, not a size.
 fn tensor_method_receivers(body: &[Stmt]) -> HashSet<String> {
@@ -2043,6 +2102,21 @@ fn all_statements(module: &[Stmt]) -> Vec<&Stmt> {
 pub(crate) fn imported_names(module: &[Stmt]) -> Vec<ImportedCall> {
     let mut out = Vec::new();
     for s in all_statements(module) {
+        // `import hazard_litho as litho`: the module by the name it is bound to (`litho`).
+        if let Stmt::Import(i) = s {
+            for a in &i.names {
+                let m = a.name.id.to_string();
+                if m != "torch" && !m.starts_with("torch.") {
+                    out.push(ImportedCall {
+                        level: 0,
+                        module: m,
+                        name: String::new(),
+                        callee: a.asname.as_ref().unwrap_or(&a.name).id.to_string(),
+                    });
+                }
+            }
+            continue;
+        }
         let Stmt::ImportFrom(i) = s else { continue };
         let m = from_module(i);
         if m == "torch" || m.starts_with("torch.") {
@@ -2578,6 +2652,11 @@ fn scan_locals(ch: &mut Checker, body: &[Stmt], _module: bool) {
                             let st = ch.fns.last_mut().expect("scope");
                             if tensor && !st.tensors.contains(n.id.as_str()) {
                                 st.containers.insert(n.id.to_string());
+                                // What the function computed (`x = layer(x)`), not pieces of
+                                // its inputs (`proposals[i][pos]`).
+                                if matches!(item, Expr::Name(_) | Expr::Call(_)) {
+                                    st.built_lists.insert(n.id.to_string());
+                                }
                             }
                         }
                         if let Some((m, Expr::Name(n))) = ch.method(c) {
@@ -2692,6 +2771,7 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
             }
             if container {
                 st.containers.insert(id.clone());
+                st.built_lists.insert(id.clone());
             }
             if tensor {
                 st.tensors.insert(id.clone());

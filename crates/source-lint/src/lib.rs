@@ -718,8 +718,32 @@ pub fn lint_files_cached(
                             if *here {
                                 return Some((r.display.clone(), false));
                             }
-                            let imp = r.lint.imported_names.iter().find(|i| &i.callee == class)?;
-                            resolve(j, imp).into_iter().find_map(|i| {
+                            // `litho.HotspotNet` with `from . import hazard_litho as litho`
+                            // (or `import hazard_litho as litho`): the module it names.
+                            let module_of = |alias: &str| {
+                                let imp =
+                                    r.lint.imported_names.iter().find(|i| i.callee == alias)?;
+                                let module = match (imp.module.is_empty(), imp.name.is_empty()) {
+                                    (_, true) => imp.module.clone(),
+                                    (true, false) => imp.name.clone(),
+                                    (false, false) => format!("{}.{}", imp.module, imp.name),
+                                };
+                                Some(checker::ImportedCall {
+                                    module,
+                                    name: String::new(),
+                                    ..imp.clone()
+                                })
+                            };
+                            let imp = match class.split_once('.') {
+                                Some((alias, _)) => module_of(alias)?,
+                                None => r
+                                    .lint
+                                    .imported_names
+                                    .iter()
+                                    .find(|i| &i.callee == class)?
+                                    .clone(),
+                            };
+                            resolve(j, &imp).into_iter().find_map(|i| {
                                 read[i].as_ref().ok().map(|t| (t.display.clone(), true))
                             })
                         })

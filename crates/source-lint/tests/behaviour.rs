@@ -437,6 +437,28 @@ fn project_rule_holds_an_export_to_the_model_it_builds() {
 }
 
 #[test]
+fn project_rule_reads_classes_of_modules_imported_by_name() {
+    // `import net as nets` / `from . import tiles as tl`, then `nets.Net()` and `tl.Tiles()`:
+    // each export is held to the ops of the module its class comes from.
+    let tiles = (
+        "tiles.py",
+        "import torch.nn as nn\nimport torch.nn.functional as F\n\nclass Tiles(nn.Module):\n    def forward(self, x):\n        return F.fold(x, (8, 8), 2)\n",
+    );
+    let net = (
+        "net.py",
+        "import torch.nn as nn\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return x * 2\n",
+    );
+    let script = (
+        "export_all.py",
+        "import torch\nimport net as nets\nimport tiles as tl\n\n\ndef main():\n    n = nets.Net().eval()\n    torch.onnx.export(n, (torch.zeros(1),), 'n.onnx', opset_version=17)\n    t = tl.Tiles().eval()\n    torch.onnx.export(t, (torch.zeros(1, 4, 16),), 't.onnx', opset_version=17)\n",
+    );
+    assert_eq!(
+        project_findings(&[tiles, net, script], "ODL020"),
+        vec![("export_all.py".to_string(), 10)]
+    );
+}
+
+#[test]
 fn selection_by_prefix_and_validation() {
     let sel = Selection {
         select: vec!["ODL01".into()],

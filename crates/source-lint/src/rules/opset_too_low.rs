@@ -223,6 +223,15 @@ fn exported_classes(ch: &Checker, call: &ast::ExprCall) -> Vec<(String, bool)> {
                 None => break,
             },
             Expr::Call(c) => match c.func.as_ref() {
+                // `litho.HotspotNet()`: a class of a module, by the name it is imported as (the
+                // project pass finds the file, or holds the export to everything as before).
+                Expr::Attribute(a)
+                    if a.attr.id.starts_with(|c: char| c.is_ascii_uppercase())
+                        && matches!(a.value.as_ref(), Expr::Name(m) if binding(m.id.as_str(), at).is_none()) =>
+                {
+                    out.push((ch.text(c.func.range()).to_string(), false));
+                    return out;
+                }
                 Expr::Attribute(a) => e = a.value.as_ref(),
                 Expr::Name(f) if f.id.starts_with(|c: char| c.is_ascii_uppercase()) => {
                     let defined_here = local(f.id.as_str());
