@@ -1376,43 +1376,32 @@ fn model_functions(
     }
     // The class of this file whose method `self.<name>` calls in `class`: its own, or one
     // inherited from a base class of this file (`self.occupancy_map(heat)` in a subclass).
-    let owner = |class: &str, name: &str| -> Option<String> {
+    // `class` and its ancestors in this file, nearest first along each line of bases.
+    let lineage = |class: &str| -> Vec<String> {
         let mut seen: Vec<String> = Vec::new();
         let mut work = vec![class.to_string()];
         while let Some(c) = work.pop() {
             if seen.contains(&c) {
                 continue;
             }
-            if let Some((_, m)) = classes.iter().find(|(k, _)| *k == c) {
-                if m.contains_key(name) {
-                    return Some(c);
-                }
-            }
             if let Some(b) = bases.get(&c) {
                 work.extend(b.iter().cloned());
             }
             seen.push(c);
         }
-        None
+        seen
+    };
+    let owner = |class: &str, name: &str| -> Option<String> {
+        lineage(class).into_iter().find(|c| {
+            classes
+                .iter()
+                .find(|(k, _)| k == c)
+                .is_some_and(|(_, m)| m.contains_key(name))
+        })
     };
     // Whether `class` has `base` among its ancestors in this file.
-    let inherits = |class: &str, base: &str| -> bool {
-        let mut seen: Vec<&str> = Vec::new();
-        let mut work: Vec<&str> = vec![class];
-        while let Some(c) = work.pop() {
-            if seen.contains(&c) {
-                continue;
-            }
-            seen.push(c);
-            for b in bases.get(c).into_iter().flatten() {
-                if b == base {
-                    return true;
-                }
-                work.push(b);
-            }
-        }
-        false
-    };
+    let inherits =
+        |class: &str, base: &str| -> bool { lineage(class).iter().skip(1).any(|c| c == base) };
     let is_root =
         |n: &str| n == "forward" || n.starts_with("forward_") || n.starts_with("_forward");
     let mut out: HashSet<(Option<String>, String)> = HashSet::default();

@@ -507,9 +507,14 @@ pub fn lint_files_cached(
                 })
             })
             .collect();
-        let (mut reports, errors): (Vec<_>, Vec<_>) = results.into_iter().partition(Result::is_ok);
-        let mut reports: Vec<FileReport> = reports.drain(..).flatten().collect();
-        let errors: Vec<ReadError> = errors.into_iter().filter_map(Result::err).collect();
+        let mut reports = Vec::new();
+        let mut errors = Vec::new();
+        for r in results {
+            match r {
+                Ok(rep) => reports.push(rep),
+                Err(e) => errors.push(e),
+            }
+        }
         finish(&mut reports, selection);
         return (reports, errors);
     }
@@ -762,7 +767,10 @@ pub fn lint_files_cached(
         /// Whether either check was computed now rather than taken from the cache.
         computed: bool,
     }
-    let results: Vec<Result<(FileReport, Facts, Kept), ReadError>> = read
+    /// A file's report, its facts for the project pass, and (with a cache) what to store.
+    type Checked = (FileReport, Facts, Option<Kept>);
+    let caching = from_cache.is_some();
+    let results: Vec<Result<Checked, ReadError>> = read
         .into_par_iter()
         .zip(extra.into_par_iter())
         .zip(imports.into_par_iter())
@@ -803,12 +811,24 @@ pub fn lint_files_cached(
                 None if needed => read_source(&r.path)?,
                 None => String::new(),
             };
-            let mut facts = lint.facts.clone();
+            // With a cache both checks are kept to store; without one they are moved, not copied.
+            let (findings, mut facts, kept) = if caching {
+                let (findings, facts) = (lint.findings.clone(), lint.facts.clone());
+                let kept = Kept {
+                    stamp: r.stamp,
+                    first: r.lint,
+                    second,
+                    computed,
+                };
+                (findings, facts, Some(kept))
+            } else {
+                let lint = second.map_or(r.lint, |(_, l)| l);
+                (lint.findings, lint.facts, None)
+            };
             facts.imports = imports;
             for (site, files) in facts.exports.iter_mut().zip(model_files) {
                 site.model_files = files;
             }
-            let findings = lint.findings.clone();
             Ok((
                 FileReport {
                     path: r.path,
@@ -817,12 +837,7 @@ pub fn lint_files_cached(
                     findings,
                 },
                 facts,
-                Kept {
-                    stamp: r.stamp,
-                    first: r.lint,
-                    second,
-                    computed,
-                },
+                kept,
             ))
         })
         .collect();
@@ -835,7 +850,7 @@ pub fn lint_files_cached(
             Ok((rep, f, k)) => {
                 facts.push(f);
                 reports.push(rep);
-                kept.push(k);
+                kept.extend(k);
             }
             Err(e) => errors.push(e),
         }
