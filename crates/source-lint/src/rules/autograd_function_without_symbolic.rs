@@ -1,6 +1,8 @@
 //! ## What it does
 //! Flags classes deriving from `torch.autograd.Function` that define no `symbolic` static
-//! method.
+//! method. A Function the file uses only in side code (a loss, a distributed gather for a
+//! contrastive loss, a training step), and nowhere in model code, at module level or in a
+//! constructor, is not reported: export never records it.
 //!
 //! ## Why is this bad?
 //! The TorchScript exporter records a custom autograd Function as a `prim::PythonOp` and can only
@@ -64,7 +66,7 @@ pub(crate) fn check_class(ch: &mut Checker, class: &ast::StmtClassDef) {
             .any(|t| matches!(t, ast::Expr::Name(n) if n.id.as_str() == "symbolic")),
         _ => false,
     });
-    if has_symbolic {
+    if has_symbolic || used_only_in_side_code(ch, class.name.id.as_str()) {
         return;
     }
     let i = ch.report(
@@ -76,4 +78,88 @@ pub(crate) fn check_class(ch: &mut Checker, class: &ast::StmtClassDef) {
         i,
         "add `@staticmethod def symbolic(g, *inputs)` emitting ONNX ops with `g.op(...)`",
     );
+}
+
+/// Whether the file names `class` somewhere, and only inside functions that are not model code
+/// and build no modules (not `__init__`), in a file that has model code (as `in_side_code`):
+/// `GatherLayer.apply(z)` in a contrastive loss, `DiceFn.apply(p, y)` in a training step. A
+/// function a model function calls, even on its training side (`grad_reverse(feat)` under
+/// `if self.training:`), counts as model code here: the Function is part of the model's
+/// `forward`. A Function the file never uses may be used by another file's model: still
+/// reported.
+fn used_only_in_side_code(ch: &Checker, class: &str) -> bool {
+    use ruff_python_ast::visitor::{self, Visitor};
+    /// Whether a body names `name`, as a name or (`self.name`) an attribute.
+    struct Names<'n> {
+        name: &'n str,
+        attribute: bool,
+        found: bool,
+    }
+    impl<'v> Visitor<'v> for Names<'_> {
+        fn visit_expr(&mut self, e: &'v ast::Expr) {
+            match e {
+                ast::Expr::Name(n) if n.id.as_str() == self.name => self.found = true,
+                ast::Expr::Attribute(a) if self.attribute && a.attr.id.as_str() == self.name => {
+                    self.found = true
+                }
+                _ => {}
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let names = |body: &[Stmt], name: &str, attribute: bool| {
+        let mut v = Names {
+            name,
+            attribute,
+            found: false,
+        };
+        v.visit_body(body);
+        v.found
+    };
+    let model = ch.model_functions();
+    if model.is_empty() {
+        return false;
+    }
+    let Some(module) = ch.bodies.first() else {
+        return false;
+    };
+    // Every function and method of the file, with its class.
+    let mut functions: Vec<(Option<&str>, &ast::StmtFunctionDef)> = Vec::new();
+    for stmt in module.iter() {
+        match stmt {
+            Stmt::FunctionDef(f) => functions.push((None, f)),
+            Stmt::ClassDef(c) => {
+                for s in &c.body {
+                    match s {
+                        Stmt::FunctionDef(f) => functions.push((Some(c.name.id.as_str()), f)),
+                        s if c.name.id.as_str() != class
+                            && names(std::slice::from_ref(s), class, false) =>
+                        {
+                            return false
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            s if names(std::slice::from_ref(s), class, false) => return false,
+            _ => {}
+        }
+    }
+    let is_model = |owner: Option<&str>, f: &ast::StmtFunctionDef| {
+        model.contains(&(owner.map(str::to_string), f.name.id.to_string()))
+    };
+    let mut used = false;
+    for &(owner, f) in &functions {
+        if owner == Some(class) || !names(&f.body, class, false) {
+            continue;
+        }
+        let called_by_model = functions
+            .iter()
+            .any(|&(o, g)| is_model(o, g) && names(&g.body, f.name.id.as_str(), owner.is_some()));
+        if f.name.id.as_str() == "__init__" || is_model(owner, f) || called_by_model {
+            return false;
+        }
+        used = true;
+    }
+    used
 }
