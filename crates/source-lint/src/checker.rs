@@ -2597,6 +2597,7 @@ fn training_only_name(name: &str) -> bool {
 
 /// Binds local names of a function (or the module) to what they most likely hold.
 fn scan_locals(ch: &mut Checker, body: &[Stmt], _module: bool) {
+    let bindings = name_bindings(body);
     // Two rounds so that `b = a + 1` after `a = torch.zeros(3)` is seen whatever the order.
     for _ in 0..2 {
         let mut stmts: Vec<&Stmt> = Vec::new();
@@ -2604,6 +2605,24 @@ fn scan_locals(ch: &mut Checker, body: &[Stmt], _module: bool) {
         for stmt in stmts {
             match stmt {
                 Stmt::Assign(a) => {
+                    // `[torch.linspace(-1, 1, n) for n in (d, h, w)]`: a comprehension's
+                    // variable over frozen numbers is one, when the function binds that name
+                    // nowhere else (names are kept per function, not per comprehension).
+                    let frozen_loops: Vec<(&Expr, &Expr)> = match a.value.as_ref() {
+                        Expr::ListComp(l) => l.generators.iter(),
+                        Expr::Generator(g) => g.generators.iter(),
+                        _ => [].iter(),
+                    }
+                    .filter(|g| {
+                        matches!(&g.target, Expr::Name(n) if bindings.get(n.id.as_str()) == Some(&1))
+                            && matches!(&g.iter, Expr::Tuple(t) if !t.elts.is_empty()
+                                && t.elts.iter().all(|e| ch.is_frozen_int(e)))
+                    })
+                    .map(|g| (&g.target, &g.iter))
+                    .collect();
+                    for (target, iter) in frozen_loops {
+                        bind_loop(ch, target, iter);
+                    }
                     for t in &a.targets {
                         bind(ch, t, &a.value);
                         // `canvas[ys, xs] = v` with `v` or the indices from the inputs.
@@ -2681,6 +2700,50 @@ fn scan_locals(ch: &mut Checker, body: &[Stmt], _module: bool) {
             }
         }
     }
+}
+
+/// How many times a body binds each name by assignment, loop or comprehension (nested
+/// functions and classes left out).
+fn name_bindings(body: &[Stmt]) -> HashMap<String, usize> {
+    use ruff_python_ast::visitor::{self, Visitor};
+    #[derive(Default)]
+    struct Count(HashMap<String, usize>);
+    impl Count {
+        fn target(&mut self, t: &Expr) {
+            match t {
+                Expr::Name(n) => *self.0.entry(n.id.to_string()).or_default() += 1,
+                Expr::Tuple(t) => t.elts.iter().for_each(|e| self.target(e)),
+                Expr::List(t) => t.elts.iter().for_each(|e| self.target(e)),
+                Expr::Starred(s) => self.target(&s.value),
+                _ => {}
+            }
+        }
+    }
+    impl<'a> Visitor<'a> for Count {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            match s {
+                Stmt::FunctionDef(_) | Stmt::ClassDef(_) => return,
+                Stmt::Assign(a) => a.targets.iter().for_each(|t| self.target(t)),
+                Stmt::AnnAssign(a) => self.target(&a.target),
+                Stmt::AugAssign(a) => self.target(&a.target),
+                Stmt::For(f) => self.target(&f.target),
+                Stmt::With(w) => w
+                    .items
+                    .iter()
+                    .filter_map(|i| i.optional_vars.as_deref())
+                    .for_each(|t| self.target(t)),
+                _ => {}
+            }
+            visitor::walk_stmt(self, s);
+        }
+        fn visit_comprehension(&mut self, c: &'a ast::Comprehension) {
+            self.target(&c.target);
+            visitor::walk_comprehension(self, c);
+        }
+    }
+    let mut count = Count::default();
+    count.visit_body(body);
+    count.0
 }
 
 pub(crate) fn flatten<'s>(body: &'s [Stmt], out: &mut Vec<&'s Stmt>) {
@@ -2922,6 +2985,19 @@ fn bind_loop(ch: &mut Checker, target: &Expr, iter: &Expr) {
                 return;
             }
             _ => {}
+        }
+    }
+    // `for n in (d, h, w)` with each a frozen number (`d, h, w = [int(s) for s in x.shape[2:]]`):
+    // so is `n`.
+    if let (
+        Expr::Name(n),
+        Expr::Tuple(ast::ExprTuple { elts, .. }) | Expr::List(ast::ExprList { elts, .. }),
+    ) = (target, iter)
+    {
+        if !elts.is_empty() && elts.iter().all(|e| ch.is_frozen_int(e)) {
+            let st = ch.fns.last_mut().expect("scope");
+            st.frozen.insert(n.id.to_string());
+            return;
         }
     }
     if matches!(target, Expr::Name(_)) && yields_tensors(ch, iter) {
@@ -3579,6 +3655,39 @@ fn mask_returning_functions(module: &[Stmt]) -> HashSet<(Option<String>, String)
         .collect()
 }
 
+/// A class and the classes of this module it derives from, nearest first (at most 8, each once).
+fn local_lineage<'s>(
+    module: &'s [Stmt],
+    class: &'s ast::StmtClassDef,
+) -> Vec<&'s ast::StmtClassDef> {
+    let mut out = vec![class];
+    let mut i = 0;
+    while i < out.len() && out.len() < 8 {
+        let bases: Vec<&str> = out[i]
+            .arguments
+            .iter()
+            .flat_map(|a| a.args.iter())
+            .filter_map(|b| match b {
+                Expr::Name(n) => Some(n.id.as_str()),
+                _ => None,
+            })
+            .collect();
+        for base in bases {
+            let found = module.iter().find_map(|s| match s {
+                Stmt::ClassDef(d) if d.name.id.as_str() == base => Some(d),
+                _ => None,
+            });
+            if let Some(d) = found {
+                if !out.iter().any(|o| std::ptr::eq(*o, d)) {
+                    out.push(d);
+                }
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
 /// Attributes a class body binds to tensors: `self.register_buffer("name", ...)`,
 /// `self.register_parameter("name", ...)`, `self.name = nn.Parameter(...)` or a torch tensor.
 fn tensor_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
@@ -4018,9 +4127,17 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         })
                         .collect(),
                 );
-                self.class_tensor_attrs
-                    .push(tensor_attributes(self, &c.body));
-                self.class_bool_attrs.push(bool_attributes(self, &c.body));
+                // The buffers and parameters a base class of this file registers are the
+                // subclass's too (`class FastWarp(Warp)` reading `self.grids`).
+                let lineage = local_lineage(self.bodies[0], c);
+                let mut tensor_attrs = HashSet::default();
+                let mut bool_attrs = HashSet::default();
+                for class in &lineage {
+                    tensor_attrs.extend(tensor_attributes(self, &class.body));
+                    bool_attrs.extend(bool_attributes(self, &class.body));
+                }
+                self.class_tensor_attrs.push(tensor_attrs);
+                self.class_bool_attrs.push(bool_attrs);
                 self.visit_body(&c.body);
                 self.class_bool_attrs.pop();
                 self.class_tensor_attrs.pop();
