@@ -131,6 +131,27 @@ pub(crate) fn exported_module(call: &ast::ExprCall) -> Option<&Expr> {
         .or_else(|| keyword(call, "model").map(|k| &k.value))
 }
 
+/// The module a chain of moves and casts starts from: `net` in `net.cpu()`,
+/// `model.encoder.to(device).float()`; `None` for anything else (a chain with `.eval()` too).
+fn moved(e: &Expr) -> Option<&Expr> {
+    let mut e = e;
+    let mut moves = 0;
+    while let Expr::Call(c) = e {
+        let Expr::Attribute(a) = c.func.as_ref() else {
+            return None;
+        };
+        if !matches!(
+            a.attr.id.as_str(),
+            "cpu" | "cuda" | "to" | "float" | "half" | "double" | "bfloat16" | "requires_grad_"
+        ) {
+            return None;
+        }
+        e = a.value.as_ref();
+        moves += 1;
+    }
+    (moves > 0 && matches!(e, Expr::Name(_) | Expr::Attribute(_))).then_some(e)
+}
+
 /// Whether a chain of method calls ends in eval mode whatever it starts from:
 /// `encoder = model.encoder.eval()`, `net = nets["student"].eval().to(device)`.
 fn chain_evals(e: &Expr) -> bool {
@@ -302,6 +323,9 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     let Some(model) = exported_module(call) else {
         return;
     };
+    // `torch.onnx.export(net.cpu(), ...)`: moving or casting a module keeps its mode, so the
+    // export is judged by `net`.
+    let model = moved(model).unwrap_or(model);
     // `torch.onnx.export(BagWrapper(TopKMIL(cfg)), ...)`: a module built inline in the call,
     // by a constructor (not a helper, which may load weights and call `.eval()` itself).
     if let Expr::Call(c) = model {
@@ -482,7 +506,20 @@ fn mode_in(ch: &Checker, body: &[Stmt], name: &str, sub: Option<&str>, at: TextS
     };
     let mut stmts = Vec::new();
     collect(body, at, &mut stmts);
+    // Modules built around `name` (`wrapped = TowerWrapper(model, norm)`): `wrapped.eval()`
+    // puts `name`, a submodule, in eval mode too.
+    let mut holders: Vec<&str> = Vec::new();
     for s in stmts.iter().filter(|s| s.range().start() < at) {
+        if let Stmt::Assign(a) = s {
+            let wraps = matches!(chain_start(&a.value), Expr::Call(c) if is_constructor(c)
+                && c.arguments.args.iter().any(|x| matches!(x, Expr::Name(n) if n.id.as_str() == name)));
+            if let (true, [Expr::Name(h)]) = (wraps, &a.targets[..]) {
+                if h.id.as_str() != name {
+                    holders.push(h.id.as_str());
+                    mode.evaluated |= chain_evals(&a.value);
+                }
+            }
+        }
         // `for name, model in candidates.items(): ... export(model, ...)`: built in this scope too.
         if let Stmt::For(f) = s {
             if mentions(&f.target, &[name.to_string()]) {
@@ -522,6 +559,10 @@ fn mode_in(ch: &Checker, body: &[Stmt], name: &str, sub: Option<&str>, at: TextS
                 || handed_back(e)
                 || (mentions(e, &[name.to_string()]) && helper_evals(ch, e))
                 || sub.is_some_and(|attr| has_eval(e, Receiver::Attribute(name, attr)))
+                || holders.iter().any(|h| {
+                    has_eval(e, Receiver::Name(h))
+                        || (chain_evals(e) && chain_root(e).is_some_and(|r| r == *h))
+                })
         });
         // `model.eval()` then `model.train()` (to recalibrate batch norm): back in training.
         if !evals && exprs.iter().any(|e| has_train(e, name)) {
