@@ -224,6 +224,8 @@ const SHAPE_ONLY_METHODS: &[&str] = &[
     "transpose",
     "contiguous",
     "to",
+    "cuda",
+    "cpu",
     "eq",
     "ne",
     "gt",
@@ -713,6 +715,10 @@ impl<'a> Checker<'a> {
                             self.is_tensor(x)
                                 || self.is_size(x)
                                 || matches!(x, Expr::Name(n) if st.built_lists.contains(n.id.as_str()))
+                                // `self.fpn(*self.encoder(x))`: the levels a submodule just
+                                // computed, spread.
+                                || matches!(x, Expr::Starred(s) if matches!(s.value.as_ref(), Expr::Call(_))
+                                    && self.is_tensor(&s.value))
                         });
                     }
                     return false;
@@ -2297,6 +2303,22 @@ fn loop_submodule_calls(body: &[Stmt]) -> HashSet<String> {
             visitor::walk_stmt(self, s);
         }
         fn visit_expr(&mut self, e: &'a Expr) {
+            // `[cell.init_hidden(x) for cell in self.cells]`: a comprehension over them too.
+            let generators = match e {
+                Expr::ListComp(l) => &l.generators[..],
+                Expr::Generator(g) => &g.generators[..],
+                Expr::SetComp(g) => &g.generators[..],
+                _ => &[],
+            };
+            if generators.iter().any(|g| on_self(&g.iter)) {
+                let before = self.targets.len();
+                for g in generators.iter().filter(|g| on_self(&g.iter)) {
+                    collect_names(&g.target, &mut self.targets);
+                }
+                visitor::walk_expr(self, e);
+                self.targets.truncate(before);
+                return;
+            }
             if let Expr::Call(c) = e {
                 if let Expr::Attribute(m) = c.func.as_ref() {
                     if matches!(m.value.as_ref(), Expr::Name(n) if self.targets.iter().any(|t| t == n.id.as_str()))
