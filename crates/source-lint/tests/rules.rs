@@ -349,6 +349,15 @@ fn corpus_hazards_are_found_and_clean_code_is_quiet() {
         "traffic",
         "battery",
         "gaze",
+        "dental",
+        "sleep",
+        "forensics",
+        "ampsim",
+        "parking",
+        "keystroke",
+        "legal",
+        "wildfire",
+        "pills",
     ] {
         let mut files: Vec<PathBuf> = std::fs::read_dir(root.join(dir))
             .unwrap()
