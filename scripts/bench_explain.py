@@ -10,7 +10,10 @@ side by side with another build of the binary (an older release, say) with the r
 Every --messages-th fixture is taken (spread over the file, so over the error families). Each
 binary explains each message once to warm the file cache, then once more timed; the two binaries
 alternate message by message so machine noise hits both. Prints the median and the largest
-wall time and the largest peak RSS (from wait4) of each, and the ratios baseline/binary.
+wall time and the largest peak RSS of each, and the ratios baseline/binary. Each call runs under
+bench_load.py's small wrapper process: a child spawned straight from this script would report this
+script's own size (the parsed fixtures, about 50 MiB) as its peak, since Linux folds the spawning
+process's high-water mark into the child's ru_maxrss at exec.
 
 --log-mb N puts each message at the end of a log of N MB (a training/export log's progress
 lines, none of them an error), as when a whole CI or console log is passed to `explain`.
@@ -19,28 +22,23 @@ lines, none of them an error), as when a whole CI or console log is passed to `e
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 import tomllib
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_load import measure
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "crates/source-lint/tests/fixtures/explain_cases.toml"
 
 
 def run(binary: str, path: str) -> tuple[float, int]:
-    """Wall seconds and peak RSS in KiB of `binary explain --format json path`."""
-    start = time.perf_counter()
-    proc = subprocess.Popen([binary, "explain", "--format", "json", path],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - start
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0:
-        sys.exit(f"bench_explain: {binary} explain {path} exited with {code}: {proc.stderr.read().decode()}")
-    return elapsed, usage.ru_maxrss
+    """Wall seconds and peak RSS in KiB of `binary explain --format json path`, measured in a
+    fresh small process (see bench_load.measure)."""
+    wall, rss, _floor, _out = measure([os.path.abspath(binary), "explain", "--format", "json", path])
+    return wall, rss // 1024
 
 
 def main() -> None:
