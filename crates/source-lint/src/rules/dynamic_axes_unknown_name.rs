@@ -243,7 +243,7 @@ fn shown(names: &[String]) -> Vec<String> {
 
 /// The keys of a `dynamic_axes` value with where each is written: a dict display, a
 /// `dict(name={...})` call, or a name bound to one of them and extended with
-/// `axes["name"] = {...}` before the export.
+/// `axes["name"] = {...}` or `axes.update({...})` before the export.
 fn keys(ch: &Checker, value: &Expr, before: TextSize) -> Option<Vec<(String, TextRange)>> {
     let mut out = Vec::new();
     let bound = resolve(ch, value)?;
@@ -272,6 +272,22 @@ fn keys(ch: &Checker, value: &Expr, before: TextSize) -> Option<Vec<(String, Tex
     }
     if let Expr::Name(n) = value {
         for s in statements_before(ch, before) {
+            // `axes.update({"gauge_values": {0: "batch"}, ...})`
+            if let Stmt::Expr(e) = s {
+                if let Expr::Call(c) = e.value.as_ref() {
+                    let on_axes = matches!(c.func.as_ref(), Expr::Attribute(a)
+                        if a.attr.id.as_str() == "update"
+                            && matches!(a.value.as_ref(), Expr::Name(m) if m.id == n.id));
+                    if let (true, [Expr::Dict(d)]) = (on_axes, &c.arguments.args[..]) {
+                        for key in d.items.iter().filter_map(|i| i.key.as_ref()) {
+                            if let Some(k) = string_literal(key) {
+                                out.push((k.to_string(), key.range()));
+                            }
+                        }
+                    }
+                }
+                continue;
+            }
             let Stmt::Assign(a) = s else { continue };
             for t in &a.targets {
                 let Expr::Subscript(sub) = t else { continue };
