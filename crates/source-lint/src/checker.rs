@@ -419,7 +419,7 @@ impl<'a> Checker<'a> {
 
     pub fn run(&mut self, module: &'a [Stmt]) {
         self.fns.push(FnState::default());
-        scan_locals(self, module, true);
+        scan_locals(self, module, &[]);
         self.visit_body(module);
         self.fns.pop();
     }
@@ -2308,6 +2308,7 @@ fn loop_submodule_calls(body: &[Stmt]) -> HashSet<String> {
                 Expr::ListComp(l) => &l.generators[..],
                 Expr::Generator(g) => &g.generators[..],
                 Expr::SetComp(g) => &g.generators[..],
+                Expr::DictComp(g) => &g.generators[..],
                 _ => &[],
             };
             if generators.iter().any(|g| on_self(&g.iter)) {
@@ -2608,7 +2609,7 @@ fn function_aliases(body: &[Stmt]) -> impl Iterator<Item = String> {
 }
 
 /// Functions that by name only run in training (losses, target assignment, sampling).
-fn training_only_name(name: &str) -> bool {
+pub(crate) fn training_only_name(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     names_loss(name)
         || n.contains("training")
@@ -2618,8 +2619,29 @@ fn training_only_name(name: &str) -> bool {
 }
 
 /// Binds local names of a function (or the module) to what they most likely hold.
-fn scan_locals(ch: &mut Checker, body: &[Stmt], _module: bool) {
-    let bindings = name_bindings(body);
+/// `params`: the function's parameter names (none for the module).
+fn scan_locals(ch: &mut Checker, body: &[Stmt], params: &[String]) {
+    let mut bindings = name_bindings(body);
+    for p in params {
+        *bindings.entry(p.clone()).or_default() += 1;
+    }
+    // `for n in (d, h, w)` / `[... for n in (d, h, w)]` with each a frozen number (`d, h, w =
+    // [int(s) for s in x.shape[2:]]`): so is `n`, when the function binds that name nowhere else
+    // (names are kept per function, not per loop or comprehension).
+    let frozen_loop = |ch: &mut Checker, target: &Expr, iter: &Expr| {
+        let once = matches!(target, Expr::Name(n) if bindings.get(n.id.as_str()) == Some(&1));
+        let elts = match iter {
+            Expr::Tuple(t) => &t.elts[..],
+            Expr::List(l) => &l.elts[..],
+            _ => &[],
+        };
+        if once && !elts.is_empty() && elts.iter().all(|e| ch.is_frozen_int(e)) {
+            if let Expr::Name(n) = target {
+                let st = ch.fns.last_mut().expect("scope");
+                st.frozen.insert(n.id.to_string());
+            }
+        }
+    };
     // Two rounds so that `b = a + 1` after `a = torch.zeros(3)` is seen whatever the order.
     for _ in 0..2 {
         let mut stmts: Vec<&Stmt> = Vec::new();
@@ -2627,23 +2649,13 @@ fn scan_locals(ch: &mut Checker, body: &[Stmt], _module: bool) {
         for stmt in stmts {
             match stmt {
                 Stmt::Assign(a) => {
-                    // `[torch.linspace(-1, 1, n) for n in (d, h, w)]`: a comprehension's
-                    // variable over frozen numbers is one, when the function binds that name
-                    // nowhere else (names are kept per function, not per comprehension).
-                    let frozen_loops: Vec<(&Expr, &Expr)> = match a.value.as_ref() {
-                        Expr::ListComp(l) => l.generators.iter(),
-                        Expr::Generator(g) => g.generators.iter(),
-                        _ => [].iter(),
-                    }
-                    .filter(|g| {
-                        matches!(&g.target, Expr::Name(n) if bindings.get(n.id.as_str()) == Some(&1))
-                            && matches!(&g.iter, Expr::Tuple(t) if !t.elts.is_empty()
-                                && t.elts.iter().all(|e| ch.is_frozen_int(e)))
-                    })
-                    .map(|g| (&g.target, &g.iter))
-                    .collect();
-                    for (target, iter) in frozen_loops {
-                        bind_loop(ch, target, iter);
+                    let generators = match a.value.as_ref() {
+                        Expr::ListComp(l) => &l.generators[..],
+                        Expr::Generator(g) => &g.generators[..],
+                        _ => &[],
+                    };
+                    for g in generators {
+                        frozen_loop(ch, &g.target, &g.iter);
                     }
                     for t in &a.targets {
                         bind(ch, t, &a.value);
@@ -2668,7 +2680,10 @@ fn scan_locals(ch: &mut Checker, body: &[Stmt], _module: bool) {
                         bind(ch, &a.target, v);
                     }
                 }
-                Stmt::For(f) => bind_loop(ch, &f.target, &f.iter),
+                Stmt::For(f) => {
+                    frozen_loop(ch, &f.target, &f.iter);
+                    bind_loop(ch, &f.target, &f.iter);
+                }
                 // `hist = torch.zeros(bins)` then `hist.index_add_(0, idx, ones)` or
                 // `hist[idx] = v`: filled from the inputs in place, no longer a constant.
                 Stmt::Expr(e) => {
@@ -3007,19 +3022,6 @@ fn bind_loop(ch: &mut Checker, target: &Expr, iter: &Expr) {
                 return;
             }
             _ => {}
-        }
-    }
-    // `for n in (d, h, w)` with each a frozen number (`d, h, w = [int(s) for s in x.shape[2:]]`):
-    // so is `n`.
-    if let (
-        Expr::Name(n),
-        Expr::Tuple(ast::ExprTuple { elts, .. }) | Expr::List(ast::ExprList { elts, .. }),
-    ) = (target, iter)
-    {
-        if !elts.is_empty() && elts.iter().all(|e| ch.is_frozen_int(e)) {
-            let st = ch.fns.last_mut().expect("scope");
-            st.frozen.insert(n.id.to_string());
-            return;
         }
     }
     if matches!(target, Expr::Name(_)) && yields_tensors(ch, iter) {
@@ -4020,6 +4022,10 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         st.sizes = outer.sizes.clone();
                         st.frozen = outer.frozen.clone();
                         st.containers = outer.containers.clone();
+                        // Its own parameters shadow the enclosing function's names.
+                        for p in parameters(f) {
+                            st.frozen.remove(p.parameter.name.id.as_str());
+                        }
                     }
                 }
                 // `def resize(x, size, mode="bilinear")`: a string default is what the
@@ -4126,7 +4132,10 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     self.visit_expr(&d.expression);
                 }
                 self.fns.push(st);
-                scan_locals(self, &f.body, false);
+                let names: Vec<String> = parameters(f)
+                    .map(|p| p.parameter.name.id.to_string())
+                    .collect();
+                scan_locals(self, &f.body, &names);
                 let loops = std::mem::take(&mut self.loops);
                 self.bodies.push(&f.body);
                 self.visit_body(&f.body);

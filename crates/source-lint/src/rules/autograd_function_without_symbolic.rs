@@ -80,14 +80,16 @@ pub(crate) fn check_class(ch: &mut Checker, class: &ast::StmtClassDef) {
     );
 }
 
-/// Whether the file names `class` somewhere, and only inside functions that are not model code
-/// and build no modules (not `__init__`), in a file that has model code (as `in_side_code`):
-/// `GatherLayer.apply(z)` in a contrastive loss, `DiceFn.apply(p, y)` in a training step. A
-/// function a model function calls, even on its training side (`grad_reverse(feat)` under
-/// `if self.training:`), counts as model code here: the Function is part of the model's
-/// `forward`. A Function the file never uses may be used by another file's model: still
-/// reported.
+/// Whether the file uses `class`, and only in side code: in functions that are not model code
+/// and are named for training, losses or evaluation (`itc_loss`, `train_epoch`, `evaluate`, a
+/// method of a `*Loss` class),
+/// or that only such functions call (`gather_features` called by `clip_loss`, `chamfer` by
+/// `crown_loss`), in a file that has model code. A function a model function calls, even on its
+/// training side (`grad_reverse(feat)` under `if self.training:`), or that nothing in the file
+/// calls (a factory used in `__init__`, a hook torch calls, a helper another file imports) may
+/// reach the trace: still reported, as is a Function the file never uses.
 fn used_only_in_side_code(ch: &Checker, class: &str) -> bool {
+    use crate::checker::{functions_and_methods, names_loss, training_only_name};
     use ruff_python_ast::visitor::{self, Visitor};
     /// Whether a body names `name`, as a name or (`self.name`) an attribute.
     struct Names<'n> {
@@ -123,41 +125,52 @@ fn used_only_in_side_code(ch: &Checker, class: &str) -> bool {
     let Some(module) = ch.bodies.first() else {
         return false;
     };
-    // Every function and method of the file, with its class.
-    let mut functions: Vec<(Option<&str>, &ast::StmtFunctionDef)> = Vec::new();
+    // Named anywhere outside a function (a module-level alias, a class attribute): not side code.
     for stmt in module.iter() {
         match stmt {
-            Stmt::FunctionDef(f) => functions.push((None, f)),
-            Stmt::ClassDef(c) => {
-                for s in &c.body {
-                    match s {
-                        Stmt::FunctionDef(f) => functions.push((Some(c.name.id.as_str()), f)),
-                        s if c.name.id.as_str() != class
-                            && names(std::slice::from_ref(s), class, false) =>
-                        {
-                            return false
-                        }
-                        _ => {}
-                    }
+            Stmt::ClassDef(c) if c.name.id.as_str() != class => {
+                let outside = c.body.iter().any(|s| {
+                    !matches!(s, Stmt::FunctionDef(_))
+                        && names(std::slice::from_ref(s), class, false)
+                });
+                if outside {
+                    return false;
                 }
             }
+            Stmt::FunctionDef(_) | Stmt::ClassDef(_) => {}
             s if names(std::slice::from_ref(s), class, false) => return false,
             _ => {}
         }
     }
-    let is_model = |owner: Option<&str>, f: &ast::StmtFunctionDef| {
-        model.contains(&(owner.map(str::to_string), f.name.id.to_string()))
+    let functions: Vec<(Option<&str>, &ast::StmtFunctionDef)> = functions_and_methods(module)
+        .filter(|(owner, _)| *owner != Some(class))
+        .collect();
+    // Training, loss and evaluation code by its name.
+    let training_named = |owner: Option<&str>, f: &ast::StmtFunctionDef| {
+        let n = f.name.id.to_ascii_lowercase();
+        training_only_name(&n)
+            || ["eval", "valid", "metric", "test"]
+                .iter()
+                .any(|w| n.starts_with(w) || n.starts_with(&format!("_{w}")))
+            || owner.is_some_and(names_loss)
     };
     let mut used = false;
     for &(owner, f) in &functions {
-        if owner == Some(class) || !names(&f.body, class, false) {
+        if !names(&f.body, class, false) {
             continue;
         }
-        let called_by_model = functions
-            .iter()
-            .any(|&(o, g)| is_model(o, g) && names(&g.body, f.name.id.as_str(), owner.is_some()));
-        if f.name.id.as_str() == "__init__" || is_model(owner, f) || called_by_model {
+        let is_model = model.contains(&(owner.map(str::to_string), f.name.id.to_string()));
+        if is_model || f.name.id.as_str() == "__init__" {
             return false;
+        }
+        if !training_named(owner, f) {
+            let callers: Vec<&(Option<&str>, &ast::StmtFunctionDef)> = functions
+                .iter()
+                .filter(|(_, g)| names(&g.body, f.name.id.as_str(), owner.is_some()))
+                .collect();
+            if callers.is_empty() || !callers.iter().all(|&&(o, g)| training_named(o, g)) {
+                return false;
+            }
         }
         used = true;
     }

@@ -507,11 +507,24 @@ fn mode_in(ch: &Checker, body: &[Stmt], name: &str, sub: Option<&str>, at: TextS
     let mut stmts = Vec::new();
     collect(body, at, &mut stmts);
     // Modules built around `name` (`wrapped = TowerWrapper(model, norm)`): `wrapped.eval()`
-    // puts `name`, a submodule, in eval mode too.
+    // puts `name`, a submodule, in eval mode too. Not averaging wrappers, which hold a copy
+    // (`AveragedModel(model)`, timm's `ModelEmaV2(model)`).
+    let copies = |c: &ast::ExprCall| {
+        let class = match c.func.as_ref() {
+            Expr::Name(n) => n.id.as_str(),
+            Expr::Attribute(a) => a.attr.id.as_str(),
+            _ => "",
+        }
+        .to_ascii_lowercase();
+        ["ema", "averaged", "swa", "copy", "teacher"]
+            .iter()
+            .any(|w| class.contains(w))
+    };
     let mut holders: Vec<&str> = Vec::new();
     for s in stmts.iter().filter(|s| s.range().start() < at) {
         if let Stmt::Assign(a) = s {
             let wraps = matches!(chain_start(&a.value), Expr::Call(c) if is_constructor(c)
+                && !copies(c)
                 && c.arguments.args.iter().any(|x| matches!(x, Expr::Name(n) if n.id.as_str() == name)));
             if let (true, [Expr::Name(h)]) = (wraps, &a.targets[..]) {
                 if h.id.as_str() != name {
@@ -564,8 +577,13 @@ fn mode_in(ch: &Checker, body: &[Stmt], name: &str, sub: Option<&str>, at: TextS
                         || (chain_evals(e) && chain_root(e).is_some_and(|r| r == *h))
                 })
         });
-        // `model.eval()` then `model.train()` (to recalibrate batch norm): back in training.
-        if !evals && exprs.iter().any(|e| has_train(e, name)) {
+        // `model.eval()` then `model.train()` (to recalibrate batch norm): back in training;
+        // so is a module built around it by `wrapped.train()`.
+        if !evals
+            && exprs
+                .iter()
+                .any(|e| has_train(e, name) || holders.iter().any(|h| has_train(e, h)))
+        {
             mode.evaluated = false;
         }
         mode.evaluated |= evals;
