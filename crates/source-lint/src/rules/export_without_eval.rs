@@ -545,9 +545,21 @@ fn mode_in(ch: &Checker, body: &[Stmt], name: &str, sub: Option<&str>, at: TextS
                 .any(|t| matches!(t, Expr::Name(t) if t.id.as_str() == name))
             {
                 mode.assigned = true;
+                // `encoder = model.encoder` after `model.eval()`: a submodule of a module in
+                // eval mode is in eval mode (or one put in it later, seen below).
+                let submodule_of_evaluated = match a.value.as_ref() {
+                    Expr::Attribute(attr) => match attr.value.as_ref() {
+                        Expr::Name(root) if root.id.as_str() != name => {
+                            mode_in(ch, body, root.id.as_str(), None, s.range().start()).evaluated
+                        }
+                        _ => false,
+                    },
+                    _ => false,
+                };
                 mode.evaluated |= has_eval(&a.value, Receiver::NameOrCall(name))
                     || chain_evals(&a.value)
-                    || helper_evals(ch, &a.value);
+                    || helper_evals(ch, &a.value)
+                    || submodule_of_evaluated;
                 continue;
             }
         }
