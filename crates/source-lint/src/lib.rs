@@ -673,10 +673,15 @@ pub fn lint_files_cached(
         let Ok(r) = r else { continue };
         for imp in &r.lint.imported_names {
             for i in resolve(j, imp) {
-                if read[i]
-                    .as_ref()
-                    .is_ok_and(|t| t.lint.eval_helpers.contains(&imp.name))
-                {
+                let Ok(t) = &read[i] else { continue };
+                if imp.name.is_empty() {
+                    // `import hazard_blade as blade` then `blade.load_model(path)`.
+                    for helper in &t.lint.eval_helpers {
+                        extra[j]
+                            .eval_helpers
+                            .insert(format!("{}.{helper}", imp.callee));
+                    }
+                } else if t.lint.eval_helpers.contains(&imp.name) {
                     extra[j].eval_helpers.insert(imp.callee.clone());
                 }
             }

@@ -344,7 +344,7 @@ fn loaders_of_another_file_that_evaluate_count_for_odl017() {
         select: vec!["ODL017".into()],
         ignore: vec![],
     };
-    let (reports, _) = lint_files(&[models, script.clone()], &sel);
+    let (reports, _) = lint_files(&[models.clone(), script.clone()], &sel);
     let lines: Vec<usize> = reports
         .iter()
         .flat_map(|r| &r.findings)
@@ -354,6 +354,20 @@ fn loaders_of_another_file_that_evaluate_count_for_odl017() {
     // Alone, the script cannot know what the loaders do: both exports are flagged.
     let (reports, _) = lint_files(&[script], &sel);
     assert_eq!(reports[0].findings.len(), 2);
+    // The same loaders through the module imported by name (`detector.load_detector(path)`).
+    let by_module = dir.path().join("export_by_module.py");
+    std::fs::write(
+        &by_module,
+        "import torch\nimport detector as dt\n\ndef main():\n    det = dt.load_detector('d.pt')\n    torch.onnx.export(det, (torch.zeros(1),), 'd.onnx')\n    raw = dt.load_raw('d.pt')\n    torch.onnx.export(raw, (torch.zeros(1),), 'r.onnx')\n",
+    )
+    .unwrap();
+    let (reports, _) = lint_files(&[models, by_module], &sel);
+    let lines: Vec<usize> = reports
+        .iter()
+        .flat_map(|r| &r.findings)
+        .map(|f| f.line())
+        .collect();
+    assert_eq!(lines, vec![8]);
 }
 
 #[test]

@@ -254,6 +254,15 @@ fn helper_evals(ch: &Checker, e: &Expr) -> bool {
     if called.iter().any(|c| ch.imported_eval_helper(c)) {
         return true;
     }
+    // `blade.load_model(path)`: a helper of a module imported by name.
+    let module_helper = crate::rules::any_sub_expr(e, |x| {
+        matches!(x, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a)
+            if matches!(a.value.as_ref(), Expr::Name(m)
+                if ch.imported_eval_helper(&format!("{}.{}", m.id, a.attr.id)))))
+    });
+    if module_helper {
+        return true;
+    }
     module.iter().any(|s| match s {
         Stmt::FunctionDef(f) if called.contains(f.name.id.as_str()) => leaves_in_eval(f),
         _ => false,
