@@ -719,6 +719,9 @@ impl<'a> Checker<'a> {
                                 // computed, spread.
                                 || matches!(x, Expr::Starred(s) if matches!(s.value.as_ref(), Expr::Call(_))
                                     && self.is_tensor(&s.value))
+                                // `self.fpn([c3, c4, c5])`: a list the call writes out, of tensors.
+                                || matches!(x, Expr::List(l) if !l.elts.is_empty()
+                                    && l.elts.iter().all(|e| self.is_tensor(e)))
                         });
                     }
                     return false;
