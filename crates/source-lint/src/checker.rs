@@ -419,7 +419,7 @@ impl<'a> Checker<'a> {
 
     pub fn run(&mut self, module: &'a [Stmt]) {
         self.fns.push(FnState::default());
-        scan_locals(self, module, &[]);
+        scan_locals(self, module, None);
         self.visit_body(module);
         self.fns.pop();
     }
@@ -2622,23 +2622,34 @@ pub(crate) fn training_only_name(name: &str) -> bool {
 }
 
 /// Binds local names of a function (or the module) to what they most likely hold.
-/// `params`: the function's parameter names (none for the module).
-fn scan_locals(ch: &mut Checker, body: &[Stmt], params: &[String]) {
-    let mut bindings = name_bindings(body);
-    for p in params {
-        *bindings.entry(p.clone()).or_default() += 1;
-    }
+/// `function`: the function whose body it is (`None` for the module).
+fn scan_locals(ch: &mut Checker, body: &[Stmt], function: Option<&ast::StmtFunctionDef>) {
+    // Counted only when a loop over frozen numbers needs it (rare).
+    let bindings: std::cell::OnceCell<HashMap<&str, usize>> = std::cell::OnceCell::new();
+    let bound_once = |name: &str| {
+        let counts = bindings.get_or_init(|| {
+            let mut counts = name_bindings(body);
+            for p in function.into_iter().flat_map(parameters) {
+                *counts.entry(p.parameter.name.id.as_str()).or_default() += 1;
+            }
+            counts
+        });
+        counts.get(name) == Some(&1)
+    };
     // `for n in (d, h, w)` / `[... for n in (d, h, w)]` with each a frozen number (`d, h, w =
     // [int(s) for s in x.shape[2:]]`): so is `n`, when the function binds that name nowhere else
     // (names are kept per function, not per loop or comprehension).
     let frozen_loop = |ch: &mut Checker, target: &Expr, iter: &Expr| {
-        let once = matches!(target, Expr::Name(n) if bindings.get(n.id.as_str()) == Some(&1));
         let elts = match iter {
             Expr::Tuple(t) => &t.elts[..],
             Expr::List(l) => &l.elts[..],
             _ => &[],
         };
-        if once && !elts.is_empty() && elts.iter().all(|e| ch.is_frozen_int(e)) {
+        if matches!(target, Expr::Name(_))
+            && !elts.is_empty()
+            && elts.iter().all(|e| ch.is_frozen_int(e))
+            && matches!(target, Expr::Name(n) if bound_once(n.id.as_str()))
+        {
             if let Expr::Name(n) = target {
                 let st = ch.fns.last_mut().expect("scope");
                 st.frozen.insert(n.id.to_string());
@@ -2744,14 +2755,14 @@ fn scan_locals(ch: &mut Checker, body: &[Stmt], params: &[String]) {
 
 /// How many times a body binds each name by assignment, loop or comprehension (nested
 /// functions and classes left out).
-fn name_bindings(body: &[Stmt]) -> HashMap<String, usize> {
+fn name_bindings(body: &[Stmt]) -> HashMap<&str, usize> {
     use ruff_python_ast::visitor::{self, Visitor};
     #[derive(Default)]
-    struct Count(HashMap<String, usize>);
-    impl Count {
-        fn target(&mut self, t: &Expr) {
+    struct Count<'a>(HashMap<&'a str, usize>);
+    impl<'a> Count<'a> {
+        fn target(&mut self, t: &'a Expr) {
             match t {
-                Expr::Name(n) => *self.0.entry(n.id.to_string()).or_default() += 1,
+                Expr::Name(n) => *self.0.entry(n.id.as_str()).or_default() += 1,
                 Expr::Tuple(t) => t.elts.iter().for_each(|e| self.target(e)),
                 Expr::List(t) => t.elts.iter().for_each(|e| self.target(e)),
                 Expr::Starred(s) => self.target(&s.value),
@@ -2759,7 +2770,7 @@ fn name_bindings(body: &[Stmt]) -> HashMap<String, usize> {
             }
         }
     }
-    impl<'a> Visitor<'a> for Count {
+    impl<'a> Visitor<'a> for Count<'a> {
         fn visit_stmt(&mut self, s: &'a Stmt) {
             match s {
                 Stmt::FunctionDef(_) | Stmt::ClassDef(_) => return,
@@ -4135,10 +4146,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     self.visit_expr(&d.expression);
                 }
                 self.fns.push(st);
-                let names: Vec<String> = parameters(f)
-                    .map(|p| p.parameter.name.id.to_string())
-                    .collect();
-                scan_locals(self, &f.body, &names);
+                scan_locals(self, &f.body, Some(f));
                 let loops = std::mem::take(&mut self.loops);
                 self.bodies.push(&f.body);
                 self.visit_body(&f.body);
