@@ -108,6 +108,8 @@ pub(crate) struct Checker<'a> {
     pub classes: Vec<String>,
     /// Method names of each enclosing class: `self.m(x)` calls a method, not a submodule.
     class_methods: Vec<HashMap<String, &'a [Stmt]>>,
+    /// The base classes each class of the file names ([`class_bases`]).
+    class_bases: HashMap<&'a str, Vec<&'a str>>,
     /// Attributes of each enclosing class that hold tensors: buffers, parameters and tensors
     /// assigned to `self.<name>`.
     class_tensor_attrs: Vec<HashSet<String>>,
@@ -315,7 +317,14 @@ impl<'a> Checker<'a> {
         let torch_imported = imports
             .values()
             .any(|q| q == "torch" || q.starts_with("torch."));
-        let model_fns = model_functions(module, &imports, &project.roots, &project.methods);
+        let class_bases = class_bases(module);
+        let model_fns = model_functions(
+            module,
+            &class_bases,
+            &imports,
+            &project.roots,
+            &project.methods,
+        );
         let returns_tensor = tensor_returning_functions(module);
         let returns_mask = mask_returning_functions(module);
         let own_frozen_returns = frozen_returning_functions(module);
@@ -348,6 +357,7 @@ impl<'a> Checker<'a> {
             model_fns,
             classes: Vec::new(),
             class_methods: Vec::new(),
+            class_bases,
             class_tensor_attrs: Vec::new(),
             class_bool_attrs: Vec::new(),
             returns_tensor,
@@ -1334,14 +1344,13 @@ fn called_names(body: &[Stmt]) -> (HashSet<String>, HashSet<String>) {
 /// the methods of the same class it calls through `self.` and the module functions it calls.
 fn model_functions(
     module: &[Stmt],
+    bases: &HashMap<&str, Vec<&str>>,
     imports: &HashMap<String, String>,
     extra_roots: &HashSet<String>,
     extra_methods: &HashSet<String>,
 ) -> HashSet<(Option<String>, String)> {
     let mut module_fns: HashMap<String, &[Stmt]> = HashMap::default();
     let mut classes: Vec<(String, HashMap<String, &[Stmt]>)> = Vec::new();
-    // The base classes each class names (`class PalletNetWithSlots(PalletNet)`).
-    let mut bases: HashMap<String, Vec<String>> = HashMap::default();
     // Parameters of each class's `forward` after its first input: the targets a loss takes.
     let mut forward_targets: HashMap<String, Vec<String>> = HashMap::default();
     for stmt in module {
@@ -1367,50 +1376,27 @@ fn model_functions(
                     }
                 }
                 classes.push((c.name.id.to_string(), methods));
-                if let Some(args) = &c.arguments {
-                    bases.insert(
-                        c.name.id.to_string(),
-                        args.args
-                            .iter()
-                            .filter_map(|b| match b {
-                                Expr::Name(n) => Some(n.id.to_string()),
-                                _ => None,
-                            })
-                            .collect(),
-                    );
-                }
             }
             _ => {}
         }
     }
     // The class of this file whose method `self.<name>` calls in `class`: its own, or one
     // inherited from a base class of this file (`self.occupancy_map(heat)` in a subclass).
-    // `class` and its ancestors in this file, nearest first along each line of bases.
-    let lineage = |class: &str| -> Vec<String> {
-        let mut seen: Vec<String> = Vec::new();
-        let mut work = vec![class.to_string()];
-        while let Some(c) = work.pop() {
-            if seen.contains(&c) {
-                continue;
-            }
-            if let Some(b) = bases.get(&c) {
-                work.extend(b.iter().cloned());
-            }
-            seen.push(c);
-        }
-        seen
-    };
     let owner = |class: &str, name: &str| -> Option<String> {
-        lineage(class).into_iter().find(|c| {
-            classes
-                .iter()
-                .find(|(k, _)| k == c)
-                .is_some_and(|(_, m)| m.contains_key(name))
-        })
+        lineage(bases, class)
+            .into_iter()
+            .find(|c| {
+                classes
+                    .iter()
+                    .find(|(k, _)| k == c)
+                    .is_some_and(|(_, m)| m.contains_key(name))
+            })
+            .map(str::to_string)
     };
     // Whether `class` has `base` among its ancestors in this file.
-    let inherits =
-        |class: &str, base: &str| -> bool { lineage(class).iter().skip(1).any(|c| c == base) };
+    let inherits = |class: &str, base: &str| -> bool {
+        lineage(bases, class).iter().skip(1).any(|c| *c == base)
+    };
     let is_root =
         |n: &str| n == "forward" || n.starts_with("forward_") || n.starts_with("_forward");
     let mut out: HashSet<(Option<String>, String)> = HashSet::default();
@@ -2640,20 +2626,16 @@ fn scan_locals(ch: &mut Checker, body: &[Stmt], function: Option<&ast::StmtFunct
     // [int(s) for s in x.shape[2:]]`): so is `n`, when the function binds that name nowhere else
     // (names are kept per function, not per loop or comprehension).
     let frozen_loop = |ch: &mut Checker, target: &Expr, iter: &Expr| {
+        let Expr::Name(n) = target else { return };
         let elts = match iter {
             Expr::Tuple(t) => &t.elts[..],
             Expr::List(l) => &l.elts[..],
             _ => &[],
         };
-        if matches!(target, Expr::Name(_))
-            && !elts.is_empty()
-            && elts.iter().all(|e| ch.is_frozen_int(e))
-            && matches!(target, Expr::Name(n) if bound_once(n.id.as_str()))
+        if !elts.is_empty() && elts.iter().all(|e| ch.is_frozen_int(e)) && bound_once(n.id.as_str())
         {
-            if let Expr::Name(n) = target {
-                let st = ch.fns.last_mut().expect("scope");
-                st.frozen.insert(n.id.to_string());
-            }
+            let st = ch.fns.last_mut().expect("scope");
+            st.frozen.insert(n.id.to_string());
         }
     };
     // Two rounds so that `b = a + 1` after `a = torch.zeros(3)` is seen whatever the order.
@@ -3693,37 +3675,43 @@ fn mask_returning_functions(module: &[Stmt]) -> HashSet<(Option<String>, String)
         .collect()
 }
 
-/// A class and the classes of this module it derives from, nearest first (at most 8, each once).
-fn local_lineage<'s>(
-    module: &'s [Stmt],
-    class: &'s ast::StmtClassDef,
-) -> Vec<&'s ast::StmtClassDef> {
-    let mut out = vec![class];
-    let mut i = 0;
-    while i < out.len() && out.len() < 8 {
-        let bases: Vec<&str> = out[i]
-            .arguments
-            .iter()
-            .flat_map(|a| a.args.iter())
-            .filter_map(|b| match b {
-                Expr::Name(n) => Some(n.id.as_str()),
-                _ => None,
-            })
-            .collect();
-        for base in bases {
-            let found = module.iter().find_map(|s| match s {
-                Stmt::ClassDef(d) if d.name.id.as_str() == base => Some(d),
-                _ => None,
-            });
-            if let Some(d) = found {
-                if !out.iter().any(|o| std::ptr::eq(*o, d)) {
-                    out.push(d);
-                }
-            }
+/// The base classes each class of a module names by a plain name
+/// (`class PalletNetWithSlots(PalletNet)`).
+fn class_bases(module: &[Stmt]) -> HashMap<&str, Vec<&str>> {
+    module
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::ClassDef(c) => Some((
+                c.name.id.as_str(),
+                c.arguments
+                    .iter()
+                    .flat_map(|a| a.args.iter())
+                    .filter_map(|b| match b {
+                        Expr::Name(n) => Some(n.id.as_str()),
+                        _ => None,
+                    })
+                    .collect(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `class` and its ancestors by [`class_bases`], nearest first along each line of bases, each
+/// once (names of classes the file does not define included).
+fn lineage<'s>(bases: &HashMap<&'s str, Vec<&'s str>>, class: &'s str) -> Vec<&'s str> {
+    let mut seen: Vec<&str> = Vec::new();
+    let mut work = vec![class];
+    while let Some(c) = work.pop() {
+        if seen.contains(&c) {
+            continue;
         }
-        i += 1;
+        if let Some(b) = bases.get(c) {
+            work.extend(b.iter().copied());
+        }
+        seen.push(c);
     }
-    out
+    seen
 }
 
 /// Attributes a class body binds to tensors: `self.register_buffer("name", ...)`,
@@ -4171,12 +4159,20 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 );
                 // The buffers and parameters a base class of this file registers are the
                 // subclass's too (`class FastWarp(Warp)` reading `self.grids`).
-                let lineage = local_lineage(self.bodies[0], c);
-                let mut tensor_attrs = HashSet::default();
-                let mut bool_attrs = HashSet::default();
-                for class in &lineage {
-                    tensor_attrs.extend(tensor_attributes(self, &class.body));
-                    bool_attrs.extend(bool_attributes(self, &class.body));
+                let mut tensor_attrs = tensor_attributes(self, &c.body);
+                let mut bool_attrs = bool_attributes(self, &c.body);
+                for base in lineage(&self.class_bases, c.name.id.as_str())
+                    .into_iter()
+                    .skip(1)
+                {
+                    let defined = self.bodies[0].iter().find_map(|s| match s {
+                        Stmt::ClassDef(d) if d.name.id.as_str() == base => Some(d),
+                        _ => None,
+                    });
+                    if let Some(d) = defined {
+                        tensor_attrs.extend(tensor_attributes(self, &d.body));
+                        bool_attrs.extend(bool_attributes(self, &d.body));
+                    }
                 }
                 self.class_tensor_attrs.push(tensor_attrs);
                 self.class_bool_attrs.push(bool_attrs);

@@ -1,8 +1,10 @@
 //! ## What it does
 //! Flags classes deriving from `torch.autograd.Function` that define no `symbolic` static
-//! method. A Function the file uses only in side code (a loss, a distributed gather for a
-//! contrastive loss, a training step), and nowhere in model code, at module level or in a
-//! constructor, is not reported: export never records it.
+//! method. A Function the file uses only in side code is not reported: export never records
+//! it. Side code here is functions named for training, losses or evaluation (a Dice loss, a
+//! training step, a `*Loss` class's methods) and helpers only they call (a distributed gather
+//! for a contrastive loss); a Function used in model code, at module level, in a constructor or
+//! in a helper nothing in the file calls is reported.
 //!
 //! ## Why is this bad?
 //! The TorchScript exporter records a custom autograd Function as a `prim::PythonOp` and can only
@@ -148,10 +150,11 @@ fn used_only_in_side_code(ch: &Checker, class: &str) -> bool {
     // Training, loss and evaluation code by its name.
     let training_named = |owner: Option<&str>, f: &ast::StmtFunctionDef| {
         let n = f.name.id.to_ascii_lowercase();
+        let unprefixed = n.strip_prefix('_').unwrap_or(&n);
         training_only_name(&n)
             || ["eval", "valid", "metric", "test"]
                 .iter()
-                .any(|w| n.starts_with(w) || n.starts_with(&format!("_{w}")))
+                .any(|w| n.starts_with(w) || unprefixed.starts_with(w))
             || owner.is_some_and(names_loss)
     };
     let mut used = false;
