@@ -63,6 +63,9 @@ pub(crate) struct FnState {
     pub bools: HashSet<String>,
     pub sizes: HashSet<String>,
     pub frozen: HashSet<String>,
+    /// The frozen names that hold a tensor's values, not its sizes (`area = mask.sum().item()`,
+    /// `x0, y0 = box.tolist()`): a constant, but not a shape.
+    pub frozen_values: HashSet<String>,
     /// Names bound to a tensor that does not depend on the inputs (`torch.tensor(0.5)`,
     /// `torch.rand(1)`), and names bound at least once to one that does.
     pub consts: HashSet<String>,
@@ -1135,6 +1138,53 @@ impl<'a> Checker<'a> {
             Expr::UnaryOp(u) => self.is_frozen_int(&u.operand),
             // `0 if past is None else int(past[0][0].shape[1])`
             Expr::If(i) => self.is_frozen_int(&i.body) || self.is_frozen_int(&i.orelse),
+            _ => false,
+        }
+    }
+
+    /// Whether a frozen number (`is_frozen_int`) holds a size rather than a tensor's values:
+    /// `len(x)`, `int(x.size(0))`, `W - 1` with `W = int(x.shape[-1])`; not `mask.sum().item()`,
+    /// `float(score)` or what `box.tolist()` unpacks to. A number whose origin is not known (a
+    /// helper's result, a parameter a caller froze) counts as a size.
+    pub fn is_frozen_size(&self, e: &Expr) -> bool {
+        match e {
+            Expr::Name(n) => {
+                let st = self.state();
+                st.frozen.contains(n.id.as_str()) && !st.frozen_values.contains(n.id.as_str())
+            }
+            Expr::Call(c) => {
+                if self
+                    .method(c)
+                    .is_some_and(|(m, _)| matches!(m, "item" | "tolist"))
+                {
+                    return false;
+                }
+                match self.qualify(&c.func).as_deref() {
+                    Some("builtins.int" | "builtins.float") => c
+                        .arguments
+                        .args
+                        .first()
+                        .is_some_and(|a| self.is_size(a) || self.is_frozen_size(a)),
+                    // `max(w - 1, 1)`, `max([len(i) for i in idx])`; not `max(area, 1)`.
+                    Some("builtins.min" | "builtins.max") => {
+                        self.is_frozen_int(e)
+                            && c.arguments.args.iter().any(|a| {
+                                matches!(a, Expr::ListComp(_) | Expr::Generator(_))
+                                    || self.is_size(a)
+                                    || self.is_frozen_size(a)
+                            })
+                    }
+                    Some(q) if q.starts_with("math.") || q.starts_with("numpy.") => c
+                        .arguments
+                        .args
+                        .iter()
+                        .any(|a| self.is_size(a) || self.is_frozen_size(a)),
+                    _ => self.is_frozen_int(e),
+                }
+            }
+            Expr::BinOp(b) => self.is_frozen_size(&b.left) || self.is_frozen_size(&b.right),
+            Expr::UnaryOp(u) => self.is_frozen_size(&u.operand),
+            Expr::If(i) => self.is_frozen_size(&i.body) || self.is_frozen_size(&i.orelse),
             _ => false,
         }
     }
@@ -2819,6 +2869,7 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
             let mask = ch.is_bool_mask(value) && !matches!(value, Expr::Name(_));
             let size = ch.is_size(value) && !tensor;
             let frozen = ch.is_frozen_int(value);
+            let frozen_value = frozen && !ch.is_frozen_size(value);
             let constant = tensor && ch.is_constant_tensor(value);
             let module = matches!(value, Expr::Attribute(_)) && is_self_chain(value) && !tensor;
             let literal = matches!(
@@ -2875,6 +2926,11 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
             if frozen {
                 st.frozen.insert(id.clone());
             }
+            if frozen_value {
+                st.frozen_values.insert(id.clone());
+            } else {
+                st.frozen_values.remove(&id);
+            }
             if module {
                 st.modules.insert(id.clone());
             }
@@ -2913,6 +2969,20 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                 }
                 _ => false,
             };
+            // `x0, y0, x1, y1 = box.tolist()`, `[int(v) for v in counts]`: values, not sizes.
+            let values = frozen
+                && match value {
+                    Expr::Name(n) => ch.state().frozen_values.contains(n.id.as_str()),
+                    Expr::ListComp(l) => !l.generators.first().is_some_and(|g| ch.is_size(&g.iter)),
+                    Expr::Generator(g) => {
+                        !g.generators.first().is_some_and(|g| ch.is_size(&g.iter))
+                    }
+                    Expr::Call(c) => match ch.method(c) {
+                        Some(("tolist", _)) => true,
+                        _ => !c.arguments.args.get(1).is_some_and(|it| ch.is_size(it)),
+                    },
+                    _ => false,
+                };
             let elts_values: Option<&[Expr]> = match value {
                 Expr::Tuple(v) if v.elts.len() == elts.len() => Some(&v.elts),
                 _ => None,
@@ -2951,6 +3021,9 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                     if shape {
                         st.sizes.insert(id);
                     } else if frozen {
+                        if values {
+                            st.frozen_values.insert(id.clone());
+                        }
                         st.frozen.insert(id);
                     } else if tensor {
                         st.non_consts.insert(id.clone());
@@ -4023,6 +4096,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         st.bools = outer.bools.clone();
                         st.sizes = outer.sizes.clone();
                         st.frozen = outer.frozen.clone();
+                        st.frozen_values = outer.frozen_values.clone();
                         st.containers = outer.containers.clone();
                         // Its own parameters shadow the enclosing function's names.
                         for p in parameters(f) {

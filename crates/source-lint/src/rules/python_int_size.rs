@@ -4,7 +4,9 @@
 //! local) passed to `torch.arange`, `zeros`, `ones`, `full`, `empty`, `linspace`, `torch.tensor`,
 //! or to `view`, `reshape`, `expand`, `repeat`, `new_zeros`, `narrow`, `split`. Only the
 //! arguments that set a size count: `linspace`'s `steps`, not its start and end; `full`'s size,
-//! not its fill value (a frozen value there is ODL004's). `min`/`max` of frozen sizes and
+//! not its fill value (a frozen value there is ODL004's). `torch.tensor([W - 1, H - 1])` is
+//! reported for frozen sizes, not for a tensor's values made numbers (`torch.tensor([area])` of
+//! an `.item()`, which ODL004 reports where it left the graph). `min`/`max` of frozen sizes and
 //! `T, b, h = [int(s) for s in x.size()]` are frozen too, and so are `max([len(i) for i in
 //! idx])` and the numbers a helper of the project returns after making them with `int()` or
 //! `math` from a size (`xs, n_chunks = pad_to_multiple(xs, 4)`, or a method of the class:
@@ -172,10 +174,13 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         _ => Vec::new(),
     };
     args.retain(|a| !value_args.iter().any(|v| std::ptr::eq(*v, *a)));
-    let Some(arg) = args
-        .into_iter()
-        .find(|a| ch.is_frozen_int(a) || (tensor_of_sizes && ch.is_size(a)))
-    else {
+    // `torch.tensor(...)` holds data: a frozen number there is a shape only when it came from
+    // one (`torch.tensor([W - 1, H - 1])`); `torch.tensor([area])` of an `.item()` is ODL004's.
+    let data = matches!(op.as_str(), "torch.tensor" | "torch.as_tensor");
+    let Some(arg) = args.into_iter().find(|a| {
+        (ch.is_frozen_int(a) && (!data || ch.is_frozen_size(a)))
+            || (tensor_of_sizes && ch.is_size(a))
+    }) else {
         return;
     };
     let text = ch.text(arg.range()).to_string();
