@@ -3937,6 +3937,20 @@ fn names_a_size(name: &str) -> bool {
         || n.ends_with("_hw")
 }
 
+/// Parameter names PyTorch code gives to Python numbers of its configuration: an axis
+/// (`dim`, `axis`, `feat_dim`), a width (`in_channels`, `groups`), a degree or a bit width.
+/// `if dim == -1:`, `if deg > 0:` branch on the call, not on data. (`num_*` is not among them:
+/// `num_boxes`, `num_peaks` are as often per-sample counts in a tensor.)
+fn names_a_number(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    matches!(
+        n.as_str(),
+        "dim" | "axis" | "ndim" | "channels" | "groups" | "bits" | "deg" | "degree"
+    ) || n.ends_with("_dim")
+        || n.ends_with("_axis")
+        || n.ends_with("_channels")
+}
+
 /// Names a function tests with `isinstance(name, int | float | numbers.Number ...)` or passes
 /// as `scale_factor=`, `kernel_size=`, `stride=`, `dilation=`, `groups=`: it expects Python
 /// numbers there.
@@ -4182,7 +4196,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         if p.default
                             .as_deref()
                             .is_some_and(is_literal_non_tensor_default)
-                            || (names_a_size(name)
+                            || ((names_a_size(name) || names_a_number(name))
                                 && !annotated_tensor
                                 && !tensor_used.contains(name))
                             || number_checked.contains(name)
