@@ -138,6 +138,11 @@ pub(crate) struct Checker<'a> {
     frozen_returns: HashMap<String, Vec<bool>>,
     /// The part of `frozen_returns` this file defines (for importers).
     own_frozen_returns: HashMap<String, Vec<bool>>,
+    /// This file's functions that return masks, by element (`bad, offenders =
+    /// flag_bad_data(r)`), and imported ones (as called here).
+    mask_returns: HashMap<String, Vec<bool>>,
+    /// The part of `mask_returns` this file defines (for importers).
+    own_mask_returns: HashMap<String, Vec<bool>>,
     /// Imported functions that leave a module in eval mode ([`Project::eval_helpers`]).
     imported_eval_helpers: HashSet<String>,
     /// [`argument_seeds`] of this file, read when the first model function is entered (or when
@@ -256,6 +261,9 @@ pub(crate) struct Project {
     /// Imported functions (as called here) that return sizes as Python numbers; the flags as in
     /// [`frozen_returning_functions`].
     pub frozen_returns: HashMap<String, Vec<bool>>,
+    /// Imported functions (as called here) that return masks; the flags as in
+    /// [`mask_returning_tuples`].
+    pub mask_returns: HashMap<String, Vec<bool>>,
     /// Methods that model code of files importing this one calls on submodules
     /// (`self.model.score_masked(...)`): this file's methods of those names are model code.
     pub methods: HashSet<String>,
@@ -275,6 +283,7 @@ impl Project {
             && self.returns.is_empty()
             && self.unannotated.is_empty()
             && self.frozen_returns.is_empty()
+            && self.mask_returns.is_empty()
             && self.methods.is_empty()
             && self.eval_helpers.is_empty()
             && self.argument_kinds.is_empty()
@@ -294,6 +303,7 @@ impl Project {
         sorted(self.returns.iter()).hash(&mut h);
         sorted(self.unannotated.iter()).hash(&mut h);
         sorted(self.frozen_returns.iter()).hash(&mut h);
+        sorted(self.mask_returns.iter()).hash(&mut h);
         sorted(self.methods.iter()).hash(&mut h);
         sorted(self.eval_helpers.iter()).hash(&mut h);
         for name in sorted(self.argument_kinds.keys()) {
@@ -331,6 +341,7 @@ impl<'a> Checker<'a> {
         let returns_tensor = tensor_returning_functions(module);
         let returns_mask = mask_returning_functions(module);
         let own_frozen_returns = frozen_returning_functions(module);
+        let own_mask_returns = mask_returning_tuples(module);
         let unannotated_fns = module
             .iter()
             .filter_map(|s| match s {
@@ -375,6 +386,12 @@ impl<'a> Checker<'a> {
                 all
             },
             own_frozen_returns,
+            mask_returns: {
+                let mut all = own_mask_returns.clone();
+                all.extend(project.mask_returns.clone());
+                all
+            },
+            own_mask_returns,
             imported_eval_helpers: project.eval_helpers.clone(),
             argument_seeds: std::cell::OnceCell::new(),
             imported_argument_kinds: project.argument_kinds.clone(),
@@ -399,6 +416,24 @@ impl<'a> Checker<'a> {
     /// importers).
     pub fn module_frozen_returns(&self) -> HashMap<String, Vec<bool>> {
         self.own_frozen_returns.clone()
+    }
+
+    /// Functions (and methods, as `Class.method`) of this file that return masks (for
+    /// importers).
+    pub fn module_mask_returns(&self) -> HashMap<String, Vec<bool>> {
+        self.own_mask_returns.clone()
+    }
+
+    /// Which elements of a call's result are masks (one flag for a single value).
+    pub fn mask_return(&self, c: &ast::ExprCall) -> Option<&[bool]> {
+        if self.mask_returns.is_empty() {
+            return None;
+        }
+        let key = match self_attr(&c.func) {
+            Some(m) => format!("{}.{m}", self.classes.last()?),
+            None => imported_callee(c)?,
+        };
+        self.mask_returns.get(&key).map(Vec::as_slice)
     }
 
     /// Whether `name` (as called here) is an imported function that leaves a module in eval
@@ -1013,6 +1048,10 @@ impl<'a> Checker<'a> {
                     if key.is_some_and(|k| self.returns_mask.contains(&k)) {
                         return true;
                     }
+                }
+                // `keep = gops.valid_rows(r)` of a helper module that returns a comparison.
+                if self.mask_return(c) == Some(&[true][..]) {
+                    return true;
                 }
                 if helper.is_some_and(|h| h.to_ascii_lowercase().ends_with("mask"))
                     && self
@@ -2998,6 +3037,16 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                         }
                     }
                 }
+                // `bad, offenders = gops.flag_bad_data(r_norm)`: the callee returns a mask first.
+                if let Some(flags) = ch.mask_return(c).filter(|f| f.len() == elts.len()) {
+                    let flags = flags.to_vec();
+                    for (elt, mask) in elts.iter().zip(flags) {
+                        if let (Expr::Name(n), true) = (elt, mask) {
+                            let st = ch.fns.last_mut().expect("scope");
+                            st.bools.insert(n.id.to_string());
+                        }
+                    }
+                }
                 if let Some(flags) = ch.tuple_return(c).filter(|f| f.len() == elts.len()) {
                     let flags = flags.to_vec();
                     for (elt, tensor) in elts.iter().zip(flags) {
@@ -3258,6 +3307,39 @@ fn frozen(e: &Expr, names: &HashSet<String>) -> bool {
 /// `math` function over an expression that reads `.shape` or `.size()`, `.item()`, and names
 /// bound to those in the function.
 fn frozen_returning_functions(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
+    returned_flags(module, frozen, false)
+}
+
+/// Functions (and methods, keyed `Class.method`) that return a mask, by element of the returned
+/// tuple: `bad = r_norm > thresh` then `return bad, offenders`. A comparison of values, or `~`,
+/// `|`, `&`, `^` over one, and names bound to those in the function.
+fn mask_returning_tuples(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
+    fn mask(e: &Expr, names: &HashSet<String>) -> bool {
+        match e {
+            Expr::Name(n) => names.contains(n.id.as_str()),
+            Expr::Compare(c) => compares_values(c),
+            Expr::UnaryOp(u) => matches!(u.op, ast::UnaryOp::Invert) && mask(&u.operand, names),
+            Expr::BinOp(b) => {
+                matches!(
+                    b.op,
+                    ast::Operator::BitAnd | ast::Operator::BitOr | ast::Operator::BitXor
+                ) && mask(&b.left, names)
+                    && mask(&b.right, names)
+            }
+            _ => false,
+        }
+    }
+    returned_flags(module, mask, true)
+}
+
+/// Which elements of each function's returned value (one flag for a single value) are of a
+/// kind `is` tells from the text, with the names the function binds to that kind: in any of
+/// its `return`s, or (`every`) in all of them.
+fn returned_flags(
+    module: &[Stmt],
+    is: fn(&Expr, &HashSet<String>) -> bool,
+    every: bool,
+) -> HashMap<String, Vec<bool>> {
     let analyse = |f: &ast::StmtFunctionDef| -> Option<Vec<bool>> {
         let mut stmts = Vec::new();
         flatten(&f.body, &mut stmts);
@@ -3268,7 +3350,7 @@ fn frozen_returning_functions(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
                 Stmt::Assign(a) if a.targets.len() == 1 => {
                     match (&a.targets[0], a.value.as_ref()) {
                         (Expr::Name(n), v) => {
-                            if frozen(v, &names) {
+                            if is(v, &names) {
                                 names.insert(n.id.to_string());
                             } else {
                                 names.remove(n.id.as_str());
@@ -3277,7 +3359,7 @@ fn frozen_returning_functions(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
                         (Expr::Tuple(t), Expr::Tuple(v)) if t.elts.len() == v.elts.len() => {
                             for (target, value) in t.elts.iter().zip(&v.elts) {
                                 if let Expr::Name(n) = target {
-                                    if frozen(value, &names) {
+                                    if is(value, &names) {
                                         names.insert(n.id.to_string());
                                     }
                                 }
@@ -3291,13 +3373,15 @@ fn frozen_returning_functions(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
                         continue;
                     };
                     let these: Vec<bool> = match v {
-                        Expr::Tuple(t) => t.elts.iter().map(|e| frozen(e, &names)).collect(),
-                        v => vec![frozen(v, &names)],
+                        Expr::Tuple(t) => t.elts.iter().map(|e| is(e, &names)).collect(),
+                        v => vec![is(v, &names)],
                     };
                     flags = Some(match flags {
-                        Some(prev) if prev.len() == these.len() => {
-                            prev.iter().zip(&these).map(|(a, b)| *a || *b).collect()
-                        }
+                        Some(prev) if prev.len() == these.len() => prev
+                            .iter()
+                            .zip(&these)
+                            .map(|(a, b)| if every { *a && *b } else { *a || *b })
+                            .collect(),
                         Some(prev) => prev,
                         None => these,
                     });
@@ -3428,8 +3512,10 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
                         mask(&a.value, names)
                             || c.arguments.args.first().is_some_and(|x| mask(x, names))
                     }
+                    // `torch.isnan(x)`, `T.isnan(x)` (`import torch as T`; the file's imports
+                    // are not read here), and NumPy's, which masks all the same.
                     "isnan" | "isinf" | "isfinite" | "isneginf" | "isposinf" => {
-                        matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "torch")
+                        matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() != "math")
                     }
                     _ => false,
                 },

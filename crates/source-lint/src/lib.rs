@@ -114,6 +114,9 @@ pub struct FileLint {
     /// (for importers, which look up the functions).
     #[serde(default, skip_serializing_if = "crate::HashMap::is_empty")]
     frozen_returns: crate::HashMap<String, Vec<bool>>,
+    /// This file's functions (and methods) that return masks, by element (for importers).
+    #[serde(default, skip_serializing_if = "crate::HashMap::is_empty")]
+    mask_returns: crate::HashMap<String, Vec<bool>>,
     /// Every import of another module (for the project-level opset check).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     imports: Vec<checker::ImportedCall>,
@@ -176,6 +179,7 @@ fn lint_parsed(file: &str, source: &str, parsed: Parsed, project: &checker::Proj
                 returns: Default::default(),
                 unannotated: Default::default(),
                 frozen_returns: Default::default(),
+                mask_returns: Default::default(),
                 imports: Vec::new(),
                 method_calls: Vec::new(),
                 module_methods: Default::default(),
@@ -192,6 +196,7 @@ fn lint_parsed(file: &str, source: &str, parsed: Parsed, project: &checker::Proj
     let returns = ch.module_returns();
     let unannotated = ch.unannotated_functions().clone();
     let frozen_returns = ch.module_frozen_returns();
+    let mask_returns = ch.module_mask_returns();
     let imports = checker::project_imports(&module.body);
     let method_calls = checker::submodule_method_calls(&module.body, ch.model_functions());
     let module_methods = checker::module_methods(&module.body);
@@ -218,6 +223,7 @@ fn lint_parsed(file: &str, source: &str, parsed: Parsed, project: &checker::Proj
         returns,
         unannotated,
         frozen_returns,
+        mask_returns,
         imports,
         method_calls,
         module_methods,
@@ -620,6 +626,11 @@ pub fn lint_files_cached(
                     if let Some(flags) = defining.lint.frozen_returns.get(&call.name) {
                         extra[j]
                             .frozen_returns
+                            .insert(call.callee.clone(), flags.clone());
+                    }
+                    if let Some(flags) = defining.lint.mask_returns.get(&call.name) {
+                        extra[j]
+                            .mask_returns
                             .insert(call.callee.clone(), flags.clone());
                     }
                     if let Some(flags) = defining.lint.returns.get(&call.name) {
