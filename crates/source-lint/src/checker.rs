@@ -63,9 +63,11 @@ pub(crate) struct FnState {
     pub bools: HashSet<String>,
     pub sizes: HashSet<String>,
     pub frozen: HashSet<String>,
-    /// The frozen names that hold a tensor's values, not its sizes (`area = mask.sum().item()`,
-    /// `x0, y0 = box.tolist()`): a constant, but not a shape.
-    pub frozen_values: HashSet<String>,
+    /// The frozen names bound at least once to a size made a Python number (`n = len(x)`,
+    /// `h, w = [int(s) for s in x.shape[2:]]`, a helper's frozen result, a parameter a caller
+    /// froze), not only to a tensor's values (`area = mask.sum().item()`, `x0, y0 =
+    /// box.tolist()`). Names are kept per function, so one such binding anywhere counts.
+    pub frozen_sizes: HashSet<String>,
     /// Names bound to a tensor that does not depend on the inputs (`torch.tensor(0.5)`,
     /// `torch.rand(1)`), and names bound at least once to one that does.
     pub consts: HashSet<String>,
@@ -1189,7 +1191,7 @@ impl<'a> Checker<'a> {
         match e {
             Expr::Name(n) => {
                 let st = self.state();
-                st.frozen.contains(n.id.as_str()) && !st.frozen_values.contains(n.id.as_str())
+                st.frozen_sizes.contains(n.id.as_str())
             }
             Expr::Call(c) => {
                 if self
@@ -2725,6 +2727,7 @@ fn scan_locals(ch: &mut Checker, body: &[Stmt], function: Option<&ast::StmtFunct
         {
             let st = ch.fns.last_mut().expect("scope");
             st.frozen.insert(n.id.to_string());
+            st.frozen_sizes.insert(n.id.to_string());
         }
     };
     // Two rounds so that `b = a + 1` after `a = torch.zeros(3)` is seen whatever the order.
@@ -2908,7 +2911,7 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
             let mask = ch.is_bool_mask(value) && !matches!(value, Expr::Name(_));
             let size = ch.is_size(value) && !tensor;
             let frozen = ch.is_frozen_int(value);
-            let frozen_value = frozen && !ch.is_frozen_size(value);
+            let frozen_size = frozen && ch.is_frozen_size(value);
             let constant = tensor && ch.is_constant_tensor(value);
             let module = matches!(value, Expr::Attribute(_)) && is_self_chain(value) && !tensor;
             let literal = matches!(
@@ -2965,10 +2968,8 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
             if frozen {
                 st.frozen.insert(id.clone());
             }
-            if frozen_value {
-                st.frozen_values.insert(id.clone());
-            } else {
-                st.frozen_values.remove(&id);
+            if frozen_size {
+                st.frozen_sizes.insert(id.clone());
             }
             if module {
                 st.modules.insert(id.clone());
@@ -3011,7 +3012,7 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
             // `x0, y0, x1, y1 = box.tolist()`, `[int(v) for v in counts]`: values, not sizes.
             let values = frozen
                 && match value {
-                    Expr::Name(n) => ch.state().frozen_values.contains(n.id.as_str()),
+                    Expr::Name(n) => !ch.state().frozen_sizes.contains(n.id.as_str()),
                     Expr::ListComp(l) => !l.generators.first().is_some_and(|g| ch.is_size(&g.iter)),
                     Expr::Generator(g) => {
                         !g.generators.first().is_some_and(|g| ch.is_size(&g.iter))
@@ -3034,6 +3035,7 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                         if let (Expr::Name(n), true) = (elt, frozen) {
                             let st = ch.fns.last_mut().expect("scope");
                             st.frozen.insert(n.id.to_string());
+                            st.frozen_sizes.insert(n.id.to_string());
                         }
                     }
                 }
@@ -3070,8 +3072,8 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                     if shape {
                         st.sizes.insert(id);
                     } else if frozen {
-                        if values {
-                            st.frozen_values.insert(id.clone());
+                        if !values {
+                            st.frozen_sizes.insert(id.clone());
                         }
                         st.frozen.insert(id);
                     } else if tensor {
@@ -3315,9 +3317,15 @@ fn frozen_returning_functions(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
 /// `|`, `&`, `^` over one, and names bound to those in the function.
 fn mask_returning_tuples(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
     fn mask(e: &Expr, names: &HashSet<String>) -> bool {
+        // `mode == "train"`, `cache is None`: a Python flag.
+        let literal = |e: &Expr| {
+            e.is_string_literal_expr() || e.is_none_literal_expr() || e.is_boolean_literal_expr()
+        };
         match e {
             Expr::Name(n) => names.contains(n.id.as_str()),
-            Expr::Compare(c) => compares_values(c),
+            Expr::Compare(c) => {
+                compares_values(c) && !literal(&c.left) && !c.comparators.iter().any(literal)
+            }
             Expr::UnaryOp(u) => matches!(u.op, ast::UnaryOp::Invert) && mask(&u.operand, names),
             Expr::BinOp(b) => {
                 matches!(
@@ -3515,7 +3523,7 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
                     // `torch.isnan(x)`, `T.isnan(x)` (`import torch as T`; the file's imports
                     // are not read here), and NumPy's, which masks all the same.
                     "isnan" | "isinf" | "isfinite" | "isneginf" | "isposinf" => {
-                        matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() != "math")
+                        matches!(a.value.as_ref(), Expr::Name(n) if !matches!(n.id.as_str(), "math" | "cmath"))
                     }
                     _ => false,
                 },
@@ -4023,16 +4031,14 @@ fn names_a_size(name: &str) -> bool {
         || n.ends_with("_hw")
 }
 
-/// Parameter names PyTorch code gives to Python numbers of its configuration: an axis
-/// (`dim`, `axis`, `feat_dim`), a width (`in_channels`, `groups`), a degree or a bit width.
-/// `if dim == -1:`, `if deg > 0:` branch on the call, not on data. (`num_*` is not among them:
-/// `num_boxes`, `num_peaks` are as often per-sample counts in a tensor.)
+/// Parameter names PyTorch code gives to Python numbers of its configuration: an axis (`dim`,
+/// `axis`, `feat_dim`) or a width (`in_channels`). `if dim == -1:` branches on the call, not on
+/// data. (Not `num_*`, `deg`, `groups` or `bits`: `num_boxes`, a graph's node degrees, a
+/// sample's group ids are as often tensors.)
 fn names_a_number(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
-    matches!(
-        n.as_str(),
-        "dim" | "axis" | "ndim" | "channels" | "groups" | "bits" | "deg" | "degree"
-    ) || n.ends_with("_dim")
+    matches!(n.as_str(), "dim" | "axis" | "ndim" | "channels")
+        || n.ends_with("_dim")
         || n.ends_with("_axis")
         || n.ends_with("_channels")
 }
@@ -4196,7 +4202,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         st.bools = outer.bools.clone();
                         st.sizes = outer.sizes.clone();
                         st.frozen = outer.frozen.clone();
-                        st.frozen_values = outer.frozen_values.clone();
+                        st.frozen_sizes = outer.frozen_sizes.clone();
                         st.containers = outer.containers.clone();
                         // Its own parameters shadow the enclosing function's names.
                         for p in parameters(f) {
@@ -4256,6 +4262,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         if let Some(seeds) = seeds.filter(|_| !annotated_tensor) {
                             if seeds.frozen.contains(name) {
                                 st.frozen.insert(name.to_string());
+                                st.frozen_sizes.insert(name.to_string());
                                 continue;
                             }
                             if seeds.sizes.contains(name) {
@@ -4266,6 +4273,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         if let Some(kinds) = elsewhere.filter(|_| !annotated_tensor) {
                             if filled(&kinds.frozen, name) {
                                 st.frozen.insert(name.to_string());
+                                st.frozen_sizes.insert(name.to_string());
                                 continue;
                             }
                             if filled(&kinds.sizes, name) {

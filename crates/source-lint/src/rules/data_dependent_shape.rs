@@ -95,8 +95,12 @@ pub(crate) fn check_subscript_load(ch: &mut Checker, s: &ast::ExprSubscript) {
     // `out_m.vertices[is_male]`).
     let elements = index_elements(&s.slice);
     let computed_mask = elements.iter().any(|e| ch.is_computed_mask(e));
+    // Not a Python list written out here (`scales = [1.0, 2.0]; scales[padded]`).
+    let literal =
+        matches!(s.value.as_ref(), ast::Expr::Name(n) if ch.literal(n.id.as_str()).is_some());
     if !(ch.is_tensor(&s.value)
         || (computed_mask
+            && !literal
             && matches!(
                 s.value.as_ref(),
                 ast::Expr::Name(_) | ast::Expr::Attribute(_)
