@@ -2036,6 +2036,8 @@ pub(crate) fn imported_model_calls(
     // local name -> module for `import M [as local]`.
     let mut from_imports: HashMap<String, (u32, String, String)> = HashMap::default();
     let mut module_imports: HashMap<String, String> = HashMap::default();
+    // `from cyto_ops import *`: (level, module) of each, for the names this file does not bind.
+    let mut star_imports: Vec<(u32, String)> = Vec::new();
     // `try: from .ops import f` / `except ImportError: from ops import f`: imports in the
     // module's blocks count too.
     let mut top = Vec::new();
@@ -2045,6 +2047,10 @@ pub(crate) fn imported_model_calls(
             Stmt::ImportFrom(i) => {
                 let m = from_module(i);
                 for a in &i.names {
+                    if a.name.id.as_str() == "*" {
+                        star_imports.push((i.level, m.clone()));
+                        continue;
+                    }
                     let local = a.asname.as_ref().unwrap_or(&a.name).id.to_string();
                     from_imports.insert(local, (i.level, m.clone(), a.name.id.to_string()));
                 }
@@ -2061,12 +2067,31 @@ pub(crate) fn imported_model_calls(
             _ => {}
         }
     }
-    if from_imports.is_empty() && module_imports.is_empty() {
+    if from_imports.is_empty() && module_imports.is_empty() && star_imports.is_empty() {
         return Vec::new();
     }
+    // Names the module binds itself (functions, classes, assignments): not from a star import.
+    let local: HashSet<&str> = module
+        .iter()
+        .flat_map(|s| match s {
+            Stmt::FunctionDef(f) => vec![f.name.id.as_str()],
+            Stmt::ClassDef(c) => vec![c.name.id.as_str()],
+            Stmt::Assign(a) => a
+                .targets
+                .iter()
+                .filter_map(|t| match t {
+                    Expr::Name(n) => Some(n.id.as_str()),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        })
+        .collect();
     struct Calls<'m> {
         from_imports: &'m HashMap<String, (u32, String, String)>,
         module_imports: &'m HashMap<String, String>,
+        star_imports: &'m [(u32, String)],
+        local: &'m HashSet<&'m str>,
         out: HashSet<ImportedCall>,
     }
     impl<'a> Visitor<'a> for Calls<'_> {
@@ -2081,6 +2106,16 @@ pub(crate) fn imported_model_calls(
                                 name: name.clone(),
                                 callee: n.id.to_string(),
                             });
+                        } else if !self.local.contains(n.id.as_str()) {
+                            // Perhaps from a star import: the file that defines it is told.
+                            for (level, module) in self.star_imports {
+                                self.out.insert(ImportedCall {
+                                    level: *level,
+                                    module: module.clone(),
+                                    name: n.id.to_string(),
+                                    callee: n.id.to_string(),
+                                });
+                            }
                         }
                     }
                     Expr::Attribute(a) => {
@@ -2119,6 +2154,8 @@ pub(crate) fn imported_model_calls(
     let mut calls = Calls {
         from_imports: &from_imports,
         module_imports: &module_imports,
+        star_imports: &star_imports,
+        local: &local,
         out: HashSet::default(),
     };
     for stmt in module {
@@ -3326,6 +3363,21 @@ fn mask_returning_tuples(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
             Expr::Compare(c) => {
                 compares_values(c) && !literal(&c.left) && !c.comparators.iter().any(literal)
             }
+            // `((v >= lo) & (v <= hi)).all(dim=-1)`: a reduction over a dim keeps a mask;
+            // `torch.isnan(x)`.
+            Expr::Call(c) => match c.func.as_ref() {
+                Expr::Attribute(a) => match a.attr.id.as_str() {
+                    "any" | "all" => {
+                        !(c.arguments.args.is_empty() && c.arguments.keywords.is_empty())
+                            && mask(&a.value, names)
+                    }
+                    "isnan" | "isinf" | "isfinite" => {
+                        matches!(a.value.as_ref(), Expr::Name(n) if !matches!(n.id.as_str(), "math" | "cmath"))
+                    }
+                    _ => false,
+                },
+                _ => false,
+            },
             Expr::UnaryOp(u) => matches!(u.op, ast::UnaryOp::Invert) && mask(&u.operand, names),
             Expr::BinOp(b) => {
                 matches!(

@@ -411,6 +411,30 @@ fn masks_handed_to_a_helper_of_another_file_are_masks_there() {
 }
 
 #[test]
+fn helpers_of_a_star_import_and_their_returned_masks_are_followed() {
+    // `from cyto_ops import *`: the helpers the model calls are model code there, and
+    // `gate`'s reduced comparison is a mask both in its file and, returned in a tuple by
+    // `flag`, in the model's.
+    let ops = (
+        "cyto_ops.py",
+        "import torch\n\ndef in_gate(v, lo, hi):\n    return ((v >= lo) & (v <= hi)).all(dim=-1)\n\ndef gate(events, lo, hi):\n    inside = in_gate(events, lo, hi)\n    return events[inside]\n\ndef flag(r, t):\n    bad = r.abs() > t\n    return bad, r.clamp(-t, t)\n\ndef unused(events, lo, hi):\n    return events[in_gate(events, lo, hi)]\n",
+    );
+    let model = (
+        "rare.py",
+        "import torch\nimport torch.nn as nn\nfrom cyto_ops import *\n\nclass Rare(nn.Module):\n    def forward(self, x, r):\n        x = gate(x, -1.0, 1.0)\n        bad, clipped = flag(r, 3.0)\n        r[bad] = 0.0\n        return x, r + clipped\n",
+    );
+    assert_eq!(
+        project_findings(&[ops, model], "ODL007"),
+        vec![("cyto_ops.py".to_string(), 8)]
+    );
+    assert_eq!(
+        project_findings(&[ops, model], "ODL001"),
+        vec![("rare.py".to_string(), 9)]
+    );
+    assert!(project_findings(&[ops], "ODL007").is_empty());
+}
+
+#[test]
 fn a_function_the_training_driver_calls_through_an_alias_is_not_model_code() {
     // In an export script, a function handed around as a value may be what gets traced, but
     // `crit = ohem_ce` then `crit(logits, y)` in the training driver is a call of its own.
