@@ -3117,9 +3117,29 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                         st.non_consts.insert(id.clone());
                         st.tensors.insert(id);
                     }
+                } else if tensor && matches!(elt, Expr::Tuple(_) | Expr::List(_)) {
+                    // `_, (h, c) = self.lstm(x, state)`: the nested names are tensors too.
+                    let mut names = Vec::new();
+                    nested_names(elt, &mut names);
+                    let st = ch.fns.last_mut().expect("scope");
+                    for id in names {
+                        st.non_consts.insert(id.clone());
+                        st.tensors.insert(id);
+                    }
                 }
             }
         }
+        _ => {}
+    }
+}
+
+/// The names a nested unpacking target binds (`(h, c)`, `[a, *rest]`).
+fn nested_names(target: &Expr, out: &mut Vec<String>) {
+    match target {
+        Expr::Name(n) => out.push(n.id.to_string()),
+        Expr::Tuple(t) => t.elts.iter().for_each(|e| nested_names(e, out)),
+        Expr::List(l) => l.elts.iter().for_each(|e| nested_names(e, out)),
+        Expr::Starred(s) => nested_names(&s.value, out),
         _ => {}
     }
 }
