@@ -549,9 +549,19 @@ fn mode_in(ch: &Checker, body: &[Stmt], name: &str, sub: Option<&str>, at: TextS
             }
         }
         if let Stmt::Assign(a) = s {
+            // `model, meta = load_perfume(ckpt)`: bound by unpacking a helper's result too.
+            let unpacked = |t: &Expr| match t {
+                Expr::Tuple(ast::ExprTuple { elts, .. })
+                | Expr::List(ast::ExprList { elts, .. }) => {
+                    elts.iter()
+                        .any(|e| matches!(e, Expr::Name(n) if n.id.as_str() == name))
+                        && matches!(a.value.as_ref(), Expr::Call(_))
+                }
+                _ => false,
+            };
             if a.targets
                 .iter()
-                .any(|t| matches!(t, Expr::Name(t) if t.id.as_str() == name))
+                .any(|t| matches!(t, Expr::Name(t) if t.id.as_str() == name) || unpacked(t))
             {
                 mode.assigned = true;
                 // `encoder = model.encoder` after `model.eval()`: a submodule of a module in
