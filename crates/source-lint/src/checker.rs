@@ -127,9 +127,6 @@ pub(crate) struct Checker<'a> {
     /// Module-level functions of this file without a return annotation: called on tensors,
     /// they most likely return one (`heat = _nms(hm)`).
     unannotated_fns: HashSet<String>,
-    /// Functions (class `None`) and methods of this file whose every `return` is a comparison
-    /// or a `|`/`&`/`~` of comparisons: `self._out_of_frame(flow)` is a mask.
-    returns_mask: HashSet<(Option<String>, String)>,
     /// Methods of this file's classes without a return annotation: `self.span_scores(words)`.
     unannotated_methods: HashSet<(String, String)>,
     imported_unannotated: HashSet<String>,
@@ -341,7 +338,6 @@ impl<'a> Checker<'a> {
             &project.methods,
         );
         let returns_tensor = tensor_returning_functions(module);
-        let returns_mask = mask_returning_functions(module);
         let own_frozen_returns = frozen_returning_functions(module);
         let own_mask_returns = mask_returning_tuples(module);
         let unannotated_fns = module
@@ -377,7 +373,6 @@ impl<'a> Checker<'a> {
             class_tensor_attrs: Vec::new(),
             class_bool_attrs: Vec::new(),
             returns_tensor,
-            returns_mask,
             unannotated_fns,
             unannotated_methods,
             imported_unannotated: project.unannotated.clone(),
@@ -1037,21 +1032,8 @@ impl<'a> Checker<'a> {
                     Expr::Name(n) => Some(n.id.as_str()),
                     f => self_attr(f),
                 };
-                // `self._out_of_frame(flow)`: a function of this file that returns comparisons.
-                if !self.returns_mask.is_empty() {
-                    let key = match c.func.as_ref() {
-                        Expr::Name(n) => Some((None, n.id.to_string())),
-                        f => self_attr(f).and_then(|m| {
-                            self.classes
-                                .last()
-                                .map(|cls| (Some(cls.clone()), m.to_string()))
-                        }),
-                    };
-                    if key.is_some_and(|k| self.returns_mask.contains(&k)) {
-                        return true;
-                    }
-                }
-                // `keep = gops.valid_rows(r)` of a helper module that returns a comparison.
+                // `self._out_of_frame(flow)`, `keep = gops.valid_rows(r)`: a function of this
+                // file or of a helper module whose every `return` is a comparison.
                 if self.mask_return(c) == Some(&[true][..]) {
                     return true;
                 }
@@ -2073,6 +2055,7 @@ pub(crate) fn imported_model_calls(
     // Names the module binds itself (functions, classes, assignments): not from a star import.
     let local: HashSet<&str> = module
         .iter()
+        .filter(|_| !star_imports.is_empty())
         .flat_map(|s| match s {
             Stmt::FunctionDef(f) => vec![f.name.id.as_str()],
             Stmt::ClassDef(c) => vec![c.name.id.as_str()],
@@ -3369,9 +3352,10 @@ fn frozen_returning_functions(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
     returned_flags(module, frozen, false)
 }
 
-/// Functions (and methods, keyed `Class.method`) that return a mask, by element of the returned
-/// tuple: `bad = r_norm > thresh` then `return bad, offenders`. A comparison of values, or `~`,
-/// `|`, `&`, `^` over one, and names bound to those in the function.
+/// Functions (and methods, keyed `Class.method`) whose every `return` gives a mask, by element
+/// of the returned tuple (one flag for a single value): `bad = r_norm > thresh` then `return
+/// bad, offenders`, `self._out_of_frame(flow)`. A comparison of values, or `~`, `|`, `&`, `^`
+/// over one, a reduction of one over a dim, `torch.isnan(x)`, and names bound to those.
 fn mask_returning_tuples(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
     fn mask(e: &Expr, names: &HashSet<String>) -> bool {
         // `mode == "train"`, `cache is None`: a Python flag.
@@ -3450,6 +3434,11 @@ fn returned_flags(
                 }
                 Stmt::Return(r) => {
                     let Some(v) = r.value.as_deref() else {
+                        // A bare `return` gives none of the kind, which matters when every
+                        // `return` must.
+                        if every {
+                            flags = Some(vec![false; flags.as_ref().map_or(1, Vec::len)]);
+                        }
                         continue;
                     };
                     let these: Vec<bool> = match v {
@@ -3865,53 +3854,6 @@ fn compares_values(c: &ast::ExprCompare) -> bool {
                 | ast::CmpOp::GtE
         )
     })
-}
-
-/// Functions and methods of a module that return a mask: at least one `return`, and every one
-/// gives a comparison (`a < b`, not `is`/`in`), or `~`, `|`, `&`, `^` over one.
-fn mask_returning_functions(module: &[Stmt]) -> HashSet<(Option<String>, String)> {
-    fn mask_like(e: &Expr) -> bool {
-        match e {
-            Expr::Compare(c) => compares_values(c),
-            Expr::UnaryOp(u) => matches!(u.op, ast::UnaryOp::Invert) && mask_like(&u.operand),
-            Expr::BinOp(b) => {
-                matches!(
-                    b.op,
-                    ast::Operator::BitAnd | ast::Operator::BitOr | ast::Operator::BitXor
-                ) && mask_like(&b.left)
-                    && mask_like(&b.right)
-            }
-            _ => false,
-        }
-    }
-    struct Returns {
-        any: bool,
-        all_masks: bool,
-    }
-    impl<'a> Visitor<'a> for Returns {
-        fn visit_stmt(&mut self, s: &'a Stmt) {
-            match s {
-                Stmt::FunctionDef(_) | Stmt::ClassDef(_) => {}
-                Stmt::Return(r) => {
-                    self.any = true;
-                    self.all_masks &= r.value.as_deref().is_some_and(mask_like);
-                }
-                s => visitor::walk_stmt(self, s),
-            }
-        }
-    }
-    let returns_masks = |f: &ast::StmtFunctionDef| {
-        let mut r = Returns {
-            any: false,
-            all_masks: true,
-        };
-        r.visit_body(&f.body);
-        r.any && r.all_masks
-    };
-    functions_and_methods(module)
-        .filter(|(_, f)| returns_masks(f))
-        .map(|(class, f)| (class.map(str::to_string), f.name.id.to_string()))
-        .collect()
 }
 
 /// The base classes each class of a module names by a plain name
