@@ -340,10 +340,17 @@ impl<'a> Checker<'a> {
         let returns_tensor = tensor_returning_functions(module);
         let own_frozen_returns = frozen_returning_functions(module);
         let own_mask_returns = mask_returning_tuples(module);
+        // Functions that return sizes as Python numbers are read like annotated ones: called on
+        // a tensor, they do not give one.
+        let size_valued = size_valued_functions(module);
         let unannotated_fns = module
             .iter()
             .filter_map(|s| match s {
-                Stmt::FunctionDef(f) if f.returns.is_none() => Some(f.name.id.to_string()),
+                Stmt::FunctionDef(f)
+                    if f.returns.is_none() && !size_valued.contains(f.name.id.as_str()) =>
+                {
+                    Some(f.name.id.to_string())
+                }
                 _ => None,
             })
             .collect();
@@ -352,7 +359,10 @@ impl<'a> Checker<'a> {
             let Stmt::ClassDef(c) = s else { continue };
             for m in &c.body {
                 if let Stmt::FunctionDef(f) = m {
-                    if f.returns.is_none() && !f.name.id.starts_with("__") {
+                    if f.returns.is_none()
+                        && !f.name.id.starts_with("__")
+                        && !size_valued.contains(&format!("{}.{}", c.name.id, f.name.id))
+                    {
                         unannotated_methods.insert((c.name.id.to_string(), f.name.id.to_string()));
                     }
                 }
@@ -3349,7 +3359,7 @@ fn frozen(e: &Expr, names: &HashSet<String>) -> bool {
 /// `math` function over an expression that reads `.shape` or `.size()`, `.item()`, and names
 /// bound to those in the function.
 fn frozen_returning_functions(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
-    returned_flags(module, frozen, false)
+    returned_flags(module, |e, bound| frozen(e, &bound.kind), false)
 }
 
 /// Functions (and methods, keyed `Class.method`) whose every `return` gives a mask, by element
@@ -3357,15 +3367,20 @@ fn frozen_returning_functions(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
 /// bad, offenders`, `self._out_of_frame(flow)`. A comparison of values, or `~`, `|`, `&`, `^`
 /// over one, a reduction of one over a dim, `torch.isnan(x)`, and names bound to those.
 fn mask_returning_tuples(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
-    fn mask(e: &Expr, names: &HashSet<String>) -> bool {
+    fn mask(e: &Expr, bound: &Bound) -> bool {
         // `mode == "train"`, `cache is None`: a Python flag.
         let literal = |e: &Expr| {
             e.is_string_literal_expr() || e.is_none_literal_expr() || e.is_boolean_literal_expr()
         };
         match e {
-            Expr::Name(n) => names.contains(n.id.as_str()),
+            Expr::Name(n) => bound.kind.contains(n.id.as_str()),
+            // `pad > 0` after `pad = (m - x.shape[-1] % m) % m`, `x.shape[-1] % 2 == 1`: Python
+            // numbers compared, a flag decided at trace time like the same test written inline.
             Expr::Compare(c) => {
-                compares_values(c) && !literal(&c.left) && !c.comparators.iter().any(literal)
+                compares_values(c)
+                    && !literal(&c.left)
+                    && !c.comparators.iter().any(literal)
+                    && !compares_sizes(c, &bound.sizes)
             }
             // `((v >= lo) & (v <= hi)).all(dim=-1)`: a reduction over a dim keeps a mask;
             // `torch.isnan(x)`.
@@ -3373,7 +3388,7 @@ fn mask_returning_tuples(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
                 Expr::Attribute(a) => match a.attr.id.as_str() {
                     "any" | "all" => {
                         !(c.arguments.args.is_empty() && c.arguments.keywords.is_empty())
-                            && mask(&a.value, names)
+                            && mask(&a.value, bound)
                     }
                     "isnan" | "isinf" | "isfinite" => {
                         matches!(a.value.as_ref(), Expr::Name(n) if !matches!(n.id.as_str(), "math" | "cmath"))
@@ -3382,13 +3397,13 @@ fn mask_returning_tuples(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
                 },
                 _ => false,
             },
-            Expr::UnaryOp(u) => matches!(u.op, ast::UnaryOp::Invert) && mask(&u.operand, names),
+            Expr::UnaryOp(u) => matches!(u.op, ast::UnaryOp::Invert) && mask(&u.operand, bound),
             Expr::BinOp(b) => {
                 matches!(
                     b.op,
                     ast::Operator::BitAnd | ast::Operator::BitOr | ast::Operator::BitXor
-                ) && mask(&b.left, names)
-                    && mask(&b.right, names)
+                ) && mask(&b.left, bound)
+                    && mask(&b.right, bound)
             }
             _ => false,
         }
@@ -3396,35 +3411,134 @@ fn mask_returning_tuples(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
     returned_flags(module, mask, true)
 }
 
+/// What a function has bound so far, as the pre-passes read it: the names of the kind asked
+/// for, and the names holding a Python number computed from a size (see [`size_number`]).
+struct Bound {
+    kind: HashSet<String>,
+    sizes: HashSet<String>,
+}
+
+impl Bound {
+    fn bind(&mut self, name: &str, value: &Expr, is: fn(&Expr, &Bound) -> bool) {
+        let (kind, size) = (is(value, self), size_number(value, &self.sizes));
+        for (set, yes) in [(&mut self.kind, kind), (&mut self.sizes, size)] {
+            if yes {
+                set.insert(name.to_string());
+            } else {
+                set.remove(name);
+            }
+        }
+    }
+}
+
+/// Whether an expression is, by its spelling, a Python number: a number literal, a size read
+/// (`x.shape[-1]`, `x.size(1)`, `len(x)`), a name in `sizes` bound to one, or arithmetic and
+/// `int()`/`math.*` over such numbers and other names (`(m - x.shape[-1] % m) % m`), reading at
+/// least one size. What the checker itself takes for a traced size, without its value guesses.
+fn size_number(e: &Expr, sizes: &HashSet<String>) -> bool {
+    fn leaves_ok(e: &Expr, sizes: &HashSet<String>, seen: &mut bool) -> bool {
+        match e {
+            Expr::NumberLiteral(_) => true,
+            Expr::Name(n) => {
+                *seen |= sizes.contains(n.id.as_str());
+                true
+            }
+            Expr::Attribute(a) if a.attr.id.as_str() == "shape" => {
+                *seen = true;
+                true
+            }
+            // `self.max_len`: a setting.
+            Expr::Attribute(a) => {
+                matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self")
+            }
+            Expr::Subscript(s) => {
+                matches!(s.value.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "shape")
+                    && leaves_ok(&s.value, sizes, seen)
+                    && leaves_ok(&s.slice, sizes, seen)
+            }
+            Expr::Call(c) => {
+                let size_call = match c.func.as_ref() {
+                    Expr::Attribute(a) => a.attr.id.as_str() == "size",
+                    Expr::Name(n) => n.id.as_str() == "len",
+                    _ => false,
+                };
+                if size_call {
+                    *seen = true;
+                    return true;
+                }
+                makes_number(c)
+                    && c.arguments.keywords.is_empty()
+                    && c.arguments.args.iter().all(|a| leaves_ok(a, sizes, seen))
+            }
+            Expr::BinOp(b) => leaves_ok(&b.left, sizes, seen) && leaves_ok(&b.right, sizes, seen),
+            Expr::UnaryOp(u) => {
+                matches!(u.op, ast::UnaryOp::USub | ast::UnaryOp::UAdd)
+                    && leaves_ok(&u.operand, sizes, seen)
+            }
+            _ => false,
+        }
+    }
+    let mut seen = false;
+    leaves_ok(e, sizes, &mut seen) && seen
+}
+
+/// `pad > 0`, `x.shape[-1] % 2 == 1`, `h != w`: sizes as Python numbers compared with each other
+/// or with number literals.
+fn compares_sizes(c: &ast::ExprCompare, sizes: &HashSet<String>) -> bool {
+    let operands = || std::iter::once(&*c.left).chain(&c.comparators);
+    operands().all(|e| e.is_number_literal_expr() || size_number(e, sizes))
+        && operands().any(|e| size_number(e, sizes))
+}
+
+/// Functions (and methods, keyed `Class.method`) whose every `return` gives Python numbers or
+/// flags computed from sizes (`return pad > 0` after `pad = (m - x.shape[-1] % m) % m`;
+/// `return h // s, w // s`): called on a tensor they do not give one, and a test of their
+/// result is decided at trace time like the same test written inline.
+fn size_valued_functions(module: &[Stmt]) -> HashSet<String> {
+    fn size_value(e: &Expr, bound: &Bound) -> bool {
+        match e {
+            Expr::Name(n) => {
+                bound.kind.contains(n.id.as_str()) || bound.sizes.contains(n.id.as_str())
+            }
+            Expr::Compare(c) => compares_values(c) && compares_sizes(c, &bound.sizes),
+            Expr::BoolOp(b) => b.values.iter().all(|v| size_value(v, bound)),
+            Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not) => size_value(&u.operand, bound),
+            e => size_number(e, &bound.sizes),
+        }
+    }
+    returned_flags(module, size_value, true)
+        .into_iter()
+        .filter(|(_, flags)| flags.iter().all(|x| *x))
+        .map(|(key, _)| key)
+        .collect()
+}
+
 /// Which elements of each function's returned value (one flag for a single value) are of a
 /// kind `is` tells from the text, with the names the function binds to that kind: in any of
 /// its `return`s, or (`every`) in all of them.
 fn returned_flags(
     module: &[Stmt],
-    is: fn(&Expr, &HashSet<String>) -> bool,
+    is: fn(&Expr, &Bound) -> bool,
     every: bool,
 ) -> HashMap<String, Vec<bool>> {
     let analyse = |f: &ast::StmtFunctionDef| -> Option<Vec<bool>> {
         let mut stmts = Vec::new();
         flatten(&f.body, &mut stmts);
-        let mut names: HashSet<String> = HashSet::default();
+        let mut names = Bound {
+            kind: HashSet::default(),
+            sizes: HashSet::default(),
+        };
         let mut flags: Option<Vec<bool>> = None;
         for s in stmts {
             match s {
                 Stmt::Assign(a) if a.targets.len() == 1 => {
                     match (&a.targets[0], a.value.as_ref()) {
-                        (Expr::Name(n), v) => {
-                            if is(v, &names) {
-                                names.insert(n.id.to_string());
-                            } else {
-                                names.remove(n.id.as_str());
-                            }
-                        }
+                        (Expr::Name(n), v) => names.bind(n.id.as_str(), v, is),
                         (Expr::Tuple(t), Expr::Tuple(v)) if t.elts.len() == v.elts.len() => {
                             for (target, value) in t.elts.iter().zip(&v.elts) {
                                 if let Expr::Name(n) = target {
                                     if is(value, &names) {
-                                        names.insert(n.id.to_string());
+                                        names.kind.insert(n.id.to_string());
                                     }
                                 }
                             }
