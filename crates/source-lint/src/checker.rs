@@ -651,8 +651,10 @@ impl<'a> Checker<'a> {
                     return torch_returns_tensor(&q);
                 }
                 // `ClampSTE.apply(hm)`: an autograd Function applied to a tensor gives one.
+                // Also a class of this file named in lower case (`clampy.apply(x, lo, hi)`).
                 if matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "apply"
-                    && matches!(a.value.as_ref(), Expr::Name(f) if class_like(f.id.as_str())))
+                    && matches!(a.value.as_ref(), Expr::Name(f) if class_like(f.id.as_str())
+                        || defines_class(self.bodies[0], f.id.as_str())))
                     && c.arguments.args.iter().any(|a| self.is_tensor(a))
                 {
                     return true;
@@ -1697,6 +1699,13 @@ fn model_functions(
 
 /// A capitalised name, private ones included (`STEBinarize`, `_STEThreshold`): a class by
 /// Python's naming conventions.
+/// Whether the module defines a class of this name at its top level.
+fn defines_class(module: &[Stmt], name: &str) -> bool {
+    module
+        .iter()
+        .any(|s| matches!(s, Stmt::ClassDef(c) if c.name.id.as_str() == name))
+}
+
 fn class_like(name: &str) -> bool {
     name.trim_start_matches('_')
         .starts_with(|ch: char| ch.is_ascii_uppercase())
@@ -4160,13 +4169,23 @@ fn names_a_size(name: &str) -> bool {
 }
 
 /// Parameter names PyTorch code gives to Python numbers of its configuration: an axis (`dim`,
-/// `axis`, `feat_dim`) or a width (`in_channels`). `if dim == -1:` branches on the call, not on
-/// data. (Not `num_*`, `deg`, `groups` or `bits`: `num_boxes`, a graph's node degrees, a
+/// `axis`, `feat_dim`), a width (`in_channels`) or an iteration count (`iters`, `max_iter`).
+/// `if dim == -1:` branches on the call, not on data. (Not `num_*`, `deg`, `groups` or `bits`: `num_boxes`, a graph's node degrees, a
 /// sample's group ids are as often tensors.)
 fn names_a_number(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
-    matches!(n.as_str(), "dim" | "axis" | "ndim" | "channels")
-        || n.ends_with("_dim")
+    matches!(
+        n.as_str(),
+        "dim"
+            | "axis"
+            | "ndim"
+            | "channels"
+            | "iters"
+            | "n_iters"
+            | "num_iters"
+            | "max_iter"
+            | "max_iters"
+    ) || n.ends_with("_dim")
         || n.ends_with("_axis")
         || n.ends_with("_channels")
 }
@@ -4653,6 +4672,34 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 }
                 if let Some(f) = self.fns.last_mut() {
                     f.in_model = was;
+                }
+                return;
+            }
+            // `[int(c) for c in valid.sum(1)]`: the variable of a comprehension over a tensor is
+            // a tensor (its elements) inside the comprehension.
+            Expr::ListComp(ast::ExprListComp { generators, .. })
+            | Expr::SetComp(ast::ExprSetComp { generators, .. })
+            | Expr::Generator(ast::ExprGenerator { generators, .. }) => {
+                let added: Vec<String> = generators
+                    .iter()
+                    .filter_map(|g| match &g.target {
+                        Expr::Name(n)
+                            if self.is_tensor(&g.iter)
+                                && !self.state().tensors.contains(n.id.as_str()) =>
+                        {
+                            Some(n.id.to_string())
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                if let Some(f) = self.fns.last_mut() {
+                    f.tensors.extend(added.iter().cloned());
+                }
+                visitor::walk_expr(self, expr);
+                if let Some(f) = self.fns.last_mut() {
+                    for n in &added {
+                        f.tensors.remove(n);
+                    }
                 }
                 return;
             }

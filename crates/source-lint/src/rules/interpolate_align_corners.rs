@@ -58,6 +58,9 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     // A literal, or a name bound to one (a parameter's default: `mode="bilinear"`).
     let Some(mode) = argument(call, "mode", mode_pos).and_then(|m| match m {
         ast::Expr::Name(n) => ch.literal(n.id.as_str()).and_then(string_literal),
+        // `mode=self.cfg.upsample_mode` with a config class of the file declaring
+        // `upsample_mode: str = "bilinear"`.
+        ast::Expr::Attribute(a) => class_field_default(ch.bodies[0], a.attr.id.as_str()),
         m => string_literal(m),
     }) else {
         return;
@@ -80,4 +83,31 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     );
     let edit = append_argument(ch.source, call, "align_corners=False");
     ch.fix(i, "add `align_corners=False`", true, vec![edit]);
+}
+
+/// The string every class of the module gives a field as its default (`upsample_mode: str =
+/// "bilinear"` in a config dataclass, or `upsample_mode = "bilinear"`), when they agree.
+fn class_field_default<'a>(module: &'a [ast::Stmt], field: &str) -> Option<&'a str> {
+    let mut found: Option<&str> = None;
+    for s in module {
+        let ast::Stmt::ClassDef(c) = s else { continue };
+        for s in &c.body {
+            let (target, value) = match s {
+                ast::Stmt::AnnAssign(a) => (a.target.as_ref(), a.value.as_deref()),
+                ast::Stmt::Assign(a) if a.targets.len() == 1 => {
+                    (&a.targets[0], Some(a.value.as_ref()))
+                }
+                _ => continue,
+            };
+            if !matches!(target, ast::Expr::Name(n) if n.id.as_str() == field) {
+                continue;
+            }
+            let v = string_literal(value?)?;
+            if found.is_some_and(|f| f != v) {
+                return None;
+            }
+            found = Some(v);
+        }
+    }
+    found
 }

@@ -53,20 +53,23 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         "torch.nn.TransformerEncoder" => "TransformerEncoder",
         _ => return,
     };
-    let batch_first = keyword(call, "batch_first")
-        .is_some_and(|k| matches!(k.value, Expr::BooleanLiteral(ref b) if b.value))
-        // `nn.TransformerEncoderLayer(**enc_kw)` with `enc_kw = dict(..., batch_first=True)`.
+    let is_true = |v: &Expr| matches!(v, Expr::BooleanLiteral(b) if b.value);
+    let batch_first = keyword(call, "batch_first").is_some_and(|k| match &k.value {
+        // `batch_first=BATCH_FIRST` with `BATCH_FIRST = True` in the function or the module.
+        Expr::Name(n) => values_of(ch, n.id.as_str()).into_iter().any(is_true),
+        v => is_true(v),
+    })
+        // `nn.TransformerEncoderLayer(**enc_kw)` with `enc_kw = dict(..., batch_first=True)`,
+        // also a module-level `ATTN_DEFAULTS = {"batch_first": True}`.
         || call
             .arguments
             .keywords
             .iter()
             .filter(|k| k.arg.is_none())
             .any(|k| match &k.value {
-                Expr::Name(n) => ch.bodies.last().is_some_and(|body| {
-                    bound_values(body, n.id.as_str())
-                        .into_iter()
-                        .any(sets_batch_first)
-                }),
+                Expr::Name(n) => values_of(ch, n.id.as_str())
+                    .into_iter()
+                    .any(sets_batch_first),
                 e => sets_batch_first(e),
             });
     if !batch_first {
@@ -78,6 +81,17 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         format!("batch-first `nn.{short}` takes the `_native_multi_head_attention` fast path in eval/no-grad, which the exporter cannot export"),
     );
     ch.help(i, "call `torch.backends.mha.set_fastpath_enabled(False)` before exporting, or export with `dynamo=True`");
+}
+
+/// The values a name is bound to where the call reads it: the innermost enclosing body (the
+/// function, then the module) that binds it.
+fn values_of<'a>(ch: &Checker<'a>, name: &str) -> Vec<&'a Expr> {
+    ch.bodies
+        .iter()
+        .rev()
+        .map(|body| bound_values(body, name))
+        .find(|values| !values.is_empty())
+        .unwrap_or_default()
 }
 
 /// `dict(..., batch_first=True)` or `{"batch_first": True, ...}`.
