@@ -141,14 +141,14 @@ pub fn rules_markdown() -> String {
          after `if not self.training: return x`, and an export script's driver code (functions that call the exporter or check the \
          result on onnxruntime, and what they or module-level statements call) are not model code.\n\
          - Values are guessed from the code: parameters are tensors unless annotated or defaulted \
-         otherwise, named like sizes (`size`, `*_shape`), checked with `isinstance(p, (int, float))` \
+         otherwise, named like sizes (`size`, `*_shape`), axes, widths or iteration counts (`dim`, `*_channels`, `iters`, `max_iter`), checked with `isinstance(p, (int, float))` \
          or passed as `scale_factor=`, `kernel_size=`, `stride=`, `dilation=` or `groups=`, and \
          parameters a caller fills with a traced size or a frozen number (`int(x.size(0))`, or `len()` of the caller's own tensor parameter) are those, for callers in the same file and, for module-level functions, model code of another linted file that imports them; items of `List[Tensor]`/`Dict[str, Tensor]` \
-         parameters and of lists built from tensors (`[self.head(h) for h in hs]`, `outs.append(self.head(h))`), loop variables over tensors, buffers and `nn.Parameter`s on `self`, results of \
+         parameters and of lists built from tensors (`[self.head(h) for h in hs]`, `outs.append(self.head(h))`), loop variables over tensors (also a comprehension's: `[int(c) for c in valid.sum(1)]`), buffers and `nn.Parameter`s on `self`, results of \
          functions annotated `-> Tensor` (here or in another linted file), of unannotated ones \
          called on tensors and of submodules called on tensors or traced sizes are tensors; names like `mask`, `valid`, `is_*` and `done` hold boolean \
          masks, and so do buffers made with `dtype=torch.bool` (directly or through a local) and results of functions of the file \
-         that return comparisons; a comparison with a string is a Python option, and `np.*` and \
+         that return comparisons (not of Python numbers: `return pad > 0` after `pad = (m - x.shape[-1] % m) % m` is a flag, and such a helper called on a tensor gives no tensor); a comparison with a string is a Python option, and `np.*` and \
          `cv2.*` results and `np.ndarray` parameters are arrays; `img_hw`-style parameters are an \
          image's traced (height, width), and a Python number that a function of the project returns \
          after `int()`/`math.*` of a size (`xs, n = pad_to_multiple(xs, 4)`) is a frozen size. \

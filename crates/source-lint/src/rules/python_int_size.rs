@@ -22,6 +22,10 @@
 //! `ConstantOfShape` uses the example's size forever. With dynamic axes the model then fails
 //! ("The input tensor cannot be reshaped to the requested shape") or silently works on the
 //! example size only. The PyTorch ONNX docs list "avoid Python types and numpy" for this reason.
+//! A size used as it is (`B, C, H, W = x.shape` then `x.view(B, C, -1)`, `torch.arange(x.size(1))`,
+//! `torch.linspace(-1, 1, h)`, `tok.expand(x.size(0), -1, -1)`) stays dynamic and is not reported:
+//! `scripts/check_traced_sizes.py` exports each such form with dynamic axes and runs it in
+//! onnxruntime at another size (torch 2.15: all dynamic; `int()` and `len()` frozen).
 //!
 //! ## Example
 //! ```python
