@@ -1697,8 +1697,6 @@ fn model_functions(
     out
 }
 
-/// A capitalised name, private ones included (`STEBinarize`, `_STEThreshold`): a class by
-/// Python's naming conventions.
 /// Whether the module defines a class of this name at its top level.
 fn defines_class(module: &[Stmt], name: &str) -> bool {
     module
@@ -1706,6 +1704,8 @@ fn defines_class(module: &[Stmt], name: &str) -> bool {
         .any(|s| matches!(s, Stmt::ClassDef(c) if c.name.id.as_str() == name))
 }
 
+/// A capitalised name, private ones included (`STEBinarize`, `_STEThreshold`): a class by
+/// Python's naming conventions.
 fn class_like(name: &str) -> bool {
     name.trim_start_matches('_')
         .starts_with(|ch: char| ch.is_ascii_uppercase())
@@ -3424,13 +3424,28 @@ fn mask_returning_tuples(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
 /// for, and the names holding a Python number computed from a size (see [`size_number`]).
 struct Bound {
     kind: HashSet<String>,
+    /// Python numbers computed from sizes, and other Python numbers (see [`size_number`]).
+    sizes: Sizes,
+}
+
+/// The names a function holds Python numbers in: `sizes`, computed from a size, and `numbers`,
+/// any other Python number (a parameter defaulted to or annotated as one, or named like an axis
+/// or a count, a local bound to a number literal).
+#[derive(Default)]
+struct Sizes {
     sizes: HashSet<String>,
+    numbers: HashSet<String>,
 }
 
 impl Bound {
     fn bind(&mut self, name: &str, value: &Expr, is: fn(&Expr, &Bound) -> bool) {
         let (kind, size) = (is(value, self), size_number(value, &self.sizes));
-        for (set, yes) in [(&mut self.kind, kind), (&mut self.sizes, size)] {
+        let number = matches!(value, Expr::NumberLiteral(_));
+        for (set, yes) in [
+            (&mut self.kind, kind),
+            (&mut self.sizes.sizes, size),
+            (&mut self.sizes.numbers, number),
+        ] {
             if yes {
                 set.insert(name.to_string());
             } else {
@@ -3438,19 +3453,28 @@ impl Bound {
             }
         }
     }
+
+    /// A name bound otherwise (unpacked from a call, a loop target, `with ... as`) holds no
+    /// number the pre-pass knows of.
+    fn unbind(&mut self, name: &str) {
+        self.sizes.sizes.remove(name);
+        self.sizes.numbers.remove(name);
+    }
 }
 
-/// Whether an expression is, by its spelling, a Python number: a number literal, a size read
-/// (`x.shape[-1]`, `x.size(1)`, `len(x)`), a name in `sizes` bound to one, or arithmetic and
-/// `int()`/`math.*` over such numbers and other names (`(m - x.shape[-1] % m) % m`), reading at
-/// least one size. What the checker itself takes for a traced size, without its value guesses.
-fn size_number(e: &Expr, sizes: &HashSet<String>) -> bool {
-    fn leaves_ok(e: &Expr, sizes: &HashSet<String>, seen: &mut bool) -> bool {
+/// Whether an expression is, by its spelling, a Python number computed from a size: a size read
+/// (`x.shape[-1]`, `x.size(1)`, `len(x)`), a name bound to one, or arithmetic and
+/// `int()`/`math.*` over such numbers, number literals, settings (`self.stride`) and names known
+/// to hold numbers (`(multiple - x.shape[-1] % multiple) % multiple` with `multiple: int`),
+/// reading at least one size. Not `q * q.shape[-1] ** -0.5`: `q` may be a tensor.
+fn size_number(e: &Expr, sizes: &Sizes) -> bool {
+    fn leaves_ok(e: &Expr, sizes: &Sizes, seen: &mut bool) -> bool {
         match e {
             Expr::NumberLiteral(_) => true,
             Expr::Name(n) => {
-                *seen |= sizes.contains(n.id.as_str());
-                true
+                let size = sizes.sizes.contains(n.id.as_str());
+                *seen |= size;
+                size || sizes.numbers.contains(n.id.as_str())
             }
             Expr::Attribute(a) if a.attr.id.as_str() == "shape" => {
                 *seen = true;
@@ -3493,7 +3517,7 @@ fn size_number(e: &Expr, sizes: &HashSet<String>) -> bool {
 
 /// `pad > 0`, `x.shape[-1] % 2 == 1`, `h != w`: sizes as Python numbers compared with each other
 /// or with number literals.
-fn compares_sizes(c: &ast::ExprCompare, sizes: &HashSet<String>) -> bool {
+fn compares_sizes(c: &ast::ExprCompare, sizes: &Sizes) -> bool {
     let operands = || std::iter::once(&*c.left).chain(&c.comparators);
     operands().all(|e| e.is_number_literal_expr() || size_number(e, sizes))
         && operands().any(|e| size_number(e, sizes))
@@ -3507,7 +3531,7 @@ fn size_valued_functions(module: &[Stmt]) -> HashSet<String> {
     fn size_value(e: &Expr, bound: &Bound) -> bool {
         match e {
             Expr::Name(n) => {
-                bound.kind.contains(n.id.as_str()) || bound.sizes.contains(n.id.as_str())
+                bound.kind.contains(n.id.as_str()) || bound.sizes.sizes.contains(n.id.as_str())
             }
             Expr::Compare(c) => compares_values(c) && compares_sizes(c, &bound.sizes),
             Expr::BoolOp(b) => b.values.iter().all(|v| size_value(v, bound)),
@@ -3519,6 +3543,25 @@ fn size_valued_functions(module: &[Stmt]) -> HashSet<String> {
         .into_iter()
         .filter(|(_, flags)| flags.iter().all(|x| *x))
         .map(|(key, _)| key)
+        .collect()
+}
+
+/// The parameters of a function that hold Python numbers by their default (`multiple=8`), their
+/// annotation (`multiple: int`) or their name (`dim`, `*_channels`, `iters`).
+fn number_parameters(f: &ast::StmtFunctionDef) -> HashSet<String> {
+    let p = &f.parameters;
+    p.posonlyargs
+        .iter()
+        .chain(&p.args)
+        .chain(&p.kwonlyargs)
+        .filter(|a| {
+            let name = a.parameter.name.id.as_str();
+            let numeric_default = matches!(a.default.as_deref(), Some(Expr::NumberLiteral(_)));
+            let numeric_annotation = matches!(a.parameter.annotation.as_deref(),
+                Some(Expr::Name(n)) if matches!(n.id.as_str(), "int" | "float"));
+            numeric_default || numeric_annotation || names_a_number(name)
+        })
+        .map(|a| a.parameter.name.id.to_string())
         .collect()
 }
 
@@ -3535,7 +3578,10 @@ fn returned_flags(
         flatten(&f.body, &mut stmts);
         let mut names = Bound {
             kind: HashSet::default(),
-            sizes: HashSet::default(),
+            sizes: Sizes {
+                sizes: HashSet::default(),
+                numbers: number_parameters(f),
+            },
         };
         let mut flags: Option<Vec<bool>> = None;
         for s in stmts {
@@ -3549,11 +3595,49 @@ fn returned_flags(
                                     if is(value, &names) {
                                         names.kind.insert(n.id.to_string());
                                     }
+                                    names.unbind(n.id.as_str());
                                 }
                             }
                         }
-                        _ => {}
+                        (target, _) => {
+                            let mut bound = Vec::new();
+                            collect_names(target, &mut bound);
+                            bound.iter().for_each(|n| names.unbind(n));
+                        }
                     }
+                }
+                // `pad += 1` keeps a number a number; other bindings (`n, idx = x.max(-1)` above,
+                // loop targets, `with ... as n`) hold something else.
+                Stmt::AugAssign(a) => {
+                    if let Expr::Name(n) = a.target.as_ref() {
+                        if !(matches!(a.value.as_ref(), Expr::NumberLiteral(_))
+                            || size_number(&a.value, &names.sizes))
+                        {
+                            names.unbind(n.id.as_str());
+                        }
+                    }
+                }
+                Stmt::AnnAssign(a) => {
+                    if let Expr::Name(n) = a.target.as_ref() {
+                        match a.value.as_deref() {
+                            Some(v) => names.bind(n.id.as_str(), v, is),
+                            None => names.unbind(n.id.as_str()),
+                        }
+                    }
+                }
+                Stmt::For(l) => {
+                    let mut bound = Vec::new();
+                    collect_names(&l.target, &mut bound);
+                    bound.iter().for_each(|n| names.unbind(n));
+                }
+                Stmt::With(w) => {
+                    let mut bound = Vec::new();
+                    for item in &w.items {
+                        if let Some(v) = item.optional_vars.as_deref() {
+                            collect_names(v, &mut bound);
+                        }
+                    }
+                    bound.iter().for_each(|n| names.unbind(n));
                 }
                 Stmt::Return(r) => {
                     let Some(v) = r.value.as_deref() else {

@@ -56,11 +56,16 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         return;
     }
     // A literal, or a name bound to one (a parameter's default: `mode="bilinear"`).
-    let Some(mode) = argument(call, "mode", mode_pos).and_then(|m| match m {
+    let mode_arg = argument(call, "mode", mode_pos);
+    // `mode=self.cfg.upsample_mode` or `cfg.upsample_mode` with a config class of the file
+    // declaring `upsample_mode: str = "bilinear"` (not `self.mode`, which the module sets).
+    let from_config = matches!(mode_arg, Some(ast::Expr::Attribute(a))
+        if !matches!(a.value.as_ref(), ast::Expr::Name(n) if n.id.as_str() == "self"));
+    let Some(mode) = mode_arg.and_then(|m| match m {
         ast::Expr::Name(n) => ch.literal(n.id.as_str()).and_then(string_literal),
-        // `mode=self.cfg.upsample_mode` with a config class of the file declaring
-        // `upsample_mode: str = "bilinear"`.
-        ast::Expr::Attribute(a) => class_field_default(ch.bodies[0], a.attr.id.as_str()),
+        ast::Expr::Attribute(a) if from_config => {
+            config_field_default(ch.bodies[0], a.attr.id.as_str())
+        }
         m => string_literal(m),
     }) else {
         return;
@@ -81,16 +86,30 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         i,
         "pass `align_corners=False` (the default) or `True` explicitly",
     );
+    // A mode read from a config default may be set otherwise at run time: then adding
+    // `align_corners` to a non-linear mode would raise, so the fix is only suggested.
     let edit = append_argument(ch.source, call, "align_corners=False");
-    ch.fix(i, "add `align_corners=False`", true, vec![edit]);
+    ch.fix(i, "add `align_corners=False`", !from_config, vec![edit]);
 }
 
-/// The string every class of the module gives a field as its default (`upsample_mode: str =
-/// "bilinear"` in a config dataclass, or `upsample_mode = "bilinear"`), when they agree.
-fn class_field_default<'a>(module: &'a [ast::Stmt], field: &str) -> Option<&'a str> {
+/// The string every config class of the module gives a field as its default (`upsample_mode:
+/// str = "bilinear"` in a dataclass or a class named `*Config`/`*Cfg`), when they agree.
+fn config_field_default<'a>(module: &'a [ast::Stmt], field: &str) -> Option<&'a str> {
     let mut found: Option<&str> = None;
     for s in module {
         let ast::Stmt::ClassDef(c) = s else { continue };
+        let dataclass = c.decorator_list.iter().any(|d| {
+            let e = match &d.expression {
+                ast::Expr::Call(call) => call.func.as_ref(),
+                e => e,
+            };
+            matches!(e, ast::Expr::Name(n) if n.id.as_str() == "dataclass")
+                || matches!(e, ast::Expr::Attribute(a) if a.attr.id.as_str() == "dataclass")
+        });
+        let name = c.name.id.to_ascii_lowercase();
+        if !(dataclass || name.ends_with("config") || name.ends_with("cfg")) {
+            continue;
+        }
         for s in &c.body {
             let (target, value) = match s {
                 ast::Stmt::AnnAssign(a) => (a.target.as_ref(), a.value.as_deref()),

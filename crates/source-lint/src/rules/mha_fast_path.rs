@@ -83,15 +83,21 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     ch.help(i, "call `torch.backends.mha.set_fastpath_enabled(False)` before exporting, or export with `dynamo=True`");
 }
 
-/// The values a name is bound to where the call reads it: the innermost enclosing body (the
-/// function, then the module) that binds it.
+/// The values a name is bound to where the call reads it: in the enclosing body, or else, for a
+/// module constant by its spelling (`BATCH_FIRST`, `ATTN_DEFAULTS`), at the module's top level.
+/// (A lower-case name the function does not bind may be one of its parameters.)
 fn values_of<'a>(ch: &Checker<'a>, name: &str) -> Vec<&'a Expr> {
-    ch.bodies
-        .iter()
-        .rev()
+    let local = ch
+        .bodies
+        .last()
         .map(|body| bound_values(body, name))
-        .find(|values| !values.is_empty())
-        .unwrap_or_default()
+        .unwrap_or_default();
+    let constant = name.chars().any(|c| c.is_ascii_uppercase())
+        && !name.chars().any(|c| c.is_ascii_lowercase());
+    if !local.is_empty() || !constant {
+        return local;
+    }
+    bound_values(ch.bodies[0], name)
 }
 
 /// `dict(..., batch_first=True)` or `{"batch_first": True, ...}`.
