@@ -4763,7 +4763,9 @@ impl<'a> Visitor<'a> for Checker<'a> {
             // a tensor (its elements) inside the comprehension.
             Expr::ListComp(ast::ExprListComp { generators, .. })
             | Expr::SetComp(ast::ExprSetComp { generators, .. })
-            | Expr::Generator(ast::ExprGenerator { generators, .. }) => {
+            | Expr::Generator(ast::ExprGenerator { generators, .. })
+                if self.in_model() =>
+            {
                 let added: Vec<String> = generators
                     .iter()
                     .filter_map(|g| match &g.target {
