@@ -2964,9 +2964,11 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                 // `out_names = ["logits", "boxes"] + (["masks"] if with_masks else [])`
                 || matches!(value, Expr::BinOp(b) if matches!(b.op, ast::Operator::Add)
                     && matches!(b.left.as_ref(), Expr::List(_)))
-                // `names = ["mel", "f0"] if nsf else ["mel"]`
-                || matches!(value, Expr::If(i) if matches!(i.body.as_ref(), Expr::List(_))
+                // `names = ["mel", "f0"] if nsf else ["mel"]`, `mode = "nearest" if fast else
+                // "bilinear"`
+                || matches!(value, Expr::If(i) if (matches!(i.body.as_ref(), Expr::List(_))
                     && matches!(i.orelse.as_ref(), Expr::List(_)))
+                    || (i.body.is_string_literal_expr() && i.orelse.is_string_literal_expr()))
                 || matches!(value, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "dict"))
                 // `cache_in = [f"cache{i}_in" for i in range(n)]`: names by a pattern.
                 || matches!(value, Expr::ListComp(l)

@@ -57,20 +57,31 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     }
     // A literal, or a name bound to one (a parameter's default: `mode="bilinear"`).
     let mode_arg = argument(call, "mode", mode_pos);
-    // `mode=self.cfg.upsample_mode` or `cfg.upsample_mode` with a config class of the file
-    // declaring `upsample_mode: str = "bilinear"` (not `self.mode`, which the module sets).
-    let from_config = matches!(mode_arg, Some(ast::Expr::Attribute(a))
-        if !matches!(a.value.as_ref(), ast::Expr::Name(n) if n.id.as_str() == "self"));
+    // A mode that is not written at the call may be another at run time (a config, a flag): it
+    // is reported when its linear value is the default or one of the choices, and the fix is
+    // then only suggested (`align_corners` with a non-linear mode raises).
+    let mut certain = true;
     let Some(mode) = mode_arg.and_then(|m| match m {
-        ast::Expr::Name(n) => ch.literal(n.id.as_str()).and_then(string_literal),
-        ast::Expr::Attribute(a) if from_config => {
-            config_field_default(ch.bodies[0], a.attr.id.as_str())
+        // `mode = "nearest" if self.fast else "bilinear"`: one choice is linear.
+        ast::Expr::Name(n) => match ch.literal(n.id.as_str())? {
+            ast::Expr::If(i) => {
+                certain = false;
+                [i.body.as_ref(), i.orelse.as_ref()]
+                    .into_iter()
+                    .filter_map(string_literal)
+                    .find(|m| linear(m))
+            }
+            e => string_literal(e),
+        },
+        ast::Expr::Attribute(a) => {
+            certain = false;
+            config_mode(ch, a)
         }
         m => string_literal(m),
     }) else {
         return;
     };
-    if !matches!(mode, "linear" | "bilinear" | "bicubic" | "trilinear") {
+    if !linear(mode) {
         return;
     }
     if argument(call, "align_corners", corners_pos).is_some() {
@@ -89,7 +100,53 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     // A mode read from a config default may be set otherwise at run time: then adding
     // `align_corners` to a non-linear mode would raise, so the fix is only suggested.
     let edit = append_argument(ch.source, call, "align_corners=False");
-    ch.fix(i, "add `align_corners=False`", !from_config, vec![edit]);
+    ch.fix(i, "add `align_corners=False`", certain, vec![edit]);
+}
+
+fn linear(mode: &str) -> bool {
+    matches!(mode, "linear" | "bilinear" | "bicubic" | "trilinear")
+}
+
+/// The mode an attribute holds by default: `cfg.upsample_mode` / `self.cfg.upsample_mode` from a
+/// config class of the file declaring `upsample_mode: str = "bilinear"`, and `self.mode` from
+/// what the class's methods assign it, once: a literal or such a config field (`self.mode =
+/// cfg.upsample_mode`).
+fn config_mode<'a>(ch: &Checker<'a>, a: &'a ast::ExprAttribute) -> Option<&'a str> {
+    let module = ch.bodies[0];
+    if !matches!(a.value.as_ref(), ast::Expr::Name(n) if n.id.as_str() == "self") {
+        return config_field_default(module, a.attr.id.as_str());
+    }
+    let class = ch.classes.last()?;
+    let c = module.iter().find_map(|s| match s {
+        ast::Stmt::ClassDef(c) if c.name.id.as_str() == class => Some(c),
+        _ => None,
+    })?;
+    let mut values = Vec::new();
+    for m in &c.body {
+        let ast::Stmt::FunctionDef(f) = m else {
+            continue;
+        };
+        let mut stmts = Vec::new();
+        crate::checker::flatten(&f.body, &mut stmts);
+        for s in stmts {
+            let ast::Stmt::Assign(assign) = s else {
+                continue;
+            };
+            if assign.targets.iter().any(|t| {
+                matches!(t, ast::Expr::Attribute(t) if t.attr.id == a.attr.id
+                    && matches!(t.value.as_ref(), ast::Expr::Name(n) if n.id.as_str() == "self"))
+            }) {
+                values.push(assign.value.as_ref());
+            }
+        }
+    }
+    match values[..] {
+        [ast::Expr::Attribute(v)] if !matches!(v.value.as_ref(), ast::Expr::Name(n) if n.id.as_str() == "self") => {
+            config_field_default(module, v.attr.id.as_str())
+        }
+        [v] => string_literal(v),
+        _ => None,
+    }
 }
 
 /// The string every config class of the module gives a field as its default (`upsample_mode:
