@@ -361,7 +361,8 @@ impl<'a> Checker<'a> {
                 if let Stmt::FunctionDef(f) = m {
                     if f.returns.is_none()
                         && !f.name.id.starts_with("__")
-                        && !size_valued.contains(&format!("{}.{}", c.name.id, f.name.id))
+                        && (size_valued.is_empty()
+                            || !size_valued.contains(&format!("{}.{}", c.name.id, f.name.id)))
                     {
                         unannotated_methods.insert((c.name.id.to_string(), f.name.id.to_string()));
                     }
@@ -3370,7 +3371,7 @@ fn frozen(e: &Expr, names: &HashSet<String>) -> bool {
 /// `math` function over an expression that reads `.shape` or `.size()`, `.item()`, and names
 /// bound to those in the function.
 fn frozen_returning_functions(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
-    returned_flags(module, |e, bound| frozen(e, &bound.kind), false)
+    returned_flags(module, |e, bound| frozen(e, &bound.kind), false, false)
 }
 
 /// Functions (and methods, keyed `Class.method`) whose every `return` gives a mask, by element
@@ -3419,30 +3420,38 @@ fn mask_returning_tuples(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
             _ => false,
         }
     }
-    returned_flags(module, mask, true)
+    returned_flags(module, mask, true, true)
 }
 
 /// What a function has bound so far, as the pre-passes read it: the names of the kind asked
 /// for, and the names holding a Python number computed from a size (see [`size_number`]).
-struct Bound {
+struct Bound<'f> {
     kind: HashSet<String>,
     /// Python numbers computed from sizes, and other Python numbers (see [`size_number`]).
-    sizes: Sizes,
+    sizes: Sizes<'f>,
 }
 
 /// The names a function holds Python numbers in: `sizes`, computed from a size, and `numbers`,
-/// any other Python number (a parameter defaulted to or annotated as one, or named like an axis
-/// or a count, a local bound to a number literal).
-#[derive(Default)]
-struct Sizes {
+/// any other Python number (a local bound to a number literal, or a parameter of `params`
+/// defaulted to or annotated as one, or named like an axis or a count). Without `params` nothing
+/// is tracked.
+struct Sizes<'f> {
     sizes: HashSet<String>,
     numbers: HashSet<String>,
+    params: Option<&'f ast::Parameters>,
 }
 
-impl Bound {
-    fn bind(&mut self, name: &str, value: &Expr, is: fn(&Expr, &Bound) -> bool) {
-        let (kind, size) = (is(value, self), size_number(value, &self.sizes));
-        let number = matches!(value, Expr::NumberLiteral(_));
+impl Sizes<'_> {
+    fn is_number(&self, name: &str) -> bool {
+        self.numbers.contains(name) || self.params.is_some_and(|p| number_parameter(p, name))
+    }
+}
+
+impl Bound<'_> {
+    fn bind(&mut self, name: &str, value: &Expr, is: fn(&Expr, &Bound<'_>) -> bool) {
+        let kind = is(value, self);
+        let size = self.sizes.params.is_some() && size_number(value, &self.sizes);
+        let number = self.sizes.params.is_some() && matches!(value, Expr::NumberLiteral(_));
         for (set, yes) in [
             (&mut self.kind, kind),
             (&mut self.sizes.sizes, size),
@@ -3450,7 +3459,7 @@ impl Bound {
         ] {
             if yes {
                 set.insert(name.to_string());
-            } else {
+            } else if !set.is_empty() {
                 set.remove(name);
             }
         }
@@ -3459,8 +3468,11 @@ impl Bound {
     /// A name bound otherwise (unpacked from a call, a loop target, `with ... as`) holds no
     /// number the pre-pass knows of.
     fn unbind(&mut self, name: &str) {
-        self.sizes.sizes.remove(name);
-        self.sizes.numbers.remove(name);
+        for set in [&mut self.sizes.sizes, &mut self.sizes.numbers] {
+            if !set.is_empty() {
+                set.remove(name);
+            }
+        }
     }
 }
 
@@ -3469,14 +3481,14 @@ impl Bound {
 /// `int()`/`math.*` over such numbers, number literals, settings (`self.stride`) and names known
 /// to hold numbers (`(multiple - x.shape[-1] % multiple) % multiple` with `multiple: int`),
 /// reading at least one size. Not `q * q.shape[-1] ** -0.5`: `q` may be a tensor.
-fn size_number(e: &Expr, sizes: &Sizes) -> bool {
-    fn leaves_ok(e: &Expr, sizes: &Sizes, seen: &mut bool) -> bool {
+fn size_number(e: &Expr, sizes: &Sizes<'_>) -> bool {
+    fn leaves_ok(e: &Expr, sizes: &Sizes<'_>, seen: &mut bool) -> bool {
         match e {
             Expr::NumberLiteral(_) => true,
             Expr::Name(n) => {
                 let size = sizes.sizes.contains(n.id.as_str());
                 *seen |= size;
-                size || sizes.numbers.contains(n.id.as_str())
+                size || sizes.is_number(n.id.as_str())
             }
             Expr::Attribute(a) if a.attr.id.as_str() == "shape" => {
                 *seen = true;
@@ -3519,7 +3531,7 @@ fn size_number(e: &Expr, sizes: &Sizes) -> bool {
 
 /// `pad > 0`, `x.shape[-1] % 2 == 1`, `h != w`: sizes as Python numbers compared with each other
 /// or with number literals.
-fn compares_sizes(c: &ast::ExprCompare, sizes: &Sizes) -> bool {
+fn compares_sizes(c: &ast::ExprCompare, sizes: &Sizes<'_>) -> bool {
     let operands = || std::iter::once(&*c.left).chain(&c.comparators);
     operands().all(|e| e.is_number_literal_expr() || size_number(e, sizes))
         && operands().any(|e| size_number(e, sizes))
@@ -3541,30 +3553,27 @@ fn size_valued_functions(module: &[Stmt]) -> HashSet<String> {
             e => size_number(e, &bound.sizes),
         }
     }
-    returned_flags(module, size_value, true)
+    returned_flags(module, size_value, true, true)
         .into_iter()
         .filter(|(_, flags)| flags.iter().all(|x| *x))
         .map(|(key, _)| key)
         .collect()
 }
 
-/// The parameters of a function that hold Python numbers by their default (`multiple=8`), their
-/// annotation (`multiple: int`) or their name (`dim`, `*_channels`, `iters`).
-fn number_parameters(f: &ast::StmtFunctionDef) -> HashSet<String> {
-    let p = &f.parameters;
+/// Whether a parameter of a function holds a Python number by its default (`multiple=8`), its
+/// annotation (`multiple: int`) or its name (`dim`, `*_channels`, `iters`).
+fn number_parameter(p: &ast::Parameters, name: &str) -> bool {
     p.posonlyargs
         .iter()
         .chain(&p.args)
         .chain(&p.kwonlyargs)
-        .filter(|a| {
-            let name = a.parameter.name.id.as_str();
-            let numeric_default = matches!(a.default.as_deref(), Some(Expr::NumberLiteral(_)));
-            let numeric_annotation = matches!(a.parameter.annotation.as_deref(),
-                Some(Expr::Name(n)) if matches!(n.id.as_str(), "int" | "float"));
-            numeric_default || numeric_annotation || names_a_number(name)
+        .find(|a| a.parameter.name.id.as_str() == name)
+        .is_some_and(|a| {
+            matches!(a.default.as_deref(), Some(Expr::NumberLiteral(_)))
+                || matches!(a.parameter.annotation.as_deref(),
+                    Some(Expr::Name(n)) if matches!(n.id.as_str(), "int" | "float"))
+                || names_a_number(name)
         })
-        .map(|a| a.parameter.name.id.to_string())
-        .collect()
 }
 
 /// Which elements of each function's returned value (one flag for a single value) are of a
@@ -3574,6 +3583,7 @@ fn returned_flags(
     module: &[Stmt],
     is: fn(&Expr, &Bound) -> bool,
     every: bool,
+    sizes: bool,
 ) -> HashMap<String, Vec<bool>> {
     let analyse = |f: &ast::StmtFunctionDef| -> Option<Vec<bool>> {
         let mut stmts = Vec::new();
@@ -3582,7 +3592,9 @@ fn returned_flags(
             kind: HashSet::default(),
             sizes: Sizes {
                 sizes: HashSet::default(),
-                numbers: number_parameters(f),
+                numbers: HashSet::default(),
+                // Only the readings that compare sizes track them.
+                params: sizes.then_some(&f.parameters),
             },
         };
         let mut flags: Option<Vec<bool>> = None;
@@ -3672,11 +3684,12 @@ fn returned_flags(
     // Methods as `Class.method`, for `self.method(...)` inside the class.
     functions_and_methods(module)
         .filter_map(|(class, f)| {
+            let flags = analyse(f)?;
             let key = match class {
                 Some(c) => format!("{c}.{}", f.name.id),
                 None => f.name.id.to_string(),
             };
-            Some((key, analyse(f)?))
+            Some((key, flags))
         })
         .collect()
 }
