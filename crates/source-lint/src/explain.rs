@@ -214,6 +214,18 @@ impl KnowledgeBase {
                 best = Some((p, span, m));
             }
         }
+        // "`0xC0000005` in function `buildSerializedNetwork`": parts of a message quoted as
+        // Markdown inline code in an issue's prose. Read without the backticks, a match counts
+        // when it outranks the best so far (and the catch-alls, when the text matched anything).
+        if text.contains('`') {
+            let plain = text.replace('`', "");
+            let above = best.as_ref().map_or(floor, |(b, _, _)| (*b).max(floor));
+            if let Some((p, span, m)) = self.best(&plain, above) {
+                if p > above {
+                    best = Some((p, span, m));
+                }
+            }
+        }
         best.map(|(_, _, m)| m)
     }
 
