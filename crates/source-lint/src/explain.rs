@@ -215,10 +215,21 @@ impl KnowledgeBase {
             }
         }
         // "`0xC0000005` in function `buildSerializedNetwork`": parts of a message quoted as
-        // Markdown inline code in an issue's prose. Read without the backticks, a match counts
-        // when it outranks the best so far (and the catch-alls, when the text matched anything).
+        // Markdown inline code in an issue's prose. The text read without its backticks (of a
+        // long log, only the lines holding them, so that it is not read twice) gives a match
+        // that counts when it outranks the best so far (and the catch-alls, when the text
+        // matched anything).
         if text.contains('`') {
-            let plain = text.replace('`', "");
+            let plain = if text.len() <= BACKTICKS_WHOLE_UP_TO {
+                text.replace('`', "")
+            } else {
+                let lines: Vec<String> = text
+                    .lines()
+                    .filter(|l| l.contains('`'))
+                    .map(|l| l.replace('`', ""))
+                    .collect();
+                lines.join("\n")
+            };
             let above = best.as_ref().map_or(floor, |(b, _, _)| (*b).max(floor));
             if let Some((p, span, m)) = self.best(&plain, above) {
                 if p > above {
@@ -476,6 +487,10 @@ const MIN_WRAPPED_LINE: usize = 40;
 /// Entries at or below this priority are catch-alls: when the text as given matched anything, a
 /// match in the joined text must rank above them to count.
 const CATCH_ALL_PRIORITY: i32 = -4;
+
+/// Texts up to this size are read again whole without their backticks; longer ones (a log) only
+/// by the lines holding backticks.
+const BACKTICKS_WHOLE_UP_TO: usize = 16 * 1024;
 
 /// The text with its line breaks undone two ways — lines trimmed and joined by a space (a wrap
 /// at a space, which drops it), and joined with nothing (a hard wrap at a column, which keeps
