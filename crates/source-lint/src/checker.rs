@@ -655,7 +655,7 @@ impl<'a> Checker<'a> {
                 // Also a class of this file named in lower case (`clampy.apply(x, lo, hi)`).
                 if matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "apply"
                     && matches!(a.value.as_ref(), Expr::Name(f) if class_like(f.id.as_str())
-                        || defines_class(self.bodies[0], f.id.as_str())))
+                        || module_class(self.bodies[0], f.id.as_str()).is_some()))
                     && c.arguments.args.iter().any(|a| self.is_tensor(a))
                 {
                     return true;
@@ -1698,11 +1698,12 @@ fn model_functions(
     out
 }
 
-/// Whether the module defines a class of this name at its top level.
-fn defines_class(module: &[Stmt], name: &str) -> bool {
-    module
-        .iter()
-        .any(|s| matches!(s, Stmt::ClassDef(c) if c.name.id.as_str() == name))
+/// The class of this name the module defines at its top level.
+pub(crate) fn module_class<'m>(module: &'m [Stmt], name: &str) -> Option<&'m ast::StmtClassDef> {
+    module.iter().find_map(|s| match s {
+        Stmt::ClassDef(c) if c.name.id.as_str() == name => Some(c),
+        _ => None,
+    })
 }
 
 /// A capitalised name, private ones included (`STEBinarize`, `_STEThreshold`): a class by
@@ -3125,7 +3126,7 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                 } else if tensor && matches!(elt, Expr::Tuple(_) | Expr::List(_)) {
                     // `_, (h, c) = self.lstm(x, state)`: the nested names are tensors too.
                     let mut names = Vec::new();
-                    nested_names(elt, &mut names);
+                    collect_names(elt, &mut names);
                     let st = ch.fns.last_mut().expect("scope");
                     for id in names {
                         st.non_consts.insert(id.clone());
@@ -3134,17 +3135,6 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                 }
             }
         }
-        _ => {}
-    }
-}
-
-/// The names a nested unpacking target binds (`(h, c)`, `[a, *rest]`).
-fn nested_names(target: &Expr, out: &mut Vec<String>) {
-    match target {
-        Expr::Name(n) => out.push(n.id.to_string()),
-        Expr::Tuple(t) => t.elts.iter().for_each(|e| nested_names(e, out)),
-        Expr::List(l) => l.elts.iter().for_each(|e| nested_names(e, out)),
-        Expr::Starred(s) => nested_names(&s.value, out),
         _ => {}
     }
 }
@@ -3402,10 +3392,7 @@ fn mask_returning_tuples(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
                         !(c.arguments.args.is_empty() && c.arguments.keywords.is_empty())
                             && mask(&a.value, bound)
                     }
-                    "isnan" | "isinf" | "isfinite" => {
-                        matches!(a.value.as_ref(), Expr::Name(n) if !matches!(n.id.as_str(), "math" | "cmath"))
-                    }
-                    _ => false,
+                    _ => tests_values(a),
                 },
                 _ => false,
             },
@@ -3803,12 +3790,7 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
                         mask(&a.value, names)
                             || c.arguments.args.first().is_some_and(|x| mask(x, names))
                     }
-                    // `torch.isnan(x)`, `T.isnan(x)` (`import torch as T`; the file's imports
-                    // are not read here), and NumPy's, which masks all the same.
-                    "isnan" | "isinf" | "isfinite" | "isneginf" | "isposinf" => {
-                        matches!(a.value.as_ref(), Expr::Name(n) if !matches!(n.id.as_str(), "math" | "cmath"))
-                    }
-                    _ => false,
+                    _ => tests_values(a),
                 },
                 _ => false,
             },
@@ -4078,6 +4060,15 @@ fn compares_values(c: &ast::ExprCompare) -> bool {
     })
 }
 
+/// `torch.isnan(x)`, `T.isnan(x)` (`import torch as T`; the pre-passes do not read the file's
+/// imports), and NumPy's, which masks all the same; not `math.isnan(v)`, a Python flag.
+fn tests_values(a: &ast::ExprAttribute) -> bool {
+    matches!(
+        a.attr.id.as_str(),
+        "isnan" | "isinf" | "isfinite" | "isneginf" | "isposinf"
+    ) && matches!(a.value.as_ref(), Expr::Name(n) if !matches!(n.id.as_str(), "math" | "cmath"))
+}
+
 /// The base classes each class of a module names by a plain name
 /// (`class PalletNetWithSlots(PalletNet)`).
 fn class_bases(module: &[Stmt]) -> HashMap<&str, Vec<&str>> {
@@ -4218,7 +4209,7 @@ fn registrations(class_body: &[Stmt]) -> Vec<(&str, Option<&Expr>)> {
 
 /// `self.<attr> = <value>` assignments in the methods of a class body, including
 /// `self.a, self.b = va, vb`.
-fn self_assignments(class_body: &[Stmt]) -> Vec<(&str, &Expr)> {
+pub(crate) fn self_assignments(class_body: &[Stmt]) -> Vec<(&str, &Expr)> {
     let mut out = Vec::new();
     for stmt in method_statements(class_body) {
         let Stmt::Assign(a) = stmt else { continue };
@@ -4269,8 +4260,8 @@ fn names_a_size(name: &str) -> bool {
 
 /// Parameter names PyTorch code gives to Python numbers of its configuration: an axis (`dim`,
 /// `axis`, `feat_dim`), a width (`in_channels`) or an iteration count (`iters`, `max_iter`).
-/// `if dim == -1:` branches on the call, not on data. (Not `num_*`, `deg`, `groups` or `bits`: `num_boxes`, a graph's node degrees, a
-/// sample's group ids are as often tensors.)
+/// `if dim == -1:` branches on the call, not on data. (Not `num_*`, `deg`, `groups` or `bits`:
+/// `num_boxes`, a graph's node degrees, a sample's group ids are as often tensors.)
 fn names_a_number(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     matches!(
@@ -4895,7 +4886,7 @@ fn self_attr(e: &Expr) -> Option<&str> {
     }
 }
 
-fn is_self(e: &Expr) -> bool {
+pub(crate) fn is_self(e: &Expr) -> bool {
     matches!(e, Expr::Name(n) if n.id.as_str() == "self")
 }
 
@@ -4913,6 +4904,7 @@ fn collect_names(e: &Expr, out: &mut Vec<String>) {
         Expr::Name(n) => out.push(n.id.to_string()),
         Expr::Tuple(t) => t.elts.iter().for_each(|x| collect_names(x, out)),
         Expr::List(t) => t.elts.iter().for_each(|x| collect_names(x, out)),
+        Expr::Starred(s) => collect_names(&s.value, out),
         _ => {}
     }
 }

@@ -26,7 +26,7 @@
 //! y = F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
 //! ```
 
-use crate::checker::Checker;
+use crate::checker::{is_self, module_class, self_assignments, Checker};
 use crate::registry::{FixKind, Rule};
 use crate::rules::{append_argument, argument, string_literal};
 use diagnostics::Severity;
@@ -113,35 +113,17 @@ fn linear(mode: &str) -> bool {
 /// cfg.upsample_mode`).
 fn config_mode<'a>(ch: &Checker<'a>, a: &'a ast::ExprAttribute) -> Option<&'a str> {
     let module = ch.bodies[0];
-    if !matches!(a.value.as_ref(), ast::Expr::Name(n) if n.id.as_str() == "self") {
+    if !is_self(&a.value) {
         return config_field_default(module, a.attr.id.as_str());
     }
-    let class = ch.classes.last()?;
-    let c = module.iter().find_map(|s| match s {
-        ast::Stmt::ClassDef(c) if c.name.id.as_str() == class => Some(c),
-        _ => None,
-    })?;
-    let mut values = Vec::new();
-    for m in &c.body {
-        let ast::Stmt::FunctionDef(f) = m else {
-            continue;
-        };
-        let mut stmts = Vec::new();
-        crate::checker::flatten(&f.body, &mut stmts);
-        for s in stmts {
-            let ast::Stmt::Assign(assign) = s else {
-                continue;
-            };
-            if assign.targets.iter().any(|t| {
-                matches!(t, ast::Expr::Attribute(t) if t.attr.id == a.attr.id
-                    && matches!(t.value.as_ref(), ast::Expr::Name(n) if n.id.as_str() == "self"))
-            }) {
-                values.push(assign.value.as_ref());
-            }
-        }
-    }
+    let class = module_class(module, ch.classes.last()?)?;
+    let values: Vec<&ast::Expr> = self_assignments(&class.body)
+        .into_iter()
+        .filter(|(attr, _)| *attr == a.attr.id.as_str())
+        .map(|(_, v)| v)
+        .collect();
     match values[..] {
-        [ast::Expr::Attribute(v)] if !matches!(v.value.as_ref(), ast::Expr::Name(n) if n.id.as_str() == "self") => {
+        [ast::Expr::Attribute(v)] if !is_self(&v.value) => {
             config_field_default(module, v.attr.id.as_str())
         }
         [v] => string_literal(v),

@@ -53,7 +53,6 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         "torch.nn.TransformerEncoder" => "TransformerEncoder",
         _ => return,
     };
-    let is_true = |v: &Expr| matches!(v, Expr::BooleanLiteral(b) if b.value);
     let batch_first = keyword(call, "batch_first").is_some_and(|k| match &k.value {
         // `batch_first=BATCH_FIRST` with `BATCH_FIRST = True` in the function or the module.
         Expr::Name(n) => values_of(ch, n.id.as_str()).into_iter().any(is_true),
@@ -100,9 +99,12 @@ fn values_of<'a>(ch: &Checker<'a>, name: &str) -> Vec<&'a Expr> {
     bound_values(ch.bodies[0], name)
 }
 
+fn is_true(v: &Expr) -> bool {
+    matches!(v, Expr::BooleanLiteral(b) if b.value)
+}
+
 /// `dict(..., batch_first=True)` or `{"batch_first": True, ...}`.
 fn sets_batch_first(e: &Expr) -> bool {
-    let is_true = |v: &Expr| matches!(v, Expr::BooleanLiteral(b) if b.value);
     match e {
         Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "dict") => {
             keyword(c, "batch_first").is_some_and(|k| is_true(&k.value))

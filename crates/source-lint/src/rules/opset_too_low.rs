@@ -205,10 +205,9 @@ fn exported_classes(ch: &Checker, call: &ast::ExprCall) -> Vec<(String, bool)> {
             })
     };
     let local = |class: &str| {
-        ch.bodies.first().is_some_and(|m| {
-            m.iter()
-                .any(|s| matches!(s, Stmt::ClassDef(c) if c.name.id.as_str() == class))
-        })
+        ch.bodies
+            .first()
+            .is_some_and(|m| crate::checker::module_class(m, class).is_some())
     };
     let mut out = Vec::new();
     let mut e: &Expr = module;
