@@ -55,7 +55,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     };
     let batch_first = keyword(call, "batch_first").is_some_and(|k| match &k.value {
         // `batch_first=BATCH_FIRST` with `BATCH_FIRST = True` in the function or the module.
-        Expr::Name(n) => values_of(ch, n.id.as_str()).into_iter().any(is_true),
+        Expr::Name(n) => values_of(ch, n.id.as_str(), call).into_iter().any(is_true),
         v => is_true(v),
     })
         // `nn.TransformerEncoderLayer(**enc_kw)` with `enc_kw = dict(..., batch_first=True)`,
@@ -66,7 +66,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
             .iter()
             .filter(|k| k.arg.is_none())
             .any(|k| match &k.value {
-                Expr::Name(n) => values_of(ch, n.id.as_str())
+                Expr::Name(n) => values_of(ch, n.id.as_str(), call)
                     .into_iter()
                     .any(sets_batch_first),
                 e => sets_batch_first(e),
@@ -84,13 +84,18 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
 
 /// The values a name is bound to where the call reads it: in the enclosing body, or else, for a
 /// module constant by its spelling (`BATCH_FIRST`, `ATTN_DEFAULTS`), at the module's top level.
-/// (A lower-case name the function does not bind may be one of its parameters.)
-fn values_of<'a>(ch: &Checker<'a>, name: &str) -> Vec<&'a Expr> {
-    let local = ch
+/// (A lower-case name the function does not bind may be one of its parameters.) In the body,
+/// bindings written after the call do not reach it (`bf = False`, the call, `bf = True`), unless
+/// none comes before it (a loop may carry a later one back).
+fn values_of<'a>(ch: &Checker<'a>, name: &str, call: &ast::ExprCall) -> Vec<&'a Expr> {
+    let mut local = ch
         .bodies
         .last()
         .map(|body| bound_values(body, name))
         .unwrap_or_default();
+    if local.iter().any(|v| v.start() < call.start()) {
+        local.retain(|v| v.start() < call.start());
+    }
     let constant = name.chars().any(|c| c.is_ascii_uppercase())
         && !name.chars().any(|c| c.is_ascii_lowercase());
     if !local.is_empty() || !constant {
