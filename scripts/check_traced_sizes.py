@@ -32,6 +32,11 @@ FORMS = {
     "CONTROL zeros(int(x.size(0)))": lambda x: torch.zeros(int(x.size(0)), 4) + x.mean(),
     "CONTROL view(len(x),-1)": lambda x: x.view(len(x), -1),
     "CONTROL arange(int(x.shape[2]))": lambda x: torch.arange(int(x.shape[2])).float() + x.mean(),
+    # Sizes read through `.data` (pytorch#77410) or `torch.Size.numel()` are not recorded either.
+    "CONTROL view(x.data.size(0),-1)": lambda x: x.view(x.data.size(0), -1),
+    "CONTROL zeros(x.data.shape[0])": lambda x: torch.zeros(x.data.shape[0], 4) + x.mean(),
+    "CONTROL zeros(x.shape.numel())": lambda x: x.sum() + torch.zeros(x.shape.numel()),
+    "x.numel() / x.nelement()": lambda x: x.sum() + torch.zeros(x.numel()) + torch.ones(x.nelement()),
 }
 
 

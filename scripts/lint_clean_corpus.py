@@ -79,7 +79,7 @@ def main() -> int:
             if not d.is_dir():
                 sys.exit(f"lint_clean_corpus: {spec} has no directory {sub}")
             proc = subprocess.run(
-                [str(binary), "lint", str(d), "--format", "json"], capture_output=True, text=True
+                [str(binary), "lint", str(d), "--format", "json", "--no-cache"], capture_output=True, text=True
             )
             if proc.returncode not in (0, 1):
                 sys.exit(f"lint_clean_corpus: lint {d} failed ({proc.returncode}): {proc.stderr}")

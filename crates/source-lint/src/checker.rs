@@ -1119,11 +1119,47 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// Whether an expression reads sizes the tracer does not record: through `.data`
+    /// (`x.data.size(0)`, `x.data.shape[1]`, pytorch#77410) or `torch.Size.numel()`
+    /// (`x.shape.numel()`): Python numbers of the example (`scripts/check_traced_sizes.py`).
+    pub fn is_untraced_size(&self, e: &Expr) -> bool {
+        let through_data = |r: &Expr| matches!(r, Expr::Attribute(d) if d.attr.id.as_str() == "data");
+        let shape_of_data = |e: &Expr| match e {
+            Expr::Attribute(a) => a.attr.id.as_str() == "shape" && through_data(&a.value),
+            Expr::Call(c) => matches!(c.func.as_ref(), Expr::Attribute(a)
+                if a.attr.id.as_str() == "size" && through_data(&a.value)),
+            _ => false,
+        };
+        match e {
+            Expr::Subscript(s) => shape_of_data(&s.value),
+            Expr::Call(c) => {
+                shape_of_data(e)
+                    || matches!(c.func.as_ref(), Expr::Attribute(a)
+                        if a.attr.id.as_str() == "numel"
+                            && c.arguments.args.is_empty()
+                            && match a.value.as_ref() {
+                                Expr::Attribute(s) => s.attr.id.as_str() == "shape",
+                                Expr::Call(sc) => sc.arguments.args.is_empty()
+                                    && matches!(sc.func.as_ref(), Expr::Attribute(s) if s.attr.id.as_str() == "size"),
+                                _ => false,
+                            })
+            }
+            e => shape_of_data(e),
+        }
+    }
+
     /// Whether an expression is a size or tensor value already turned into a Python number,
     /// which the tracer records as a constant: `len(x)`, `int(x.size(0))`, `t.item()`.
     pub fn is_frozen_int(&self, e: &Expr) -> bool {
+        if self.is_untraced_size(e) {
+            return true;
+        }
         match e {
             Expr::Name(n) => self.state().frozen.contains(n.id.as_str()),
+            // `s = x.data.size()` then `s[0]`.
+            Expr::Subscript(s) => {
+                matches!(s.value.as_ref(), Expr::Name(n) if self.state().frozen_sizes.contains(n.id.as_str()))
+            }
             Expr::Call(c) => {
                 if self.frozen_return(c) == Some(&[true][..]) {
                     return true;
@@ -1183,10 +1219,16 @@ impl<'a> Checker<'a> {
     /// `float(score)` or what `box.tolist()` unpacks to. A number whose origin is not known (a
     /// helper's result, a parameter a caller froze) counts as a size.
     pub fn is_frozen_size(&self, e: &Expr) -> bool {
+        if self.is_untraced_size(e) {
+            return true;
+        }
         match e {
             Expr::Name(n) => {
                 let st = self.state();
                 st.frozen_sizes.contains(n.id.as_str())
+            }
+            Expr::Subscript(s) => {
+                matches!(s.value.as_ref(), Expr::Name(n) if self.state().frozen_sizes.contains(n.id.as_str()))
             }
             Expr::Call(c) => {
                 if self
@@ -1544,6 +1586,10 @@ fn model_functions(
             if !matches!(stmt, Stmt::FunctionDef(_) | Stmt::ClassDef(_)) {
                 let (_, funcs) = called_names(std::slice::from_ref(stmt));
                 driver_work.extend(funcs.into_iter().filter(|f| module_fns.contains_key(f)));
+                driver_work.extend(
+                    dispatched_names(std::slice::from_ref(stmt), module)
+                        .filter(|f| module_fns.contains_key(f)),
+                );
             }
         }
         let mut drivers: HashSet<String> = HashSet::default();
@@ -1556,6 +1602,9 @@ fn model_functions(
                 driver_work.extend(funcs.into_iter().filter(|f| module_fns.contains_key(f)));
                 // `crit = ohem_cross_entropy` then `crit(logits, y)`: an alias the driver calls.
                 driver_work.extend(function_aliases(body).filter(|f| module_fns.contains_key(f)));
+                // `{"train": train, "eval": run_eval}[args.cmd](args)`: a dispatch table.
+                driver_work
+                    .extend(dispatched_names(body, module).filter(|f| module_fns.contains_key(f)));
             }
         }
         // What is left may still be traced when it is handed around as a value (a wrapper's
@@ -2705,6 +2754,49 @@ pub(crate) fn names_loss(name: &str) -> bool {
     })
 }
 
+/// The functions a body calls through a dispatch table: `{"train": train, "eval":
+/// run_eval}[args.cmd](args)`, or `COMMANDS[args.cmd](args)` with `COMMANDS` bound to such a
+/// dict literal in the body or at the module's top level.
+fn dispatched_names<'a>(body: &'a [Stmt], module: &'a [Stmt]) -> impl Iterator<Item = String> + 'a {
+    struct Dispatch<'a> {
+        tables: Vec<&'a Expr>,
+    }
+    impl<'a> Visitor<'a> for Dispatch<'a> {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if let Expr::Call(c) = e {
+                if let Expr::Subscript(sub) = c.func.as_ref() {
+                    self.tables.push(&sub.value);
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut d = Dispatch { tables: Vec::new() };
+    d.visit_body(body);
+    d.tables.into_iter().flat_map(move |table| {
+        let dicts: Vec<&ast::ExprDict> = match table {
+            Expr::Dict(dict) => vec![dict],
+            Expr::Name(n) => crate::rules::bound_values(body, n.id.as_str())
+                .into_iter()
+                .chain(crate::rules::bound_values(module, n.id.as_str()))
+                .filter_map(|v| match v {
+                    Expr::Dict(dict) => Some(dict),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        dicts
+            .into_iter()
+            .flat_map(|dict| dict.items.iter())
+            .filter_map(|item| match &item.value {
+                Expr::Name(f) => Some(f.id.to_string()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    })
+}
+
 /// The functions a body binds to a local name (`crit = ohem_cross_entropy`) and calls
 /// through it (`crit(logits, y)`).
 fn function_aliases(body: &[Stmt]) -> impl Iterator<Item = String> {
@@ -3038,6 +3130,8 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                         .is_some_and(|g| ch.is_size(&g.iter) || ch.is_tensor(&g.iter))
             };
             let frozen = match value {
+                // `B, C, H, W = x.data.shape`
+                v if ch.is_untraced_size(v) => true,
                 Expr::Call(c) if matches!(ch.method(c), Some(("tolist", _))) => true,
                 // `d, h, w = dims` with `dims` a tuple of frozen numbers (a parameter a caller
                 // filled with `(dp, hp, wp)` made by `int()`).
@@ -3112,7 +3206,7 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                 if let Expr::Name(n) = elt {
                     let id = n.id.to_string();
                     let st = ch.fns.last_mut().expect("scope");
-                    if shape {
+                    if shape && !frozen {
                         st.sizes.insert(id);
                     } else if frozen {
                         if !values {
