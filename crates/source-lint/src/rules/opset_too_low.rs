@@ -64,8 +64,12 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         let opset = spliced_keyword(ch, call, "opset_version")
             .and_then(|(value, _)| {
                 let v = match &value {
-                    ruff_python_ast::Expr::Name(n) => {
-                        ch.literal(n.id.as_str()).and_then(int_literal)
+                    ruff_python_ast::Expr::Name(n) => ch
+                        .literal(n.id.as_str())
+                        .and_then(int_literal)
+                        .or_else(|| parameter_default(ch, call, n.id.as_str())),
+                    ruff_python_ast::Expr::Attribute(a) => {
+                        argparse_default(ch.bodies[0], a.attr.id.as_str())
                     }
                     e => int_literal(e),
                 };
@@ -116,6 +120,119 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
             line,
         });
     }
+}
+
+/// `opset_version=opset` in `def export(model, path, opset: int = 13)`: the default, when no
+/// call of that function in the file passes the parameter.
+fn parameter_default(ch: &Checker, call: &ast::ExprCall, name: &str) -> Option<u32> {
+    use ruff_python_ast::visitor::{self, Visitor};
+    use ruff_python_ast::{Expr, Stmt};
+    fn innermost<'a>(body: &'a [Stmt], at: ruff_text_size::TextSize) -> Option<&'a ast::StmtFunctionDef> {
+        body.iter().find_map(|s| match s {
+            Stmt::FunctionDef(f) if f.range().contains(at) => innermost(&f.body, at).or(Some(f)),
+            Stmt::ClassDef(c) if c.range().contains(at) => innermost(&c.body, at),
+            _ => None,
+        })
+    }
+    let module = ch.bodies[0];
+    let def = innermost(module, call.start())?;
+    let (index, param) = def
+        .parameters
+        .iter_non_variadic_params()
+        .enumerate()
+        .find(|(_, p)| p.parameter.name.id.as_str() == name)?;
+    let default = param.default.as_deref().and_then(int_literal)?;
+    // A method's callers do not pass `self`.
+    let is_method = def
+        .parameters
+        .iter_non_variadic_params()
+        .next()
+        .is_some_and(|p| matches!(p.parameter.name.id.as_str(), "self" | "cls"));
+    let positional = if is_method { index.checked_sub(1) } else { Some(index) };
+    struct Passes<'n> {
+        function: &'n str,
+        name: &'n str,
+        positional: Option<usize>,
+        found: bool,
+    }
+    impl<'v> Visitor<'v> for Passes<'_> {
+        fn visit_expr(&mut self, e: &'v Expr) {
+            if let Expr::Call(c) = e {
+                let callee = match c.func.as_ref() {
+                    Expr::Name(n) => Some(n.id.as_str()),
+                    Expr::Attribute(a) => Some(a.attr.id.as_str()),
+                    _ => None,
+                };
+                if callee == Some(self.function) {
+                    self.found |= c.arguments.keywords.iter().any(|k| {
+                        k.arg.as_ref().is_none_or(|a| a.id.as_str() == self.name)
+                    }) || self.positional.is_some_and(|i| {
+                        c.arguments.args.len() > i
+                            || c.arguments.args.iter().any(|a| matches!(a, Expr::Starred(_)))
+                    });
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut passes = Passes {
+        function: def.name.id.as_str(),
+        name,
+        positional,
+        found: false,
+    };
+    passes.visit_body(module);
+    (!passes.found).then_some(default)
+}
+
+/// `opset_version=args.opset` with `parser.add_argument("--opset", type=int, default=11)` in the
+/// file (the destination is `dest=` or the first long option, dashes made underscores).
+fn argparse_default(module: &[ruff_python_ast::Stmt], attr: &str) -> Option<u32> {
+    use ruff_python_ast::visitor::{self, Visitor};
+    use ruff_python_ast::Expr;
+    struct Find<'n> {
+        attr: &'n str,
+        default: Option<u32>,
+    }
+    impl<'v> Visitor<'v> for Find<'_> {
+        fn visit_expr(&mut self, e: &'v Expr) {
+            if let Expr::Call(c) = e {
+                if matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "add_argument")
+                {
+                    let options: Vec<String> = c
+                        .arguments
+                        .args
+                        .iter()
+                        .filter_map(|a| match a {
+                            Expr::StringLiteral(s) => Some(s.value.to_str().to_string()),
+                            _ => None,
+                        })
+                        .collect();
+                    let dest = crate::rules::keyword(c, "dest")
+                        .and_then(|k| match &k.value {
+                            Expr::StringLiteral(s) => Some(s.value.to_str().to_string()),
+                            _ => None,
+                        })
+                        .or_else(|| {
+                            options
+                                .iter()
+                                .find(|o| o.starts_with("--"))
+                                .or(options.first())
+                                .map(|o| o.trim_start_matches('-').replace('-', "_"))
+                        });
+                    if dest.as_deref() == Some(self.attr) {
+                        self.default = crate::rules::keyword(c, "default")
+                            .and_then(|k| int_literal(&k.value))
+                            .or(self.default);
+                    }
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut find = Find { attr, default: None };
+    find.visit_body(module);
+    find.default
 }
 
 /// The classes an export's module is built from: `IFNet` in `torch.onnx.export(IFNet(), ...)`,
