@@ -9,7 +9,10 @@
 //! file. Needs recorded (each
 //! the first opset with a symbolic in `torch/onnx/.../symbolic_opsetN.py`): `F.grid_sample` 16,
 //! `scatter_reduce` 16, `torch.einsum` 12, `unique` 11, `tril`/`triu` 14,
-//! `F.scaled_dot_product_attention` 14, `F.fold` 18. The `opset_version` may come from a dict
+//! `F.scaled_dot_product_attention` 14, `F.fold` 18. The `opset_version` may be a literal, a
+//! name bound to one, a parameter's default when no call in the file passes that parameter (`def
+//! export(model, path, opset: int = 13)`), an argparse option's default (`opset_version=args.opset`
+//! with `add_argument("--opset", type=int, default=11)`), a dict
 //! spliced into the call (`**EXPORT_KW`), or from the caller of a function of the file that
 //! exports with the opset it is given (`def _export(m, args, path, **kw): torch.onnx.export(m,
 //! args, path, **kw)` called as `_export(critic, args, path, opset_version=11)`): then that call
