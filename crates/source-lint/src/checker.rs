@@ -1123,7 +1123,13 @@ impl<'a> Checker<'a> {
     /// (`x.data.size(0)`, `x.data.shape[1]`, pytorch#77410) or `torch.Size.numel()`
     /// (`x.shape.numel()`): Python numbers of the example (`scripts/check_traced_sizes.py`).
     pub fn is_untraced_size(&self, e: &Expr) -> bool {
-        let through_data = |r: &Expr| matches!(r, Expr::Attribute(d) if d.attr.id.as_str() == "data");
+        // `x.data` of a tensor; not a `PackedSequence`'s `.data` field (`out, _ = self.rnn(packed)`
+        // then `out.data.size(0)` stays traced): not in a function that packs sequences.
+        let through_data = |r: &Expr| {
+            matches!(r, Expr::Attribute(d) if d.attr.id.as_str() == "data"
+                && self.is_tensor(&d.value)
+                && !self.packs_sequences())
+        };
         let shape_of_data = |e: &Expr| match e {
             Expr::Attribute(a) => a.attr.id.as_str() == "shape" && through_data(&a.value),
             Expr::Call(c) => matches!(c.func.as_ref(), Expr::Attribute(a)
@@ -1135,17 +1141,31 @@ impl<'a> Checker<'a> {
             Expr::Call(c) => {
                 shape_of_data(e)
                     || matches!(c.func.as_ref(), Expr::Attribute(a)
-                        if a.attr.id.as_str() == "numel"
-                            && c.arguments.args.is_empty()
-                            && match a.value.as_ref() {
-                                Expr::Attribute(s) => s.attr.id.as_str() == "shape",
-                                Expr::Call(sc) => sc.arguments.args.is_empty()
-                                    && matches!(sc.func.as_ref(), Expr::Attribute(s) if s.attr.id.as_str() == "size"),
-                                _ => false,
-                            })
+                    if a.attr.id.as_str() == "numel"
+                        && c.arguments.args.is_empty()
+                        && match a.value.as_ref() {
+                            Expr::Attribute(s) => s.attr.id.as_str() == "shape",
+                            Expr::Call(sc) => sc.arguments.args.is_empty()
+                                && matches!(sc.func.as_ref(), Expr::Attribute(s) if s.attr.id.as_str() == "size"),
+                            _ => false,
+                        })
             }
             e => shape_of_data(e),
         }
+    }
+
+    /// Whether the enclosing function works with packed sequences (`pack_padded_sequence`,
+    /// `PackedSequence`), whose `.data` is a field, not `Tensor.data`.
+    fn packs_sequences(&self) -> bool {
+        let Some(body) = self.bodies.last() else {
+            return false;
+        };
+        let (Some(first), Some(last)) = (body.first(), body.last()) else {
+            return false;
+        };
+        let text = &self.source[ruff_text_size::Ranged::start(first).to_usize()
+            ..ruff_text_size::Ranged::end(last).to_usize()];
+        text.contains("pack_") || text.contains("PackedSequence")
     }
 
     /// Whether an expression is a size or tensor value already turned into a Python number,
@@ -2776,6 +2796,10 @@ fn dispatched_names<'a>(body: &'a [Stmt], module: &'a [Stmt]) -> impl Iterator<I
     d.tables.into_iter().flat_map(move |table| {
         let dicts: Vec<&ast::ExprDict> = match table {
             Expr::Dict(dict) => vec![dict],
+            // A named table counts only when the file uses it for nothing but such calls outside
+            // classes (`TASKS.items()` handed to an exporter, `ACTS[self.act](x)` in a `forward`:
+            // the functions may be traced).
+            Expr::Name(n) if !only_dispatched(module, n.id.as_str()) => Vec::new(),
             Expr::Name(n) => crate::rules::bound_values(body, n.id.as_str())
                 .into_iter()
                 .chain(crate::rules::bound_values(module, n.id.as_str()))
@@ -2795,6 +2819,55 @@ fn dispatched_names<'a>(body: &'a [Stmt], module: &'a [Stmt]) -> impl Iterator<I
             })
             .collect::<Vec<_>>()
     })
+}
+
+/// Whether every read of `name` in the module is the table of a call `name[key](...)` outside
+/// class bodies.
+fn only_dispatched(module: &[Stmt], name: &str) -> bool {
+    struct Uses<'n> {
+        name: &'n str,
+        reads: usize,
+        dispatches: usize,
+        in_class: u32,
+    }
+    impl<'a> Visitor<'a> for Uses<'_> {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            if let Stmt::ClassDef(_) = s {
+                self.in_class += 1;
+                visitor::walk_stmt(self, s);
+                self.in_class -= 1;
+                return;
+            }
+            visitor::walk_stmt(self, s);
+        }
+        fn visit_expr(&mut self, e: &'a Expr) {
+            match e {
+                Expr::Name(n)
+                    if n.id.as_str() == self.name && matches!(n.ctx, ast::ExprContext::Load) =>
+                {
+                    self.reads += 1
+                }
+                Expr::Call(c) if self.in_class == 0 => {
+                    if let Expr::Subscript(sub) = c.func.as_ref() {
+                        if matches!(sub.value.as_ref(), Expr::Name(n) if n.id.as_str() == self.name)
+                        {
+                            self.dispatches += 1;
+                        }
+                    }
+                }
+                _ => {}
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut u = Uses {
+        name,
+        reads: 0,
+        dispatches: 0,
+        in_class: 0,
+    };
+    u.visit_body(module);
+    u.reads > 0 && u.reads == u.dispatches
 }
 
 /// The functions a body binds to a local name (`crit = ohem_cross_entropy`) and calls
@@ -3148,6 +3221,7 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
             };
             // `x0, y0, x1, y1 = box.tolist()`, `[int(v) for v in counts]`: values, not sizes.
             let values = frozen
+                && !ch.is_untraced_size(value)
                 && match value {
                     Expr::Name(n) => !ch.state().frozen_sizes.contains(n.id.as_str()),
                     Expr::ListComp(l) => !l.generators.first().is_some_and(|g| ch.is_size(&g.iter)),
@@ -4647,9 +4721,10 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     self.visit_expr(&d.expression);
                 }
                 self.fns.push(st);
+                // The body is the enclosing one while its locals are read, too.
+                self.bodies.push(&f.body);
                 scan_locals(self, &f.body, Some(f));
                 let loops = std::mem::take(&mut self.loops);
-                self.bodies.push(&f.body);
                 self.visit_body(&f.body);
                 self.bodies.pop();
                 self.loops = loops;

@@ -94,7 +94,13 @@ fn values_of<'a>(ch: &Checker<'a>, name: &str, call: &ast::ExprCall) -> Vec<&'a 
         .map(|body| bound_values(body, name))
         .unwrap_or_default();
     if local.iter().any(|v| v.start() < call.start()) {
-        local.retain(|v| v.start() < call.start());
+        // A binding after the call in a loop around both reaches it on the next iteration.
+        let loops = ch
+            .bodies
+            .last()
+            .map(|body| loops_around(body, call.start()))
+            .unwrap_or_default();
+        local.retain(|v| v.start() < call.start() || loops.iter().any(|l| l.contains(v.start())));
     }
     let constant = name.chars().any(|c| c.is_ascii_uppercase())
         && !name.chars().any(|c| c.is_ascii_lowercase());
@@ -102,6 +108,38 @@ fn values_of<'a>(ch: &Checker<'a>, name: &str, call: &ast::ExprCall) -> Vec<&'a 
         return local;
     }
     bound_values(ch.bodies[0], name)
+}
+
+/// The ranges of the `for`/`while` statements of a body (not of nested functions) that contain
+/// `at`.
+fn loops_around(
+    body: &[ast::Stmt],
+    at: ruff_text_size::TextSize,
+) -> Vec<ruff_text_size::TextRange> {
+    use ruff_python_ast::visitor::{self, Visitor};
+    use ruff_python_ast::Stmt;
+    struct Find {
+        at: ruff_text_size::TextSize,
+        out: Vec<ruff_text_size::TextRange>,
+    }
+    impl<'a> Visitor<'a> for Find {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            match s {
+                Stmt::FunctionDef(_) | Stmt::ClassDef(_) => return,
+                Stmt::For(_) | Stmt::While(_) if s.range().contains(self.at) => {
+                    self.out.push(s.range())
+                }
+                _ => {}
+            }
+            visitor::walk_stmt(self, s);
+        }
+    }
+    let mut f = Find {
+        at,
+        out: Vec::new(),
+    };
+    f.visit_body(body);
+    f.out
 }
 
 fn is_true(v: &Expr) -> bool {

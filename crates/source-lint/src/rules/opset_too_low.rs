@@ -71,9 +71,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
                         .literal(n.id.as_str())
                         .and_then(int_literal)
                         .or_else(|| parameter_default(ch, call, n.id.as_str())),
-                    ruff_python_ast::Expr::Attribute(a) => {
-                        argparse_default(ch.bodies[0], a.attr.id.as_str())
-                    }
+                    ruff_python_ast::Expr::Attribute(a) => argparse_default(ch, a),
                     e => int_literal(e),
                 };
                 v.map(|v| (v, value.range()))
@@ -125,83 +123,236 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     }
 }
 
-/// `opset_version=opset` in `def export(model, path, opset: int = 13)`: the default, when no
-/// call of that function in the file passes the parameter.
+/// `opset_version=opset` in `def export_model(model, path, opset: int = 13)`: the default, when
+/// the file calls the function and no call passes the parameter. Not when the body rebinds it
+/// (`opset = max(opset, 16)`), the function is handed around as a value (`functools.partial(f,
+/// opset=16)`), or it is a dunder method (called through its class or instance).
 fn parameter_default(ch: &Checker, call: &ast::ExprCall, name: &str) -> Option<u32> {
     use ruff_python_ast::visitor::{self, Visitor};
     use ruff_python_ast::{Expr, Stmt};
-    fn innermost<'a>(body: &'a [Stmt], at: ruff_text_size::TextSize) -> Option<&'a ast::StmtFunctionDef> {
+    fn innermost(
+        body: &[Stmt],
+        at: ruff_text_size::TextSize,
+        in_class: bool,
+    ) -> Option<(&ast::StmtFunctionDef, bool)> {
         body.iter().find_map(|s| match s {
-            Stmt::FunctionDef(f) if f.range().contains(at) => innermost(&f.body, at).or(Some(f)),
-            Stmt::ClassDef(c) if c.range().contains(at) => innermost(&c.body, at),
+            Stmt::FunctionDef(f) if f.range().contains(at) => {
+                innermost(&f.body, at, false).or(Some((f, in_class)))
+            }
+            Stmt::ClassDef(c) if c.range().contains(at) => innermost(&c.body, at, true),
             _ => None,
         })
     }
     let module = ch.bodies[0];
-    let def = innermost(module, call.start())?;
+    let (def, method) = innermost(module, call.start(), false)?;
+    let function = def.name.id.as_str();
+    if function.starts_with("__") {
+        return None;
+    }
     let (index, param) = def
         .parameters
         .iter_non_variadic_params()
         .enumerate()
         .find(|(_, p)| p.parameter.name.id.as_str() == name)?;
     let default = param.default.as_deref().and_then(int_literal)?;
+    if rebinds(&def.body, name) {
+        return None;
+    }
     // A method's callers do not pass `self`.
-    let is_method = def
-        .parameters
-        .iter_non_variadic_params()
-        .next()
-        .is_some_and(|p| matches!(p.parameter.name.id.as_str(), "self" | "cls"));
-    let positional = if is_method { index.checked_sub(1) } else { Some(index) };
-    struct Passes<'n> {
+    let positional = if method {
+        index.checked_sub(1)
+    } else {
+        Some(index)
+    };
+    struct Calls<'c, 'a, 'n> {
+        ch: &'c Checker<'a>,
         function: &'n str,
+        method: bool,
         name: &'n str,
         positional: Option<usize>,
+        calls: usize,
+        passed: bool,
+    }
+    impl<'v> Visitor<'v> for Calls<'_, '_, '_> {
+        fn visit_expr(&mut self, e: &'v Expr) {
+            match e {
+                Expr::Call(c) if !is_export(self.ch, c) => {
+                    // `export_model(...)` for a function; `self.export(...)`/`cls.export(...)`
+                    // for a method.
+                    let callee = match c.func.as_ref() {
+                        Expr::Name(n) if !self.method => n.id.as_str() == self.function,
+                        Expr::Attribute(a) if self.method => {
+                            a.attr.id.as_str() == self.function
+                                && matches!(a.value.as_ref(), Expr::Name(r) if matches!(r.id.as_str(), "self" | "cls"))
+                        }
+                        _ => false,
+                    };
+                    if callee {
+                        self.calls += 1;
+                        self.passed |= c
+                            .arguments
+                            .keywords
+                            .iter()
+                            .any(|k| k.arg.as_ref().is_none_or(|a| a.id.as_str() == self.name))
+                            || self.positional.is_some_and(|i| {
+                                c.arguments.args.len() > i
+                                    || c.arguments
+                                        .args
+                                        .iter()
+                                        .any(|a| matches!(a, Expr::Starred(_)))
+                            });
+                        // The arguments may hand the function around (`run(export_model)`).
+                        for a in &c.arguments.args {
+                            self.visit_expr(a);
+                        }
+                        for k in &c.arguments.keywords {
+                            self.visit_expr(&k.value);
+                        }
+                        return;
+                    }
+                }
+                // The function as a value: `partial(export_model, opset=16)`, `target=...`.
+                Expr::Name(n) if !self.method && n.id.as_str() == self.function => {
+                    self.passed = true
+                }
+                Expr::Attribute(a)
+                    if self.method
+                        && a.attr.id.as_str() == self.function
+                        && matches!(a.value.as_ref(), Expr::Name(r) if matches!(r.id.as_str(), "self" | "cls")) =>
+                {
+                    self.passed = true
+                }
+                _ => {}
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut calls = Calls {
+        ch,
+        function,
+        method,
+        name,
+        positional,
+        calls: 0,
+        passed: false,
+    };
+    calls.visit_body(module);
+    (calls.calls > 0 && !calls.passed).then_some(default)
+}
+
+/// Whether a body assigns `name` (`opset = max(opset, 16)`, `opset += 1`, `for opset in ...`).
+fn rebinds(body: &[ruff_python_ast::Stmt], name: &str) -> bool {
+    use ruff_python_ast::visitor::{self, Visitor};
+    use ruff_python_ast::{Expr, ExprContext};
+    struct Find<'n> {
+        name: &'n str,
         found: bool,
     }
-    impl<'v> Visitor<'v> for Passes<'_> {
+    impl<'v> Visitor<'v> for Find<'_> {
         fn visit_expr(&mut self, e: &'v Expr) {
-            if let Expr::Call(c) = e {
-                let callee = match c.func.as_ref() {
-                    Expr::Name(n) => Some(n.id.as_str()),
-                    Expr::Attribute(a) => Some(a.attr.id.as_str()),
-                    _ => None,
-                };
-                if callee == Some(self.function) {
-                    self.found |= c.arguments.keywords.iter().any(|k| {
-                        k.arg.as_ref().is_none_or(|a| a.id.as_str() == self.name)
-                    }) || self.positional.is_some_and(|i| {
-                        c.arguments.args.len() > i
-                            || c.arguments.args.iter().any(|a| matches!(a, Expr::Starred(_)))
-                    });
+            if let Expr::Name(n) = e {
+                if n.id.as_str() == self.name && matches!(n.ctx, ExprContext::Store) {
+                    self.found = true;
                 }
             }
             visitor::walk_expr(self, e);
         }
     }
-    let mut passes = Passes {
-        function: def.name.id.as_str(),
-        name,
-        positional,
-        found: false,
-    };
-    passes.visit_body(module);
-    (!passes.found).then_some(default)
+    let mut find = Find { name, found: false };
+    find.visit_body(body);
+    find.found
 }
 
-/// `opset_version=args.opset` with `parser.add_argument("--opset", type=int, default=11)` in the
-/// file (the destination is `dest=` or the first long option, dashes made underscores).
-fn argparse_default(module: &[ruff_python_ast::Stmt], attr: &str) -> Option<u32> {
+/// `opset_version=args.opset` with `args = parser.parse_args()` and `parser.add_argument("--opset",
+/// type=int, default=11)` in the file (the destination is `dest=` or the first long option, dashes
+/// made underscores). Not when options of that destination disagree on the default (subparsers),
+/// `set_defaults` names it, or the file assigns `<args>.<dest>` (`args.opset = max(args.opset, 16)`).
+fn argparse_default(ch: &Checker, value: &ast::ExprAttribute) -> Option<u32> {
     use ruff_python_ast::visitor::{self, Visitor};
-    use ruff_python_ast::Expr;
+    use ruff_python_ast::{Expr, ExprContext, Stmt};
+    let Expr::Name(receiver) = value.value.as_ref() else {
+        return None;
+    };
+    let module = ch.bodies[0];
+    let attr = value.attr.id.as_str();
+    // The receiver holds parsed arguments where it is read: bound from `.parse_args(...)`,
+    // `.parse_known_args(...)[0]` or a `parse_*()` helper in the enclosing function or at the
+    // top level.
+    let parsed = |e: &Expr| {
+        let call = match e {
+            Expr::Subscript(s) => s.value.as_ref(),
+            e => e,
+        };
+        // `parser.parse_args()`, or the script's own `parse_args()` / `get_args()` helper.
+        matches!(call, Expr::Call(c) if match c.func.as_ref() {
+            Expr::Attribute(a) => matches!(a.attr.id.as_str(), "parse_args" | "parse_known_args"),
+            Expr::Name(n) => {
+                let f = n.id.as_str();
+                f.starts_with("parse_") || f.starts_with("get_arg") || f.starts_with("get_opt")
+            }
+            _ => false,
+        })
+    };
+    let local = ch
+        .bodies
+        .last()
+        .map(|b| crate::rules::bound_values(b, receiver.id.as_str()))
+        .unwrap_or_default();
+    let bindings = if local.is_empty() {
+        crate::rules::bound_values(module, receiver.id.as_str())
+    } else {
+        local
+    };
+    let from_parser = !bindings.is_empty() && bindings.iter().all(|v| parsed(v));
+    // `def export(args):` called with parsed arguments is common too: a parameter named `args`.
+    let parameter = bindings.is_empty() && matches!(receiver.id.as_str(), "args" | "opts" | "opt");
+    if !from_parser && !parameter {
+        return None;
+    }
     struct Find<'n> {
         attr: &'n str,
-        default: Option<u32>,
+        defaults: Vec<Option<u32>>,
+        overridden: bool,
     }
     impl<'v> Visitor<'v> for Find<'_> {
-        fn visit_expr(&mut self, e: &'v Expr) {
-            if let Expr::Call(c) = e {
-                if matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "add_argument")
+        fn visit_stmt(&mut self, s: &'v Stmt) {
+            // `args.opset = ...` anywhere in the file.
+            if let Stmt::Assign(a) = s {
+                if a.targets
+                    .iter()
+                    .any(|t| matches!(t, Expr::Attribute(t) if t.attr.id.as_str() == self.attr))
                 {
+                    self.overridden = true;
+                }
+            }
+            if let Stmt::AugAssign(a) = s {
+                if matches!(a.target.as_ref(), Expr::Attribute(t) if t.attr.id.as_str() == self.attr)
+                {
+                    self.overridden = true;
+                }
+            }
+            visitor::walk_stmt(self, s);
+        }
+        fn visit_expr(&mut self, e: &'v Expr) {
+            if let Expr::Attribute(a) = e {
+                if a.attr.id.as_str() == self.attr && matches!(a.ctx, ExprContext::Store) {
+                    self.overridden = true;
+                }
+            }
+            if let Expr::Call(c) = e {
+                let method = match c.func.as_ref() {
+                    Expr::Attribute(a) => a.attr.id.as_str(),
+                    _ => "",
+                };
+                if method == "set_defaults"
+                    && c.arguments
+                        .keywords
+                        .iter()
+                        .any(|k| k.arg.as_ref().is_none_or(|a| a.id.as_str() == self.attr))
+                {
+                    self.overridden = true;
+                }
+                if method == "add_argument" {
                     let options: Vec<String> = c
                         .arguments
                         .args
@@ -224,18 +375,25 @@ fn argparse_default(module: &[ruff_python_ast::Stmt], attr: &str) -> Option<u32>
                                 .map(|o| o.trim_start_matches('-').replace('-', "_"))
                         });
                     if dest.as_deref() == Some(self.attr) {
-                        self.default = crate::rules::keyword(c, "default")
-                            .and_then(|k| int_literal(&k.value))
-                            .or(self.default);
+                        self.defaults.push(
+                            crate::rules::keyword(c, "default").and_then(|k| int_literal(&k.value)),
+                        );
                     }
                 }
             }
             visitor::walk_expr(self, e);
         }
     }
-    let mut find = Find { attr, default: None };
+    let mut find = Find {
+        attr,
+        defaults: Vec::new(),
+        overridden: false,
+    };
     find.visit_body(module);
-    find.default
+    let first = *find.defaults.first()?;
+    (!find.overridden && find.defaults.iter().all(|d| *d == first))
+        .then_some(first)
+        .flatten()
 }
 
 /// The classes an export's module is built from: `IFNet` in `torch.onnx.export(IFNet(), ...)`,
