@@ -391,6 +391,12 @@ fn corpus_hazards_are_found_and_clean_code_is_quiet() {
         "brewing",
         "esports",
         "forestry",
+        "numismatics",
+        "hydroponics",
+        "avalanche",
+        "tattoo",
+        "bakery",
+        "carbon",
     ] {
         let mut files: Vec<PathBuf> = std::fs::read_dir(root.join(dir))
             .unwrap()
