@@ -95,6 +95,9 @@ pub(crate) struct LoopInfo {
     pub assigned: Vec<String>,
     /// `for k in range(B)` with `B` a traced or frozen size: a loop over the samples.
     pub over_samples: bool,
+    /// Targets bound to rows of a tensor: `row` in `for row in x` or `for row, n in zip(x,
+    /// lengths)`; a write into one is a write into the tensor.
+    pub rows: Vec<String>,
 }
 
 pub(crate) struct Checker<'a> {
@@ -326,6 +329,7 @@ impl<'a> Checker<'a> {
     ) -> Self {
         let mut imports = HashMap::default();
         collect_imports(module, &mut imports);
+        collect_torch_aliases(module, &mut imports);
         let torch_imported = imports
             .values()
             .any(|q| q == "torch" || q.starts_with("torch."));
@@ -1408,6 +1412,42 @@ fn collect_imports(body: &[Stmt], out: &mut HashMap<String, String>) {
     }
 }
 
+/// Module-level names bound once to a torch function or class (`es = T.einsum`, `Up =
+/// nn.Upsample`): calls through them are calls of what they name.
+fn collect_torch_aliases(module: &[Stmt], imports: &mut HashMap<String, String>) {
+    fn dotted(e: &Expr, imports: &HashMap<String, String>) -> Option<String> {
+        match e {
+            Expr::Name(n) => imports.get(n.id.as_str()).cloned(),
+            Expr::Attribute(a) => Some(format!("{}.{}", dotted(&a.value, imports)?, a.attr.id)),
+            _ => None,
+        }
+    }
+    let mut counts: HashMap<&str, usize> = HashMap::default();
+    for stmt in module {
+        if let Stmt::Assign(a) = stmt {
+            for t in &a.targets {
+                if let Expr::Name(n) = t {
+                    *counts.entry(n.id.as_str()).or_default() += 1;
+                }
+            }
+        }
+    }
+    let mut aliases = Vec::new();
+    for stmt in module {
+        let Stmt::Assign(a) = stmt else { continue };
+        let ([Expr::Name(n)], Expr::Attribute(_)) = (&a.targets[..], a.value.as_ref()) else {
+            continue;
+        };
+        if counts.get(n.id.as_str()) != Some(&1) || imports.contains_key(n.id.as_str()) {
+            continue;
+        }
+        if let Some(q) = dotted(&a.value, imports).filter(|q| q.starts_with("torch.")) {
+            aliases.push((n.id.to_string(), q));
+        }
+    }
+    imports.extend(aliases);
+}
+
 /// Names called as `self.NAME(` or `NAME(` anywhere inside a body.
 fn called_names(body: &[Stmt]) -> (HashSet<String>, HashSet<String>) {
     struct Calls {
@@ -1545,8 +1585,14 @@ fn model_functions(
     let inherits = |class: &str, base: &str| -> bool {
         lineage(bases, class).iter().skip(1).any(|c| *c == base)
     };
-    let is_root =
-        |n: &str| n == "forward" || n.starts_with("forward_") || n.starts_with("_forward");
+    // `forward_train` (mmdet), `forward_with_aux` (deep supervision): training-time siblings of
+    // `forward`, not what export calls (still model code when `forward` calls them).
+    let is_root = |n: &str| {
+        (n == "forward" || n.starts_with("forward_") || n.starts_with("_forward"))
+            && !["train", "aux"]
+                .iter()
+                .any(|w| n.get(7..).unwrap_or("").contains(w))
+    };
     let mut out: HashSet<(Option<String>, String)> = HashSet::default();
     let mut work: Vec<(Option<String>, String)> = Vec::new();
     for (class, methods) in &classes {
@@ -4809,10 +4855,28 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     }
                     _ => false,
                 };
+                let mut rows = Vec::new();
+                if self.in_model() {
+                    match (f.target.as_ref(), f.iter.as_ref()) {
+                        (Expr::Name(n), it) if self.is_tensor(it) => rows.push(n.id.to_string()),
+                        (Expr::Tuple(t), Expr::Call(c))
+                            if matches!(c.func.as_ref(), Expr::Name(z) if z.id.as_str() == "zip")
+                                && !self.imports.contains_key("zip") =>
+                        {
+                            for (elt, arg) in t.elts.iter().zip(&c.arguments.args) {
+                                if let (Expr::Name(n), true) = (elt, self.is_tensor(arg)) {
+                                    rows.push(n.id.to_string());
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                }
                 self.loops.push(LoopInfo {
                     targets,
                     assigned,
                     over_samples,
+                    rows,
                 });
                 self.visit_body(&f.body);
                 self.loops.pop();

@@ -126,9 +126,66 @@ fn config_mode<'a>(ch: &Checker<'a>, a: &'a ast::ExprAttribute) -> Option<&'a st
         [ast::Expr::Attribute(v)] if !is_self(&v.value) => {
             config_field_default(module, v.attr.id.as_str())
         }
+        // `def __init__(self, ..., mode: str = "bilinear"): self.mode = mode`.
+        [ast::Expr::Name(p)] => init_parameter_default(module, class, p.id.as_str()),
         [v] => string_literal(v),
         _ => None,
     }
+}
+
+/// The string default of a parameter of the class's `__init__`, unless a construction of the
+/// class in the file passes that parameter a non-linear literal (`Up(mode="nearest")`).
+fn init_parameter_default<'a>(
+    module: &'a [ast::Stmt],
+    class: &'a ast::StmtClassDef,
+    param: &str,
+) -> Option<&'a str> {
+    use ruff_python_ast::visitor::{self, Visitor};
+    let init = class.body.iter().find_map(|s| match s {
+        ast::Stmt::FunctionDef(f) if f.name.id.as_str() == "__init__" => Some(f),
+        _ => None,
+    })?;
+    let (index, p) = init
+        .parameters
+        .iter_non_variadic_params()
+        .enumerate()
+        .find(|(_, p)| p.parameter.name.id.as_str() == param)?;
+    let default = string_literal(p.default.as_deref()?)?;
+    // Callers do not pass `self`.
+    let position = index.checked_sub(1)?;
+    struct Passed<'n> {
+        class: &'n str,
+        param: &'n str,
+        position: usize,
+        non_linear: bool,
+    }
+    impl<'v> Visitor<'v> for Passed<'_> {
+        fn visit_expr(&mut self, e: &'v ast::Expr) {
+            if let ast::Expr::Call(c) = e {
+                if matches!(c.func.as_ref(), ast::Expr::Name(n) if n.id.as_str() == self.class) {
+                    let value = c
+                        .arguments
+                        .keywords
+                        .iter()
+                        .find(|k| k.arg.as_ref().is_some_and(|a| a.id.as_str() == self.param))
+                        .map(|k| &k.value)
+                        .or(c.arguments.args.get(self.position));
+                    if value.and_then(string_literal).is_some_and(|m| !linear(m)) {
+                        self.non_linear = true;
+                    }
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut passed = Passed {
+        class: class.name.id.as_str(),
+        param,
+        position,
+        non_linear: false,
+    };
+    passed.visit_body(module);
+    (!passed.non_linear).then_some(default)
 }
 
 /// The string every config class of the module gives a field as its default (`upsample_mode:

@@ -4,6 +4,7 @@
 //! (`for k in range(B)` with `B` a size) a write indexed first by the loop variable counts with
 //! any named bound (`logits[k, ts_begin:] = -inf`), and so does a write with several indices and
 //! no bound at all (`out[k, :, :] = x[k, idx[k]]`): the loop itself is frozen to the batch.
+//! A row the loop takes from a tensor counts too: `for row, n in zip(x, lengths): row[n:] = 0`.
 //!
 //! ## Why is this bad?
 //! Tracing runs the loop and records every iteration: the loop count is frozen to the example
@@ -147,7 +148,13 @@ pub(crate) fn check_store(ch: &mut Checker, target: &ast::ExprSubscript, aug: bo
             .any(|b| mentions(b, &per_iteration) && ch.is_tensor(b)),
         _ => false,
     });
-    if !((indexed_by_loop || tensor_bounds) && (variable_slice || per_sample_write)) {
+    // `for row, n in zip(x, lengths): row[n:] = 0`: a row of a tensor written with a bound the
+    // loop reads per sample.
+    let row_write = matches!(base, Expr::Name(n)
+        if ch.loops.iter().any(|l| l.rows.iter().any(|r| r == n.id.as_str())))
+        && variable_slice;
+    if !(((indexed_by_loop || tensor_bounds) && (variable_slice || per_sample_write)) || row_write)
+    {
         return false;
     }
     let text = ch.text(target.range()).to_string();
