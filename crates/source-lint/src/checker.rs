@@ -1422,16 +1422,33 @@ fn collect_torch_aliases(module: &[Stmt], imports: &mut HashMap<String, String>)
             _ => None,
         }
     }
-    let mut counts: HashMap<&str, usize> = HashMap::default();
-    for stmt in module {
-        if let Stmt::Assign(a) = stmt {
-            for t in &a.targets {
-                if let Expr::Name(n) = t {
-                    *counts.entry(n.id.as_str()).or_default() += 1;
+    // Bindings at module level (in `if`/`try` blocks too) and in every function (parameters
+    // and locals): an alias some scope rebinds is not the torch function there.
+    let mut counts: HashMap<&str, usize> = name_bindings(module);
+    fn scopes<'m>(body: &'m [Stmt], counts: &mut HashMap<&'m str, usize>) {
+        let mut stmts = Vec::new();
+        flatten(body, &mut stmts);
+        for s in stmts {
+            match s {
+                Stmt::FunctionDef(f) => {
+                    *counts.entry(f.name.id.as_str()).or_default() += 1;
+                    for p in parameters(f) {
+                        *counts.entry(p.parameter.name.id.as_str()).or_default() += 1;
+                    }
+                    for (n, c) in name_bindings(&f.body) {
+                        *counts.entry(n).or_default() += c;
+                    }
+                    scopes(&f.body, counts);
                 }
+                Stmt::ClassDef(c) => {
+                    *counts.entry(c.name.id.as_str()).or_default() += 1;
+                    scopes(&c.body, counts);
+                }
+                _ => {}
             }
         }
     }
+    scopes(module, &mut counts);
     let mut aliases = Vec::new();
     for stmt in module {
         let Stmt::Assign(a) = stmt else { continue };
@@ -1589,9 +1606,11 @@ fn model_functions(
     // `forward`, not what export calls (still model code when `forward` calls them).
     let is_root = |n: &str| {
         (n == "forward" || n.starts_with("forward_") || n.starts_with("_forward"))
-            && !["train", "aux"]
-                .iter()
-                .any(|w| n.get(7..).unwrap_or("").contains(w))
+            && !n
+                .trim_start_matches('_')
+                .trim_start_matches("forward")
+                .split('_')
+                .any(|w| matches!(w, "train" | "training" | "aux" | "auxiliary"))
     };
     let mut out: HashSet<(Option<String>, String)> = HashSet::default();
     let mut work: Vec<(Option<String>, String)> = Vec::new();
@@ -3081,7 +3100,7 @@ fn scan_locals(ch: &mut Checker, body: &[Stmt], function: Option<&ast::StmtFunct
 
 /// How many times a body binds each name by assignment, loop or comprehension (nested
 /// functions and classes left out).
-fn name_bindings(body: &[Stmt]) -> HashMap<&str, usize> {
+pub(crate) fn name_bindings(body: &[Stmt]) -> HashMap<&str, usize> {
     use ruff_python_ast::visitor::{self, Visitor};
     #[derive(Default)]
     struct Count<'a>(HashMap<&'a str, usize>);

@@ -151,7 +151,8 @@ pub(crate) fn check_store(ch: &mut Checker, target: &ast::ExprSubscript, aug: bo
     // `for row, n in zip(x, lengths): row[n:] = 0`: a row of a tensor written with a bound the
     // loop reads per sample.
     let row_write = matches!(base, Expr::Name(n)
-        if ch.loops.iter().any(|l| l.rows.iter().any(|r| r == n.id.as_str())))
+        if ch.loops.iter().any(|l| l.rows.iter().any(|r| r == n.id.as_str())
+            && !l.assigned.iter().any(|a| a == n.id.as_str())))
         && variable_slice;
     if !(((indexed_by_loop || tensor_bounds) && (variable_slice || per_sample_write)) || row_write)
     {
