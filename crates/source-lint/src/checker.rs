@@ -1422,6 +1422,23 @@ fn collect_torch_aliases(module: &[Stmt], imports: &mut HashMap<String, String>)
             _ => None,
         }
     }
+    // The candidates first (most files have none): `name = <torch attribute chain>` at the top.
+    let mut aliases: Vec<(String, String)> = Vec::new();
+    for stmt in module {
+        let Stmt::Assign(a) = stmt else { continue };
+        let ([Expr::Name(n)], Expr::Attribute(_)) = (&a.targets[..], a.value.as_ref()) else {
+            continue;
+        };
+        if imports.contains_key(n.id.as_str()) {
+            continue;
+        }
+        if let Some(q) = dotted(&a.value, imports).filter(|q| q.starts_with("torch.")) {
+            aliases.push((n.id.to_string(), q));
+        }
+    }
+    if aliases.is_empty() {
+        return;
+    }
     // Bindings at module level (in `if`/`try` blocks too) and in every function (parameters
     // and locals): an alias some scope rebinds is not the torch function there.
     let mut counts: HashMap<&str, usize> = name_bindings(module);
@@ -1449,19 +1466,7 @@ fn collect_torch_aliases(module: &[Stmt], imports: &mut HashMap<String, String>)
         }
     }
     scopes(module, &mut counts);
-    let mut aliases = Vec::new();
-    for stmt in module {
-        let Stmt::Assign(a) = stmt else { continue };
-        let ([Expr::Name(n)], Expr::Attribute(_)) = (&a.targets[..], a.value.as_ref()) else {
-            continue;
-        };
-        if counts.get(n.id.as_str()) != Some(&1) || imports.contains_key(n.id.as_str()) {
-            continue;
-        }
-        if let Some(q) = dotted(&a.value, imports).filter(|q| q.starts_with("torch.")) {
-            aliases.push((n.id.to_string(), q));
-        }
-    }
+    aliases.retain(|(n, _)| counts.get(n.as_str()) == Some(&1));
     imports.extend(aliases);
 }
 
