@@ -3272,26 +3272,27 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                         .first()
                         .is_some_and(|g| ch.is_size(&g.iter) || ch.is_tensor(&g.iter))
             };
-            let frozen = match value {
-                // `B, C, H, W = x.data.shape`
-                v if ch.is_untraced_size(v) => true,
-                Expr::Call(c) if matches!(ch.method(c), Some(("tolist", _))) => true,
-                // `d, h, w = dims` with `dims` a tuple of frozen numbers (a parameter a caller
-                // filled with `(dp, hp, wp)` made by `int()`).
-                Expr::Name(n) => ch.state().frozen.contains(n.id.as_str()),
-                Expr::ListComp(l) => int_of(&l.elt, &l.generators),
-                Expr::Generator(g) => int_of(&g.elt, &g.generators),
-                Expr::Call(c) => {
-                    matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "map")
-                        && matches!(&c.arguments.args[..], [Expr::Name(f), it]
+            // `B, C, H, W = x.data.shape`: sizes the tracer does not record.
+            let untraced = ch.is_untraced_size(value);
+            let frozen = untraced
+                || match value {
+                    Expr::Call(c) if matches!(ch.method(c), Some(("tolist", _))) => true,
+                    // `d, h, w = dims` with `dims` a tuple of frozen numbers (a parameter a caller
+                    // filled with `(dp, hp, wp)` made by `int()`).
+                    Expr::Name(n) => ch.state().frozen.contains(n.id.as_str()),
+                    Expr::ListComp(l) => int_of(&l.elt, &l.generators),
+                    Expr::Generator(g) => int_of(&g.elt, &g.generators),
+                    Expr::Call(c) => {
+                        matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "map")
+                            && matches!(&c.arguments.args[..], [Expr::Name(f), it]
                             if matches!(f.id.as_str(), "int" | "float")
                                 && (ch.is_size(it) || ch.is_tensor(it)))
-                }
-                _ => false,
-            };
+                    }
+                    _ => false,
+                };
             // `x0, y0, x1, y1 = box.tolist()`, `[int(v) for v in counts]`: values, not sizes.
             let values = frozen
-                && !ch.is_untraced_size(value)
+                && !untraced
                 && match value {
                     Expr::Name(n) => !ch.state().frozen_sizes.contains(n.id.as_str()),
                     Expr::ListComp(l) => !l.generators.first().is_some_and(|g| ch.is_size(&g.iter)),

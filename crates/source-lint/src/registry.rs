@@ -123,9 +123,11 @@ pub fn rules_markdown() -> String {
          files; files are parsed in parallel with `ruff_python_parser`. Files that do not import \
          `torch` are parsed (syntax errors are ODL000) but not checked.\n\
          - Names resolve through imports: `import torch.nn.functional as F`, `from torch import where` \
-         and the like, so rules see what the code calls.\n\
-         - **Model code** is what export traces: every `forward` (and `forward_*`, `_forward*`) \
-         method, the methods and module functions it calls (and `__init__`/`__call__` of helper \
+         and the like, and through a module-level alias of a torch function no scope binds again \
+         (`es = T.einsum`), so rules see what the code calls.\n\
+         - **Model code** is what export traces: every `forward` (and `forward_*`, `_forward*`, \
+         except training siblings such as `forward_train` and `forward_with_aux`, which count only \
+         when `forward` calls them) method, the methods and module functions it calls (and `__init__`/`__call__` of helper \
          objects it builds and the methods it calls on them: `corr = CorrBlock(f); corr.sample(x)`, \
          and methods called on submodules: `self.head.split(x)`, also through a loop over the module's lists: `for cell in self.cells: cell.init_hidden(b, h, w)`, and methods a class inherits from a base class of the same file, or overrides in a subclass \
          of it; a method's first parameter is the module whatever its name: `def forward(s, x)`), functions and \
@@ -139,7 +141,8 @@ pub fn rules_markdown() -> String {
          its own: `compute_loss`, not `decode_glosses`), `*Loss`/`*Criterion`/`*Metric`/`*CE`/`*NLL` \
          modules, `*Matcher`/`*Assigner` modules whose `forward` takes targets (DETR's `HungarianMatcher`), and modules whose `forward` always computes a loss (`F.cross_entropy(...)`), code \
          after `if not self.training: return x`, and an export script's driver code (functions that call the exporter or check the \
-         result on onnxruntime, and what they or module-level statements call) are not model code.\n\
+         result on onnxruntime, and what they or module-level statements call, also through a command table: \
+         `{\"train\": train, \"eval\": run_eval}[args.cmd](args)`) are not model code.\n\
          - Values are guessed from the code: parameters are tensors unless annotated or defaulted \
          otherwise, named like sizes (`size`, `*_shape`), axes, widths or iteration counts (`dim`, `*_channels`, `iters`, `max_iter`), checked with `isinstance(p, (int, float))` \
          or passed as `scale_factor=`, `kernel_size=`, `stride=`, `dilation=` or `groups=`, and \

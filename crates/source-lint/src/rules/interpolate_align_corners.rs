@@ -183,18 +183,13 @@ fn init_parameter_default<'a>(
     }
     let own_init: Vec<&str> = module
         .iter()
-        .filter_map(|s| {
-            match s {
-            ast::Stmt::ClassDef(c)
-                if family[1..].contains(&c.name.id.as_str())
-                    && c.body.iter().any(|b| {
-                        matches!(b, ast::Stmt::FunctionDef(f) if f.name.id.as_str() == "__init__")
-                    }) =>
-            {
-                Some(c.name.id.as_str())
-            }
+        .filter_map(|s| match s {
+            ast::Stmt::ClassDef(c) if family[1..].contains(&c.name.id.as_str()) => c
+                .body
+                .iter()
+                .any(|b| matches!(b, ast::Stmt::FunctionDef(f) if f.name.id.as_str() == "__init__"))
+                .then_some(c.name.id.as_str()),
             _ => None,
-        }
         })
         .collect();
     struct Passed<'n> {

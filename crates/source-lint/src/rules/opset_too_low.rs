@@ -269,7 +269,7 @@ fn rebinds(body: &[ruff_python_ast::Stmt], name: &str) -> bool {
 /// `set_defaults` names it, or the file assigns `<args>.<dest>` (`args.opset = max(args.opset, 16)`).
 fn argparse_default(ch: &Checker, value: &ast::ExprAttribute) -> Option<u32> {
     use ruff_python_ast::visitor::{self, Visitor};
-    use ruff_python_ast::{Expr, ExprContext, Stmt};
+    use ruff_python_ast::{Expr, ExprContext};
     let Expr::Name(receiver) = value.value.as_ref() else {
         return None;
     };
@@ -315,25 +315,8 @@ fn argparse_default(ch: &Checker, value: &ast::ExprAttribute) -> Option<u32> {
         overridden: bool,
     }
     impl<'v> Visitor<'v> for Find<'_> {
-        fn visit_stmt(&mut self, s: &'v Stmt) {
-            // `args.opset = ...` anywhere in the file.
-            if let Stmt::Assign(a) = s {
-                if a.targets
-                    .iter()
-                    .any(|t| matches!(t, Expr::Attribute(t) if t.attr.id.as_str() == self.attr))
-                {
-                    self.overridden = true;
-                }
-            }
-            if let Stmt::AugAssign(a) = s {
-                if matches!(a.target.as_ref(), Expr::Attribute(t) if t.attr.id.as_str() == self.attr)
-                {
-                    self.overridden = true;
-                }
-            }
-            visitor::walk_stmt(self, s);
-        }
         fn visit_expr(&mut self, e: &'v Expr) {
+            // `args.opset = ...` or `args.opset += 1` anywhere in the file.
             if let Expr::Attribute(a) = e {
                 if a.attr.id.as_str() == self.attr && matches!(a.ctx, ExprContext::Store) {
                     self.overridden = true;

@@ -12,8 +12,8 @@
 //! `math` from a size (`xs, n_chunks = pad_to_multiple(xs, 4)`, or a method of the class:
 //! `sal, n = self.salience(audio)`). Sizes read through `.data` (`x.data.size(0)`, `B, C, H, W =
 //! x.data.shape`) or counted by `torch.Size.numel()` (`x.shape.numel()`) are Python numbers as
-//! well: the tracer does not record them (pytorch#77410). A shape written as `(b, c) + tuple(rest)` is read element
-//! by element. Sizes also cross calls inside a file as arguments: a helper's parameter is a
+//! well: the tracer does not record them (pytorch#77410). A shape written as `(b, c) +
+//! tuple(rest)` is read element by element. Sizes also cross calls inside a file as arguments: a helper's parameter is a
 //! frozen number when a caller passes one (`self._shape(q, int(q.size(0)))`), and a traced size
 //! when a caller passes `x.size()[2:]` or `B, N, C = x.shape`'s `N`, so the helper's own `int()`
 //! of it freezes it. A cache the module refreshes (`self.grid = self.make_grid(n)`) is left alone.
