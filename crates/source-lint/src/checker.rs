@@ -42,6 +42,11 @@ pub struct Facts {
     /// Whether the file defines model code of its own (a `forward`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub defines_models: bool,
+    /// `opset_version` values written in dicts of export arguments (`{"opset_version": 13,
+    /// "do_constant_folding": True}`, `dict(opset_version=13, ...)`), with their ranges: the
+    /// dict may be spliced into an export in another file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kwargs_opsets: Vec<(u32, TextRange)>,
 }
 
 impl Facts {
@@ -49,6 +54,7 @@ impl Facts {
     pub fn is_empty(&self) -> bool {
         self.needs.is_empty()
             && self.exports.is_empty()
+            && self.kwargs_opsets.is_empty()
             && self.imports.is_empty()
             && !self.defines_models
     }
@@ -61,6 +67,8 @@ pub(crate) struct FnState {
     pub name: String,
     pub tensors: HashSet<String>,
     pub bools: HashSet<String>,
+    /// Lists of masks (`masks = [prob > t for t in ts]`): a loop over one yields masks.
+    pub mask_lists: HashSet<String>,
     pub sizes: HashSet<String>,
     pub frozen: HashSet<String>,
     /// The frozen names bound at least once to a size made a Python number (`n = len(x)`,
@@ -1470,84 +1478,92 @@ fn collect_torch_aliases(module: &[Stmt], imports: &mut HashMap<String, String>)
     imports.extend(aliases);
 }
 
-/// Names called as `self.NAME(` or `NAME(` anywhere inside a body.
-fn called_names(body: &[Stmt]) -> (HashSet<String>, HashSet<String>) {
-    struct Calls {
-        methods: HashSet<String>,
-        funcs: HashSet<String>,
-    }
-    impl<'a> Visitor<'a> for Calls {
-        fn visit_body(&mut self, body: &'a [Stmt]) {
-            for stmt in body {
-                self.visit_stmt(stmt);
-                // `if not self.training: return x`: the rest of the block runs in training.
-                if let Stmt::If(i) = stmt {
-                    if guard_of(&i.test) == Guard::NotTraining
-                        && i.elif_else_clauses.is_empty()
-                        && always_exits(&i.body)
-                    {
-                        return;
-                    }
-                }
-            }
-        }
-        fn visit_stmt(&mut self, stmt: &'a Stmt) {
+/// Walks the parts of a body that export traces: `if self.training:` bodies, the else of
+/// `if not self.training:` (and what follows its `return`), export-aware branches and the
+/// training side of `a if self.training else b` are left out. Every expression on the way is
+/// given to `on_expr`, outermost first.
+struct ModelPath<F> {
+    on_expr: F,
+}
+
+impl<'a, F: FnMut(&'a Expr)> Visitor<'a> for ModelPath<F> {
+    fn visit_body(&mut self, body: &'a [Stmt]) {
+        for stmt in body {
+            self.visit_stmt(stmt);
+            // `if not self.training: return x`: the rest of the block runs in training.
             if let Stmt::If(i) = stmt {
-                match guard_of(&i.test) {
-                    Guard::Training | Guard::ExportAware => {
-                        self.visit_expr(&i.test);
-                        for c in &i.elif_else_clauses {
-                            if guard_of(&i.test) == Guard::Training {
-                                self.visit_body(&c.body);
-                            }
-                        }
-                        return;
-                    }
-                    Guard::NotTraining => {
-                        self.visit_body(&i.body);
-                        return;
-                    }
-                    Guard::None => {}
+                if guard_of(&i.test) == Guard::NotTraining
+                    && i.elif_else_clauses.is_empty()
+                    && always_exits(&i.body)
+                {
+                    return;
                 }
             }
-            visitor::walk_stmt(self, stmt);
         }
-        fn visit_expr(&mut self, e: &'a Expr) {
-            // `self.nll(x, tags) if self.training else self.decode(x)`: the side export takes.
-            if let Expr::If(i) = e {
-                match guard_of(&i.test) {
-                    Guard::Training => {
-                        self.visit_expr(&i.test);
-                        return self.visit_expr(&i.orelse);
+    }
+    fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        if let Stmt::If(i) = stmt {
+            match guard_of(&i.test) {
+                Guard::Training | Guard::ExportAware => {
+                    self.visit_expr(&i.test);
+                    for c in &i.elif_else_clauses {
+                        if guard_of(&i.test) == Guard::Training {
+                            self.visit_body(&c.body);
+                        }
                     }
-                    Guard::NotTraining => {
-                        self.visit_expr(&i.test);
-                        return self.visit_expr(&i.body);
-                    }
-                    _ => {}
+                    return;
                 }
+                Guard::NotTraining => {
+                    self.visit_body(&i.body);
+                    return;
+                }
+                Guard::None => {}
             }
+        }
+        visitor::walk_stmt(self, stmt);
+    }
+    fn visit_expr(&mut self, e: &'a Expr) {
+        // `self.nll(x, tags) if self.training else self.decode(x)`: the side export takes.
+        if let Expr::If(i) = e {
+            match guard_of(&i.test) {
+                Guard::Training => {
+                    self.visit_expr(&i.test);
+                    return self.visit_expr(&i.orelse);
+                }
+                Guard::NotTraining => {
+                    self.visit_expr(&i.test);
+                    return self.visit_expr(&i.body);
+                }
+                _ => {}
+            }
+        }
+        (self.on_expr)(e);
+        visitor::walk_expr(self, e);
+    }
+}
+
+/// The `self.` methods and plain names a body calls on its model path ([`ModelPath`]).
+fn called_names(body: &[Stmt]) -> (HashSet<String>, HashSet<String>) {
+    let mut methods = HashSet::default();
+    let mut funcs = HashSet::default();
+    let mut v = ModelPath {
+        on_expr: |e: &Expr| {
             if let Expr::Call(c) = e {
                 match c.func.as_ref() {
                     Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") =>
                     {
-                        self.methods.insert(a.attr.id.to_string());
+                        methods.insert(a.attr.id.to_string());
                     }
                     Expr::Name(n) => {
-                        self.funcs.insert(n.id.to_string());
+                        funcs.insert(n.id.to_string());
                     }
                     _ => {}
                 }
             }
-            visitor::walk_expr(self, e);
-        }
-    }
-    let mut v = Calls {
-        methods: HashSet::default(),
-        funcs: HashSet::default(),
+        },
     };
     v.visit_body(body);
-    (v.methods, v.funcs)
+    (methods, funcs)
 }
 
 /// Model code: every `forward` (and `forward_*`/`_forward*`) method, plus — transitively —
@@ -2230,77 +2246,63 @@ pub(crate) fn imported_model_calls(
             _ => Vec::new(),
         })
         .collect();
-    struct Calls<'m> {
-        from_imports: &'m HashMap<String, (u32, String, String)>,
-        module_imports: &'m HashMap<String, String>,
-        star_imports: &'m [(u32, String)],
-        local: &'m HashSet<&'m str>,
-        out: HashSet<ImportedCall>,
-    }
-    impl<'a> Visitor<'a> for Calls<'_> {
-        fn visit_expr(&mut self, e: &'a Expr) {
-            if let Expr::Call(c) = e {
-                match c.func.as_ref() {
-                    Expr::Name(n) => {
-                        if let Some((level, module, name)) = self.from_imports.get(n.id.as_str()) {
-                            self.out.insert(ImportedCall {
+    let mut out: HashSet<ImportedCall> = HashSet::default();
+    let mut calls = ModelPath {
+        on_expr: |e: &Expr| {
+            let Expr::Call(c) = e else { return };
+            match c.func.as_ref() {
+                Expr::Name(n) => {
+                    if let Some((level, module, name)) = from_imports.get(n.id.as_str()) {
+                        out.insert(ImportedCall {
+                            level: *level,
+                            module: module.clone(),
+                            name: name.clone(),
+                            callee: n.id.to_string(),
+                        });
+                    } else if !local.contains(n.id.as_str()) {
+                        // Perhaps from a star import: the file that defines it is told.
+                        for (level, module) in &star_imports {
+                            out.insert(ImportedCall {
                                 level: *level,
                                 module: module.clone(),
-                                name: name.clone(),
+                                name: n.id.to_string(),
                                 callee: n.id.to_string(),
                             });
-                        } else if !self.local.contains(n.id.as_str()) {
-                            // Perhaps from a star import: the file that defines it is told.
-                            for (level, module) in self.star_imports {
-                                self.out.insert(ImportedCall {
-                                    level: *level,
-                                    module: module.clone(),
-                                    name: n.id.to_string(),
-                                    callee: n.id.to_string(),
-                                });
-                            }
                         }
                     }
-                    Expr::Attribute(a) => {
-                        if let Expr::Name(n) = a.value.as_ref() {
-                            if let Some(module) = self.module_imports.get(n.id.as_str()) {
-                                self.out.insert(ImportedCall {
-                                    level: 0,
-                                    module: module.clone(),
-                                    name: a.attr.id.to_string(),
-                                    callee: format!("{}.{}", n.id, a.attr.id),
-                                });
-                            } else if let Some((level, module, name)) =
-                                self.from_imports.get(n.id.as_str())
-                            {
-                                // `from pkg import ops as O` then `O.keep(...)`.
-                                let module = if module.is_empty() {
-                                    name.clone()
-                                } else {
-                                    format!("{module}.{name}")
-                                };
-                                self.out.insert(ImportedCall {
-                                    level: *level,
-                                    module,
-                                    name: a.attr.id.to_string(),
-                                    callee: format!("{}.{}", n.id, a.attr.id),
-                                });
-                            }
-                        }
-                    }
-                    _ => {}
                 }
+                Expr::Attribute(a) => {
+                    if let Expr::Name(n) = a.value.as_ref() {
+                        if let Some(module) = module_imports.get(n.id.as_str()) {
+                            out.insert(ImportedCall {
+                                level: 0,
+                                module: module.clone(),
+                                name: a.attr.id.to_string(),
+                                callee: format!("{}.{}", n.id, a.attr.id),
+                            });
+                        } else if let Some((level, module, name)) = from_imports.get(n.id.as_str())
+                        {
+                            // `from pkg import ops as O` then `O.keep(...)`.
+                            let module = if module.is_empty() {
+                                name.clone()
+                            } else {
+                                format!("{module}.{name}")
+                            };
+                            out.insert(ImportedCall {
+                                level: *level,
+                                module,
+                                name: a.attr.id.to_string(),
+                                callee: format!("{}.{}", n.id, a.attr.id),
+                            });
+                        }
+                    }
+                }
+                _ => {}
             }
-            visitor::walk_expr(self, e);
-        }
-    }
-    let mut calls = Calls {
-        from_imports: &from_imports,
-        module_imports: &module_imports,
-        star_imports: &star_imports,
-        local: &local,
-        out: HashSet::default(),
+        },
     };
+    // Only the model path of each root: a helper called under `if self.training:` is not
+    // model code in the file that defines it.
     for stmt in module {
         match stmt {
             Stmt::FunctionDef(f) if roots.contains(&(None, f.name.id.to_string())) => {
@@ -2318,9 +2320,7 @@ pub(crate) fn imported_model_calls(
             _ => {}
         }
     }
-    calls
-        .out
-        .into_iter()
+    out.into_iter()
         .filter(|c| c.module != "torch" && !c.module.starts_with("torch."))
         .collect()
 }
@@ -3185,6 +3185,11 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
             let id = n.id.to_string();
             let tensor = ch.is_tensor(value);
             let mask = ch.is_bool_mask(value) && !matches!(value, Expr::Name(_));
+            let mask_list = match value {
+                Expr::ListComp(l) => ch.is_bool_mask(&l.elt),
+                Expr::List(l) => !l.elts.is_empty() && l.elts.iter().all(|e| ch.is_bool_mask(e)),
+                _ => false,
+            };
             let size = ch.is_size(value) && !tensor;
             let frozen = ch.is_frozen_int(value);
             let frozen_size = frozen && ch.is_frozen_size(value);
@@ -3239,6 +3244,11 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
             }
             if mask {
                 st.bools.insert(id.clone());
+            }
+            if mask_list {
+                st.mask_lists.insert(id.clone());
+            } else {
+                st.mask_lists.remove(&id);
             }
             if size {
                 st.sizes.insert(id.clone());
@@ -3433,6 +3443,15 @@ fn bind_loop(ch: &mut Checker, target: &Expr, iter: &Expr) {
                 return;
             }
             _ => {}
+        }
+    }
+    // `masks = [prob > t for t in self.thresholds]` then `for m in masks`: each a mask.
+    if let (Expr::Name(t), Expr::Name(it)) = (target, iter) {
+        if ch.state().mask_lists.contains(it.id.as_str()) {
+            mark(ch, target);
+            let st = ch.fns.last_mut().expect("scope");
+            st.bools.insert(t.id.to_string());
+            return;
         }
     }
     if matches!(target, Expr::Name(_)) && yields_tensors(ch, iter) {
@@ -4995,6 +5014,10 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 rules::data_dependent_shape::check_subscript_load(self, s)
             }
             Expr::Lambda(_) => return,
+            Expr::Dict(d) if self.torch_imported => {
+                rules::keep_initializers_as_inputs::check_dict(self, d);
+                rules::opset_too_low::check_dict(self, d);
+            }
             // `self.training and torch.rand(1).item() < p`: what follows the guard is only
             // evaluated in training, so it is not model code.
             Expr::BoolOp(b)

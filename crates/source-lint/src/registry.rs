@@ -136,7 +136,9 @@ pub fn rules_markdown() -> String {
          handed to the exporter, and, in a file that calls \
          `torch.onnx.export`/`torch.jit.trace`, every module-level function passed around as a \
          value. Branches taken only in training (`if self.training:`, `if targets is not None:`), \
-         export-aware code (under `torch.jit.is_tracing()`, `torch.onnx.is_in_onnx_export()`, ...), \
+         export-aware code (under `torch.jit.is_tracing()`, `torch.onnx.is_in_onnx_export()`, ...) \
+         and what is called only there (in this file or another: a helper of another file called under \
+         `if self.training:` is not model code there), \
          functions compiled with `torch.jit.script`, functions named like losses (\"loss\" as a word of \
          its own: `compute_loss`, not `decode_glosses`), `*Loss`/`*Criterion`/`*Metric`/`*CE`/`*NLL` \
          modules, `*Matcher`/`*Assigner` modules whose `forward` takes targets (DETR's `HungarianMatcher`), and modules whose `forward` always computes a loss (`F.cross_entropy(...)`), code \

@@ -831,3 +831,76 @@ class M(torch.nn.Module):
         .collect();
     assert_eq!(got, vec![(8, "ODL005".into()), (11, "ODL004".into())]);
 }
+
+#[test]
+fn helpers_of_another_file_called_only_in_training_are_not_model_code() {
+    // `board_noise` runs under `if self.training`, `stats` under an export guard: neither is
+    // model code in the file that defines it; `canonical` runs in the trace.
+    let ops = "\
+import torch
+
+def board_noise(like, sigma):
+    return torch.randn(like.shape, device=\"cuda\") * sigma
+
+def stats(t):
+    return t.max().item()
+
+def canonical(x):
+    return torch.ones(3, device=\"cuda\") * x
+";
+    let model = "\
+import torch
+from ops import board_noise, stats, canonical
+
+class Net(torch.nn.Module):
+    def forward(self, x):
+        if self.training and self.noise > 0:
+            x = x + board_noise(x, self.noise)
+        if not torch.jit.is_tracing():
+            print(stats(x))
+        return canonical(x)
+";
+    let mut got = project_findings(&[("ops.py", ops), ("model.py", model)], "ODL015");
+    got.extend(project_findings(
+        &[("ops.py", ops), ("model.py", model)],
+        "ODL004",
+    ));
+    assert_eq!(got, vec![("ops.py".to_string(), 10)]);
+}
+
+#[test]
+fn export_arguments_returned_by_a_helper_of_another_file_are_checked() {
+    // The export script splices `**ops.default_export_kwargs()`: the dict's opset is held to
+    // the project's ops, and its `keep_initializers_as_inputs` is reported where written.
+    let ops = "\
+import torch
+import torch.nn.functional as F
+
+def warp(x, grid):
+    return F.grid_sample(x, grid, align_corners=False)
+
+def default_export_kwargs():
+    return {
+        \"opset_version\": 13,
+        \"do_constant_folding\": True,
+        \"keep_initializers_as_inputs\": True,
+    }
+";
+    let export = "\
+import torch
+import ops
+
+def main(model, x):
+    model.eval()
+    torch.onnx.export(model, (x,), \"m.onnx\", **ops.default_export_kwargs())
+";
+    let files = [("ops.py", ops), ("export.py", export)];
+    assert_eq!(
+        project_findings(&files, "ODL020"),
+        vec![("ops.py".to_string(), 9)]
+    );
+    assert_eq!(
+        project_findings(&files, "ODL019"),
+        vec![("ops.py".to_string(), 11)]
+    );
+}

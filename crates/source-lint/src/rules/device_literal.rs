@@ -2,7 +2,9 @@
 //! Flags tensors placed on a device spelled as a literal inside model code:
 //! `torch.zeros(n, device="cuda")`, `torch.tensor(v, device=torch.device("cuda:0"))`,
 //! `t.cuda()`, `t.to("cuda")`, also through a name bound to such a literal in the function or at
-//! module level (`DEVICE = "cuda"`, `GPU = torch.device("cuda:0")`), and the legacy CUDA tensor
+//! module level (`DEVICE = "cuda"`, `GPU = torch.device("cuda:0")`) or through an attribute set
+//! once from an `__init__` parameter whose accelerator default some construction in the file keeps
+//! (`def __init__(self, device="cuda"): self.device_str = device`), and the legacy CUDA tensor
 //! types (`t.type(torch.cuda.FloatTensor)`, `torch.cuda.LongTensor(n)`). The `__init__` of a
 //! module counts as model code here: `self.disp = torch.arange(d).cuda()` there is a plain
 //! attribute, not a buffer, so it stays on that device whatever `model.to(...)` does.
@@ -30,9 +32,9 @@
 //!     return x + pos
 //! ```
 
-use crate::checker::Checker;
+use crate::checker::{is_self, module_class, self_assignments, Checker};
 use crate::registry::{FixKind, Rule};
-use crate::rules::{keyword, string_literal};
+use crate::rules::{init_parameter_strings, keyword, string_literal};
 use diagnostics::Severity;
 use ruff_python_ast::{self as ast, Expr};
 use ruff_text_size::Ranged;
@@ -61,10 +63,33 @@ fn literal_device(ch: &Checker, e: &Expr) -> Option<String> {
                 .filter(|v| !matches!(v, Expr::Name(_)))
                 .and_then(|v| literal_device(ch, v))
         }
+        // `self.device_str` set once from `def __init__(self, ..., device: str = "cuda")`, the
+        // default some construction in the file keeps (or the literal one passes).
+        Expr::Attribute(a) if is_self(&a.value) => {
+            let module = ch.bodies[0];
+            let class = module_class(module, ch.classes.last()?)?;
+            let values: Vec<&Expr> = self_assignments(&class.body)
+                .into_iter()
+                .filter(|(attr, _)| *attr == a.attr.id.as_str())
+                .map(|(_, v)| v)
+                .collect();
+            let [Expr::Name(p)] = values[..] else {
+                return None;
+            };
+            return init_parameter_strings(module, class, p.id.as_str())
+                .into_iter()
+                .find(|s| is_device(s) && !s.starts_with("cpu"))
+                .map(str::to_string);
+        }
         _ => return None,
     };
+    is_device(s).then(|| s.to_string())
+}
+
+/// Whether a string names a device (`"cuda:0"`, `"cpu"`).
+fn is_device(s: &str) -> bool {
     let kind = s.split(':').next().unwrap_or(s);
-    matches!(kind, "cuda" | "cpu" | "mps" | "xpu" | "npu" | "hip").then(|| s.to_string())
+    matches!(kind, "cuda" | "cpu" | "mps" | "xpu" | "npu" | "hip")
 }
 
 /// `torch.cuda.FloatTensor` (or its name as a string): a tensor type tied to the GPU.

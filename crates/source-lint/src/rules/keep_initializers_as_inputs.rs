@@ -1,7 +1,9 @@
 //! ## What it does
-//! Flags `torch.onnx.export(..., keep_initializers_as_inputs=True)`, also when the argument comes
-//! from a dict spliced into the call (`EXPORT_KW = dict(keep_initializers_as_inputs=True)`, then
-//! `torch.onnx.export(..., **EXPORT_KW)`), reported at the dict entry.
+//! Flags `torch.onnx.export(..., keep_initializers_as_inputs=True)`, and the same setting in a
+//! dict of export arguments wherever it is written (`EXPORT_KW = dict(keep_initializers_as_inputs=
+//! True)` spliced into the call as `**EXPORT_KW`, or `{"keep_initializers_as_inputs": True, ...}`
+//! returned by a helper that another file's export splices), reported at the dict entry: the
+//! argument belongs to `torch.onnx.export` alone.
 //!
 //! ## Why is this bad?
 //! Every weight becomes a graph input as well as an initializer. Since IR version 4 ONNX does not
@@ -26,11 +28,11 @@
 use crate::checker::Checker;
 use crate::registry::{FixKind, Rule};
 use crate::rules::export_without_eval::is_export;
-use crate::rules::spliced_keyword;
+use crate::rules::{keyword, string_literal};
 use crate::Edit;
 use diagnostics::Severity;
 use ruff_python_ast::{self as ast, Expr};
-use ruff_text_size::Ranged;
+use ruff_text_size::{Ranged, TextRange};
 
 pub(crate) const RULE: Rule = Rule {
     code: "ODL019",
@@ -43,13 +45,34 @@ pub(crate) const RULE: Rule = Rule {
 };
 
 pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
-    if !is_export(ch, call) {
+    // `dict(COMMON, keep_initializers_as_inputs=True)`: export arguments wherever they are built.
+    let in_dict = matches!(call.func.as_ref(), Expr::Name(f) if f.id.as_str() == "dict");
+    if !in_dict && !is_export(ch, call) {
         return;
     }
-    let Some((value, range)) = spliced_keyword(ch, call, "keep_initializers_as_inputs") else {
+    // A dict spliced into the export (`**EXPORT_KW`) is reported where it is written.
+    let Some(k) = keyword(call, "keep_initializers_as_inputs") else {
         return;
     };
-    let Expr::BooleanLiteral(b) = &value else {
+    report(ch, &k.value, k.range());
+}
+
+/// `{"keep_initializers_as_inputs": True, ...}`.
+pub(crate) fn check_dict(ch: &mut Checker, dict: &ast::ExprDict) {
+    for item in &dict.items {
+        let Some(key) = &item.key else { continue };
+        if string_literal(key) == Some("keep_initializers_as_inputs") {
+            report(
+                ch,
+                &item.value,
+                TextRange::new(key.range().start(), item.value.range().end()),
+            );
+        }
+    }
+}
+
+fn report(ch: &mut Checker, value: &Expr, range: TextRange) {
+    let Expr::BooleanLiteral(b) = value else {
         return;
     };
     if !b.value {

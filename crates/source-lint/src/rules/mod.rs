@@ -213,3 +213,217 @@ pub(crate) fn bound_values<'a>(body: &'a [Stmt], name: &str) -> Vec<&'a Expr> {
     b.visit_body(body);
     b.values
 }
+
+/// The strings a parameter of the class's `__init__` can hold (`mode="bilinear"`,
+/// `device="cuda"`): its string default first, when some construction of the class (or of a
+/// subclass, through `super().__init__` or `functools.partial`) in the file leaves it out or none
+/// is seen, then the strings constructions pass (`Up(8)` and `Up(8, mode="nearest")` both in the
+/// file: the default counts), literally or as a config field whose default it is
+/// (`Decoder(64, cfg.upsample_mode)`). Empty when the `__init__` rebinds the parameter.
+pub(crate) fn init_parameter_strings<'a>(
+    module: &'a [ast::Stmt],
+    class: &'a ast::StmtClassDef,
+    param: &'a str,
+) -> Vec<&'a str> {
+    use ruff_python_ast::visitor::{self, Visitor};
+    let Some(init) = class.body.iter().find_map(|s| match s {
+        ast::Stmt::FunctionDef(f) if f.name.id.as_str() == "__init__" => Some(f),
+        _ => None,
+    }) else {
+        return Vec::new();
+    };
+    let Some((index, p)) = init
+        .parameters
+        .iter_non_variadic_params()
+        .enumerate()
+        .find(|(_, p)| p.parameter.name.id.as_str() == param)
+    else {
+        return Vec::new();
+    };
+    // `mode: str` with no default: only what constructions pass counts.
+    let default = p.default.as_deref().and_then(string_literal);
+    // `mode = "nearest" if ... else mode` before `self.mode = mode`: not the default any more.
+    if crate::checker::name_bindings(&init.body).contains_key(param) {
+        return Vec::new();
+    }
+    // Callers do not pass `self`.
+    let Some(position) = index.checked_sub(1) else {
+        return Vec::new();
+    };
+    // The class and the classes of the file deriving from it (which run its `__init__`).
+    let mut family: Vec<&str> = vec![class.name.id.as_str()];
+    loop {
+        let before = family.len();
+        for s in module {
+            let ast::Stmt::ClassDef(c) = s else { continue };
+            let derives = c
+                .arguments
+                .iter()
+                .flat_map(|a| a.args.iter())
+                .any(|b| matches!(b, ast::Expr::Name(n) if family.contains(&n.id.as_str())));
+            if derives && !family.contains(&c.name.id.as_str()) {
+                family.push(c.name.id.as_str());
+            }
+        }
+        if family.len() == before {
+            break;
+        }
+    }
+    let own_init: Vec<&str> = module
+        .iter()
+        .filter_map(|s| match s {
+            ast::Stmt::ClassDef(c) if family[1..].contains(&c.name.id.as_str()) => c
+                .body
+                .iter()
+                .any(|b| matches!(b, ast::Stmt::FunctionDef(f) if f.name.id.as_str() == "__init__"))
+                .then_some(c.name.id.as_str()),
+            _ => None,
+        })
+        .collect();
+    struct Passed<'n> {
+        module: &'n [ast::Stmt],
+        family: Vec<&'n str>,
+        param: &'n str,
+        position: usize,
+        /// Literals constructions pass; `None` for one that leaves the parameter out.
+        passed: Vec<Option<&'n str>>,
+        constructions: usize,
+        /// The classes the visitor is inside (`super().__init__` counts in a subclass only).
+        inside: Vec<&'n str>,
+        /// Subclasses that define their own `__init__`.
+        own_init: Vec<&'n str>,
+    }
+    impl<'n> Passed<'n> {
+        fn check(&mut self, args: &'n [ast::Expr], keywords: &'n [ast::Keyword], positional: bool) {
+            let value = keywords
+                .iter()
+                .find(|k| k.arg.as_ref().is_some_and(|a| a.id.as_str() == self.param))
+                .map(|k| &k.value)
+                .or(if positional {
+                    args.get(self.position)
+                } else {
+                    None
+                });
+            self.constructions += 1;
+            match value {
+                None => self.passed.push(None),
+                Some(v) => {
+                    // `FPNDecoder(c.widths, 64, c.upsample_mode)`: a config field's default.
+                    let m = string_literal(v).or_else(|| match v {
+                        ast::Expr::Attribute(a) if !crate::checker::is_self(&a.value) => {
+                            config_field_default(self.module, a.attr.id.as_str())
+                        }
+                        _ => None,
+                    });
+                    if let Some(m) = m {
+                        self.passed.push(Some(m));
+                    }
+                }
+            }
+        }
+    }
+    impl<'v> Visitor<'v> for Passed<'v> {
+        fn visit_stmt(&mut self, s: &'v ast::Stmt) {
+            if let ast::Stmt::ClassDef(c) = s {
+                self.inside.push(c.name.id.as_str());
+                visitor::walk_stmt(self, s);
+                self.inside.pop();
+                return;
+            }
+            visitor::walk_stmt(self, s);
+        }
+        fn visit_expr(&mut self, e: &'v ast::Expr) {
+            if let ast::Expr::Call(c) = e {
+                let a = &c.arguments;
+                match c.func.as_ref() {
+                    // `Up(8, mode="nearest")`, or a subclass that inherits `__init__`; a
+                    // subclass with its own `__init__` is counted at its `super().__init__`.
+                    ast::Expr::Name(n)
+                        if self.family.contains(&n.id.as_str())
+                            && !self.own_init.contains(&n.id.as_str()) =>
+                    {
+                        self.check(&a.args, &a.keywords, true);
+                    }
+                    // `super().__init__(ch, mode="nearest")` in a subclass (positions as the
+                    // class's own); `Up.__init__(self, ...)` by keyword only.
+                    ast::Expr::Attribute(f)
+                        if f.attr.id.as_str() == "__init__"
+                            && self
+                                .inside
+                                .last()
+                                .is_some_and(|c| self.family[1..].contains(c)) =>
+                    {
+                        let through_super = matches!(f.value.as_ref(), ast::Expr::Call(s)
+                            if matches!(s.func.as_ref(), ast::Expr::Name(n) if n.id.as_str() == "super"));
+                        self.check(&a.args, &a.keywords, through_super);
+                    }
+                    // `functools.partial(Up, mode="nearest")`.
+                    ast::Expr::Name(_) | ast::Expr::Attribute(_)
+                        if matches!(a.args.first(), Some(ast::Expr::Name(n))
+                            if self.family.contains(&n.id.as_str())) =>
+                    {
+                        self.check(&a.args[1..], &a.keywords, true);
+                    }
+                    _ => {}
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut passed = Passed {
+        module,
+        family,
+        param,
+        position,
+        passed: Vec::new(),
+        constructions: 0,
+        inside: Vec::new(),
+        own_init,
+    };
+    passed.visit_body(module);
+    let leaves_out = passed.constructions == 0 || passed.passed.contains(&None);
+    default
+        .filter(|_| leaves_out)
+        .into_iter()
+        .chain(passed.passed.into_iter().flatten())
+        .collect()
+}
+
+/// The string every config class of the module gives a field as its default (`upsample_mode:
+/// str = "bilinear"` in a dataclass or a class named `*Config`/`*Cfg`), when they agree.
+pub(crate) fn config_field_default<'a>(module: &'a [ast::Stmt], field: &str) -> Option<&'a str> {
+    let mut found: Option<&str> = None;
+    for s in module {
+        let ast::Stmt::ClassDef(c) = s else { continue };
+        let dataclass = c.decorator_list.iter().any(|d| {
+            let e = match &d.expression {
+                ast::Expr::Call(call) => call.func.as_ref(),
+                e => e,
+            };
+            matches!(e, ast::Expr::Name(n) if n.id.as_str() == "dataclass")
+                || matches!(e, ast::Expr::Attribute(a) if a.attr.id.as_str() == "dataclass")
+        });
+        let name = c.name.id.to_ascii_lowercase();
+        if !(dataclass || name.ends_with("config") || name.ends_with("cfg")) {
+            continue;
+        }
+        for s in &c.body {
+            let (target, value) = match s {
+                ast::Stmt::AnnAssign(a) => (a.target.as_ref(), a.value.as_deref()),
+                ast::Stmt::Assign(a) if a.targets.len() == 1 => {
+                    (&a.targets[0], Some(a.value.as_ref()))
+                }
+                _ => continue,
+            };
+            if !matches!(target, ast::Expr::Name(n) if n.id.as_str() == field) {
+                continue;
+            }
+            let v = string_literal(value?)?;
+            if found.is_some_and(|f| f != v) {
+                return None;
+            }
+            found = Some(v);
+        }
+    }
+    found
+}

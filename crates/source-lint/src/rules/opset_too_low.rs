@@ -10,13 +10,15 @@
 //! the first opset with a symbolic in `torch/onnx/.../symbolic_opsetN.py`): `F.grid_sample` 16,
 //! `scatter_reduce` 16, `torch.einsum` 12, `unique` 11, `tril`/`triu` 14,
 //! `F.scaled_dot_product_attention` 14, `F.fold` 18. The `opset_version` may be a literal, a
-//! name bound to one, a parameter's default when no call in the file passes that parameter (`def
+//! name bound to one (also through module constants: `BOARD_OPSET = OPSET`), a parameter's default when no call in the file passes that parameter (`def
 //! export(model, path, opset: int = 13)`), an argparse option's default (`opset_version=args.opset`
 //! with `add_argument("--opset", type=int, default=11)`), a dict
 //! spliced into the call (`**EXPORT_KW`), or from the caller of a function of the file that
 //! exports with the opset it is given (`def _export(m, args, path, **kw): torch.onnx.export(m,
 //! args, path, **kw)` called as `_export(critic, args, path, opset_version=11)`): then that call
-//! is the export.
+//! is the export. A dict of export arguments written apart from any call (`def export_kwargs():
+//! return {"opset_version": 13, "do_constant_folding": True}`, spliced by a script in another
+//! file) is held to the ops of the whole project and reported at its entry.
 //!
 //! ## Why is this bad?
 //! The export fails with "Exporting the operator 'aten::grid_sampler' to ONNX opset version 11
@@ -42,7 +44,7 @@
 use crate::checker::{Checker, ExportSite};
 use crate::registry::{FixKind, Rule};
 use crate::rules::export_without_eval::{collect, exported_module, is_export};
-use crate::rules::{int_literal, spliced_keyword};
+use crate::rules::{int_literal, spliced_keyword, string_literal};
 use crate::{Edit, Facts, FileReport, Finding, LineIndex, OpsetNeed};
 use diagnostics::Severity;
 use diagnostics::{Diagnostic, Location};
@@ -63,13 +65,21 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     let (line, column) = ch
         .index
         .line_col(ch.source, call.range().start().to_usize());
+    if matches!(call.func.as_ref(), ruff_python_ast::Expr::Name(f) if f.id.as_str() == "dict") {
+        let keys: Vec<(&str, &ruff_python_ast::Expr)> = call
+            .arguments
+            .keywords
+            .iter()
+            .filter_map(|k| Some((k.arg.as_ref()?.id.as_str(), &k.value)))
+            .collect();
+        kwargs_opset(ch, &keys);
+        return;
+    }
     if is_export(ch, call) || forwards_opset(ch, call) {
         let opset = spliced_keyword(ch, call, "opset_version")
             .and_then(|(value, _)| {
                 let v = match &value {
-                    ruff_python_ast::Expr::Name(n) => ch
-                        .literal(n.id.as_str())
-                        .and_then(int_literal)
+                    ruff_python_ast::Expr::Name(n) => named_int(ch, n.id.as_str())
                         .or_else(|| parameter_default(ch, call, n.id.as_str())),
                     ruff_python_ast::Expr::Attribute(a) => argparse_default(ch, a),
                     e => int_literal(e),
@@ -121,6 +131,79 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
             line,
         });
     }
+}
+
+/// `{"opset_version": 13, "do_constant_folding": True, ...}`: export arguments built apart from
+/// the call.
+pub(crate) fn check_dict(ch: &mut Checker, dict: &ruff_python_ast::ExprDict) {
+    let keys: Vec<(&str, &ruff_python_ast::Expr)> = dict
+        .items
+        .iter()
+        .filter_map(|i| Some((string_literal(i.key.as_ref()?)?, &i.value)))
+        .collect();
+    kwargs_opset(ch, &keys);
+}
+
+/// Records the opset of a dict of export arguments: one with `opset_version` and another
+/// argument only `torch.onnx.export` takes.
+fn kwargs_opset(ch: &mut Checker, keys: &[(&str, &ruff_python_ast::Expr)]) {
+    const EXPORT_ONLY: &[&str] = &[
+        "do_constant_folding",
+        "keep_initializers_as_inputs",
+        "input_names",
+        "output_names",
+        "dynamic_axes",
+        "export_params",
+        "operator_export_type",
+    ];
+    if !keys.iter().any(|(k, _)| EXPORT_ONLY.contains(k)) {
+        return;
+    }
+    let Some((_, value)) = keys.iter().find(|(k, _)| *k == "opset_version") else {
+        return;
+    };
+    let opset = match value {
+        ruff_python_ast::Expr::Name(n) => named_int(ch, n.id.as_str()),
+        e => int_literal(e),
+    };
+    if let Some(v) = opset {
+        ch.facts.kwargs_opsets.push((v, value.range()));
+    }
+}
+
+/// The integer a name is bound to, directly or through module-level constants bound once
+/// (`BOARD_OPSET = OPSET` with `OPSET = 13`; upper-case names only, which a function does not
+/// rebind by convention).
+fn named_int(ch: &Checker, name: &str) -> Option<u32> {
+    let mut name = name;
+    // A few steps: `A = B` and `B = A` must not loop.
+    for _ in 0..4 {
+        if let Some(v) = ch.literal(name) {
+            return int_literal(v);
+        }
+        if !name
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+        {
+            return None;
+        }
+        let mut bound = ch.bodies[0].iter().filter_map(|s| match s {
+            ruff_python_ast::Stmt::Assign(a) => match &a.targets[..] {
+                [ruff_python_ast::Expr::Name(t)] if t.id.as_str() == name => Some(&*a.value),
+                _ => None,
+            },
+            ruff_python_ast::Stmt::AnnAssign(a) => match a.target.as_ref() {
+                ruff_python_ast::Expr::Name(t) if t.id.as_str() == name => a.value.as_deref(),
+                _ => None,
+            },
+            _ => None,
+        });
+        match (bound.next(), bound.next()) {
+            (Some(ruff_python_ast::Expr::Name(n)), None) => name = n.id.as_str(),
+            _ => return None,
+        }
+    }
+    None
 }
 
 /// `opset_version=opset` in `def export_model(model, path, opset: int = 13)`: the default, when
@@ -529,7 +612,7 @@ pub(crate) fn check_project(reports: &mut [FileReport], facts: &[Facts]) {
     let by_display: crate::HashMap<&str, &Facts> =
         displays.iter().map(String::as_str).zip(facts).collect();
     for ((rep, f), display) in reports.iter_mut().zip(facts).zip(&displays) {
-        if f.exports.iter().all(|site| site.opset.is_none()) {
+        if f.exports.iter().all(|site| site.opset.is_none()) && f.kwargs_opsets.is_empty() {
             continue;
         }
         // An export reaches the ops of its own file and of the linted files it imports,
@@ -547,7 +630,31 @@ pub(crate) fn check_project(reports: &mut [FileReport], facts: &[Facts]) {
                 .collect()
         };
         let index = LineIndex::default();
-        for site in &f.exports {
+        // Dicts of export arguments no export of this file splices (a helper's
+        // `return {"opset_version": 13, ...}`): held to every op of the project, like an
+        // export of a model it cannot see.
+        let kwargs_sites: Vec<ExportSite> = f
+            .kwargs_opsets
+            .iter()
+            .filter(|(_, r)| {
+                !f.exports
+                    .iter()
+                    .any(|s| s.opset.is_some_and(|(_, o)| o == *r))
+            })
+            .map(|&(v, r)| ExportSite {
+                line: 0,
+                column: 0,
+                opset: Some((v, r)),
+                model_classes: Vec::new(),
+                model_files: None,
+            })
+            .collect();
+        for (site, kwargs_only) in f
+            .exports
+            .iter()
+            .map(|s| (s, false))
+            .chain(kwargs_sites.iter().map(|s| (s, true)))
+        {
             let Some((opset, range)) = site.opset else {
                 continue;
             };
@@ -571,6 +678,7 @@ pub(crate) fn check_project(reports: &mut [FileReport], facts: &[Facts]) {
                         .collect();
                     &model_needs
                 }
+                None if kwargs_only => &all_needs,
                 None => &needs,
             };
             let mut too_high: Vec<&&OpsetNeed> =
