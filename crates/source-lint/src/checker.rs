@@ -4083,6 +4083,40 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
     let defs: HashMap<(Option<&str>, &str), &ast::StmtFunctionDef> = functions_and_methods(module)
         .map(|(class, f)| ((class, f.name.id.as_str()), f))
         .collect();
+    // Each class of the file with the names of its bases, for overrides in subclasses.
+    let bases: HashMap<&str, Vec<&str>> = module
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::ClassDef(c) => Some((
+                c.name.id.as_str(),
+                c.arguments
+                    .iter()
+                    .flat_map(|a| a.args.iter())
+                    .filter_map(|b| match b {
+                        Expr::Name(n) => Some(n.id.as_str()),
+                        _ => None,
+                    })
+                    .collect(),
+            )),
+            _ => None,
+        })
+        .collect();
+    let descends = |class: &str, ancestor: &str| {
+        let mut seen: Vec<&str> = vec![class];
+        let mut i = 0;
+        while i < seen.len() {
+            for b in bases.get(seen[i]).into_iter().flatten() {
+                if *b == ancestor {
+                    return true;
+                }
+                if !seen.contains(b) {
+                    seen.push(b);
+                }
+            }
+            i += 1;
+        }
+        false
+    };
     let mut seeds: HashMap<TextSize, ArgumentSeeds> = HashMap::default();
     let mut elsewhere: HashMap<String, ArgumentKinds> = HashMap::default();
     for (class, f) in functions_and_methods(module) {
@@ -4144,8 +4178,20 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
                 let mut calls = Calls(Vec::new());
                 calls.visit_expr(e);
                 for c in calls.0 {
+                    // `self._zupt(vel, still)`: the class's method, and the overrides of
+                    // subclasses of the file that run under the same call.
+                    let mut overrides: Vec<&ast::StmtFunctionDef> = Vec::new();
                     let (callee, method) = match c.func.as_ref() {
-                        Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") => {
+                        Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") =>
+                        {
+                            if let Some(own) = class {
+                                overrides.extend(defs.iter().filter_map(|((c, m), f)| {
+                                    (c.is_some_and(|c| c != own && descends(c, own))
+                                        && *m == a.attr.id.as_str())
+                                    .then_some(*f)
+                                }));
+                                overrides.sort_by_key(|f| f.range.start());
+                            }
                             (
                                 class.and_then(|c| defs.get(&(Some(c), a.attr.id.as_str()))),
                                 true,
@@ -4202,37 +4248,39 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
                         }
                         continue;
                     };
-                    let static_method = callee.decorator_list.iter().any(|d| {
+                    for callee in std::iter::once(*callee).chain(overrides) {
+                        let static_method = callee.decorator_list.iter().any(|d| {
                         matches!(&d.expression, Expr::Name(n) if n.id.as_str() == "staticmethod")
                     });
-                    let mut bind = |name: &str, arg: &Expr| {
-                        if frozen_here(arg, &frozen_names) {
-                            let seed = seeds.entry(callee.range.start()).or_default();
-                            seed.frozen.insert(name.to_string());
-                        } else if size(arg, &size_names) {
-                            let seed = seeds.entry(callee.range.start()).or_default();
-                            seed.sizes.insert(name.to_string());
-                        } else if mask(arg, &mask_names) {
-                            let seed = seeds.entry(callee.range.start()).or_default();
-                            seed.masks.insert(name.to_string());
+                        let mut bind = |name: &str, arg: &Expr| {
+                            if frozen_here(arg, &frozen_names) {
+                                let seed = seeds.entry(callee.range.start()).or_default();
+                                seed.frozen.insert(name.to_string());
+                            } else if size(arg, &size_names) {
+                                let seed = seeds.entry(callee.range.start()).or_default();
+                                seed.sizes.insert(name.to_string());
+                            } else if mask(arg, &mask_names) {
+                                let seed = seeds.entry(callee.range.start()).or_default();
+                                seed.masks.insert(name.to_string());
+                            }
+                        };
+                        let positional = callee
+                            .parameters
+                            .posonlyargs
+                            .iter()
+                            .chain(&callee.parameters.args)
+                            .skip(usize::from(method && !static_method));
+                        for (p, arg) in positional.zip(&c.arguments.args) {
+                            if arg.is_starred_expr() {
+                                break;
+                            }
+                            bind(p.parameter.name.id.as_str(), arg);
                         }
-                    };
-                    let positional = callee
-                        .parameters
-                        .posonlyargs
-                        .iter()
-                        .chain(&callee.parameters.args)
-                        .skip(usize::from(method && !static_method));
-                    for (p, arg) in positional.zip(&c.arguments.args) {
-                        if arg.is_starred_expr() {
-                            break;
-                        }
-                        bind(p.parameter.name.id.as_str(), arg);
-                    }
-                    for k in &c.arguments.keywords {
-                        let Some(name) = &k.arg else { continue };
-                        if parameters(callee).any(|p| p.parameter.name.id == name.id) {
-                            bind(name.id.as_str(), &k.value);
+                        for k in &c.arguments.keywords {
+                            let Some(name) = &k.arg else { continue };
+                            if parameters(callee).any(|p| p.parameter.name.id == name.id) {
+                                bind(name.id.as_str(), &k.value);
+                            }
                         }
                     }
                 }

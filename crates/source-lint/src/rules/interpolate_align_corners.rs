@@ -7,7 +7,8 @@
 //! `self.mode` read from a config class's field default or from an `__init__` parameter's
 //! default (`def __init__(self, mode="bilinear"): self.mode = mode`) when some construction in
 //! the file leaves it out or passes a linear one, literally or as such a config field
-//! (`Decoder(64, cfg.upsample_mode)`; the fix is then only suggested).
+//! (`Decoder(64, cfg.upsample_mode)`) or an argparse option's default (`UNet(up_mode=args.up_mode)`
+//! with `add_argument("--up-mode", default="bilinear")`); the fix is then only suggested.
 //! `F.interpolate` in functions beside a model that export does not reach (data augmentation,
 //! evaluation) is left alone.
 //!

@@ -1,7 +1,8 @@
 //! ## What it does
 //! Flags writes through a boolean mask: `x[mask] = v`, `x[x < 0] = 0`, `x[~m] += v`, when the
 //! index is a comparison, an inverted or combined mask, or a local bound to one (also a loop's
-//! target over a list of masks: `for m in [p > t for t in ts]: x[m] = v`); also through a
+//! target over a list of masks: `for m in [p > t for t in ts]: x[m] = v`, or a parameter a
+//! caller fills with a mask, also in a subclass's override of the method called); also through a
 //! mask's indices, `x[torch.where(m)] = v` (one-argument `where`), which is the same write.
 //!
 //! ## Why is this bad?

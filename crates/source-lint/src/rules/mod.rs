@@ -309,9 +309,21 @@ pub(crate) fn init_parameter_strings<'a>(
                 None => self.passed.push(None),
                 Some(v) => {
                     // `FPNDecoder(c.widths, 64, c.upsample_mode)`: a config field's default.
+                    // `DamageUNet(up_mode=args.up_mode)`: an argparse option's default.
                     let m = string_literal(v).or_else(|| match v {
                         ast::Expr::Attribute(a) if !crate::checker::is_self(&a.value) => {
-                            config_field_default(self.module, a.attr.id.as_str())
+                            config_field_default(self.module, a.attr.id.as_str()).or_else(|| {
+                                matches!(a.value.as_ref(), ast::Expr::Name(r)
+                                    if matches!(r.id.as_str(), "args" | "opts" | "opt"))
+                                .then(|| {
+                                    argparse_default(
+                                        self.module,
+                                        a.attr.id.as_str(),
+                                        string_literal,
+                                    )
+                                })
+                                .flatten()
+                            })
                         }
                         _ => None,
                     });
@@ -426,4 +438,85 @@ pub(crate) fn config_field_default<'a>(module: &'a [ast::Stmt], field: &str) -> 
         }
     }
     found
+}
+
+/// The default every `add_argument` of the module gives the option stored as `attr` (its `dest=`,
+/// or the first long option: `--up-mode` is `up_mode`), read by `value`, when they all agree and
+/// nothing changes it afterwards (`set_defaults(...)`, `args.attr = ...`).
+pub(crate) fn argparse_default<'m, T: PartialEq + Copy>(
+    module: &'m [Stmt],
+    attr: &str,
+    value: impl Fn(&'m Expr) -> Option<T>,
+) -> Option<T> {
+    struct Find<'n, 'm> {
+        attr: &'n str,
+        defaults: Vec<Option<&'m Expr>>,
+        overridden: bool,
+    }
+    impl<'m> Visitor<'m> for Find<'_, 'm> {
+        fn visit_expr(&mut self, e: &'m Expr) {
+            // `args.opset = ...` or `args.opset += 1` anywhere in the file (a module's own
+            // `self.up_mode = up_mode` is another value).
+            if let Expr::Attribute(a) = e {
+                if a.attr.id.as_str() == self.attr
+                    && matches!(a.ctx, ast::ExprContext::Store)
+                    && !crate::checker::is_self(&a.value)
+                {
+                    self.overridden = true;
+                }
+            }
+            if let Expr::Call(c) = e {
+                let method = match c.func.as_ref() {
+                    Expr::Attribute(a) => a.attr.id.as_str(),
+                    _ => "",
+                };
+                if method == "set_defaults"
+                    && c.arguments
+                        .keywords
+                        .iter()
+                        .any(|k| k.arg.as_ref().is_none_or(|a| a.id.as_str() == self.attr))
+                {
+                    self.overridden = true;
+                }
+                if method == "add_argument" {
+                    let options: Vec<String> = c
+                        .arguments
+                        .args
+                        .iter()
+                        .filter_map(|a| match a {
+                            Expr::StringLiteral(s) => Some(s.value.to_str().to_string()),
+                            _ => None,
+                        })
+                        .collect();
+                    let dest = keyword(c, "dest")
+                        .and_then(|k| match &k.value {
+                            Expr::StringLiteral(s) => Some(s.value.to_str().to_string()),
+                            _ => None,
+                        })
+                        .or_else(|| {
+                            options
+                                .iter()
+                                .find(|o| o.starts_with("--"))
+                                .or(options.first())
+                                .map(|o| o.trim_start_matches('-').replace('-', "_"))
+                        });
+                    if dest.as_deref() == Some(self.attr) {
+                        self.defaults.push(keyword(c, "default").map(|k| &k.value));
+                    }
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut find = Find {
+        attr,
+        defaults: Vec::new(),
+        overridden: false,
+    };
+    find.visit_body(module);
+    let values: Vec<Option<T>> = find.defaults.iter().map(|d| d.and_then(&value)).collect();
+    let first = *values.first()?;
+    (!find.overridden && values.iter().all(|d| *d == first))
+        .then_some(first)
+        .flatten()
 }

@@ -11,7 +11,7 @@
 //! `scatter_reduce` 16, `torch.einsum` 12, `unique` 11, `tril`/`triu` 14,
 //! `F.scaled_dot_product_attention` 14, `F.fold` 18. The `opset_version` may be a literal, a
 //! name bound to one (also through module constants: `BOARD_OPSET = OPSET`), a parameter's default when no call in the file passes that parameter (`def
-//! export(model, path, opset: int = 13)`), an argparse option's default (`opset_version=args.opset`
+//! export(model, path, opset: int = 13)`, also `opset=EUV_OPSET`), an argparse option's default (`opset_version=args.opset`
 //! with `add_argument("--opset", type=int, default=11)`), a dict
 //! spliced into the call (`**EXPORT_KW`), or from the caller of a function of the file that
 //! exports with the opset it is given (`def _export(m, args, path, **kw): torch.onnx.export(m,
@@ -237,7 +237,10 @@ fn parameter_default(ch: &Checker, call: &ast::ExprCall, name: &str) -> Option<u
         .iter_non_variadic_params()
         .enumerate()
         .find(|(_, p)| p.parameter.name.id.as_str() == name)?;
-    let default = param.default.as_deref().and_then(int_literal)?;
+    let default = param.default.as_deref().and_then(|d| match d {
+        ast::Expr::Name(n) => named_int(ch, n.id.as_str()),
+        d => int_literal(d),
+    })?;
     if rebinds(&def.body, name) {
         return None;
     }
@@ -351,8 +354,7 @@ fn rebinds(body: &[ruff_python_ast::Stmt], name: &str) -> bool {
 /// made underscores). Not when options of that destination disagree on the default (subparsers),
 /// `set_defaults` names it, or the file assigns `<args>.<dest>` (`args.opset = max(args.opset, 16)`).
 fn argparse_default(ch: &Checker, value: &ast::ExprAttribute) -> Option<u32> {
-    use ruff_python_ast::visitor::{self, Visitor};
-    use ruff_python_ast::{Expr, ExprContext};
+    use ruff_python_ast::Expr;
     let Expr::Name(receiver) = value.value.as_ref() else {
         return None;
     };
@@ -392,74 +394,7 @@ fn argparse_default(ch: &Checker, value: &ast::ExprAttribute) -> Option<u32> {
     if !from_parser && !parameter {
         return None;
     }
-    struct Find<'n> {
-        attr: &'n str,
-        defaults: Vec<Option<u32>>,
-        overridden: bool,
-    }
-    impl<'v> Visitor<'v> for Find<'_> {
-        fn visit_expr(&mut self, e: &'v Expr) {
-            // `args.opset = ...` or `args.opset += 1` anywhere in the file.
-            if let Expr::Attribute(a) = e {
-                if a.attr.id.as_str() == self.attr && matches!(a.ctx, ExprContext::Store) {
-                    self.overridden = true;
-                }
-            }
-            if let Expr::Call(c) = e {
-                let method = match c.func.as_ref() {
-                    Expr::Attribute(a) => a.attr.id.as_str(),
-                    _ => "",
-                };
-                if method == "set_defaults"
-                    && c.arguments
-                        .keywords
-                        .iter()
-                        .any(|k| k.arg.as_ref().is_none_or(|a| a.id.as_str() == self.attr))
-                {
-                    self.overridden = true;
-                }
-                if method == "add_argument" {
-                    let options: Vec<String> = c
-                        .arguments
-                        .args
-                        .iter()
-                        .filter_map(|a| match a {
-                            Expr::StringLiteral(s) => Some(s.value.to_str().to_string()),
-                            _ => None,
-                        })
-                        .collect();
-                    let dest = crate::rules::keyword(c, "dest")
-                        .and_then(|k| match &k.value {
-                            Expr::StringLiteral(s) => Some(s.value.to_str().to_string()),
-                            _ => None,
-                        })
-                        .or_else(|| {
-                            options
-                                .iter()
-                                .find(|o| o.starts_with("--"))
-                                .or(options.first())
-                                .map(|o| o.trim_start_matches('-').replace('-', "_"))
-                        });
-                    if dest.as_deref() == Some(self.attr) {
-                        self.defaults.push(
-                            crate::rules::keyword(c, "default").and_then(|k| int_literal(&k.value)),
-                        );
-                    }
-                }
-            }
-            visitor::walk_expr(self, e);
-        }
-    }
-    let mut find = Find {
-        attr,
-        defaults: Vec::new(),
-        overridden: false,
-    };
-    find.visit_body(module);
-    let first = *find.defaults.first()?;
-    (!find.overridden && find.defaults.iter().all(|d| *d == first))
-        .then_some(first)
-        .flatten()
+    crate::rules::argparse_default(module, attr, int_literal)
 }
 
 /// The classes an export's module is built from: `IFNet` in `torch.onnx.export(IFNet(), ...)`,
