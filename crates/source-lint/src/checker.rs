@@ -1479,22 +1479,59 @@ fn collect_torch_aliases(module: &[Stmt], imports: &mut HashMap<String, String>)
 }
 
 /// Walks the parts of a body that export traces: `if self.training:` bodies, the else of
-/// `if not self.training:` (and what follows its `return`), export-aware branches and the
-/// training side of `a if self.training else b` are left out. Every expression on the way is
-/// given to `on_expr`, outermost first.
+/// `if not self.training:` (and what follows its `return`) and the training side of `a if
+/// self.training else b` are left out. Export-aware branches are left out too, both of them
+/// (this file's model code written with export in mind), or with `export_path` only the side
+/// that does not run under export: the body of `if not torch.jit.is_tracing():`, the else of
+/// `if torch.onnx.is_in_onnx_export():` and what follows its `return`. Every expression on the
+/// way is given to `on_expr`, outermost first.
 struct ModelPath<F> {
     on_expr: F,
+    export_path: bool,
+}
+
+/// Whether a test is true exactly under export (`torch.jit.is_tracing()`,
+/// `torch.onnx.is_in_onnx_export()`): `Some(true)`; false under export (`not ...is_tracing()`,
+/// also as one operand of `and`): `Some(false)`; neither (`is_scripting()`, `or`): `None`.
+fn export_polarity(test: &Expr) -> Option<bool> {
+    fn traces(e: &Expr) -> bool {
+        let Expr::Call(c) = e else { return false };
+        let name = match c.func.as_ref() {
+            Expr::Attribute(a) => a.attr.id.as_str(),
+            Expr::Name(n) => n.id.as_str(),
+            _ => return false,
+        };
+        matches!(
+            name,
+            "is_tracing"
+                | "_is_tracing"
+                | "is_in_onnx_export"
+                | "_get_tracing_state"
+                | "is_exporting"
+        )
+    }
+    let not_traces = |e: &Expr| matches!(e, Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not) && traces(&u.operand));
+    match test {
+        e if traces(e) => Some(true),
+        e if not_traces(e) => Some(false),
+        Expr::BoolOp(b) if matches!(b.op, ast::BoolOp::And) && b.values.iter().any(not_traces) => {
+            Some(false)
+        }
+        _ => None,
+    }
 }
 
 impl<'a, F: FnMut(&'a Expr)> Visitor<'a> for ModelPath<F> {
     fn visit_body(&mut self, body: &'a [Stmt]) {
         for stmt in body {
             self.visit_stmt(stmt);
-            // `if not self.training: return x`: the rest of the block runs in training.
+            // `if not self.training: return x`: the rest of the block runs in training;
+            // `if torch.onnx.is_in_onnx_export(): return x`: the rest only outside export.
             if let Stmt::If(i) = stmt {
-                if guard_of(&i.test) == Guard::NotTraining
-                    && i.elif_else_clauses.is_empty()
-                    && always_exits(&i.body)
+                let exits = i.elif_else_clauses.is_empty() && always_exits(&i.body);
+                if exits
+                    && (guard_of(&i.test) == Guard::NotTraining
+                        || (self.export_path && export_polarity(&i.test) == Some(true)))
                 {
                     return;
                 }
@@ -1503,6 +1540,27 @@ impl<'a, F: FnMut(&'a Expr)> Visitor<'a> for ModelPath<F> {
     }
     fn visit_stmt(&mut self, stmt: &'a Stmt) {
         if let Stmt::If(i) = stmt {
+            if self.export_path && guard_of(&i.test) == Guard::ExportAware {
+                self.visit_expr(&i.test);
+                match export_polarity(&i.test) {
+                    Some(true) => self.visit_body(&i.body),
+                    Some(false) => {
+                        for c in &i.elif_else_clauses {
+                            self.visit_body(&c.body);
+                        }
+                    }
+                    None => {
+                        self.visit_body(&i.body);
+                        for c in &i.elif_else_clauses {
+                            if let Some(t) = &c.test {
+                                self.visit_expr(t);
+                            }
+                            self.visit_body(&c.body);
+                        }
+                    }
+                }
+                return;
+            }
             match guard_of(&i.test) {
                 Guard::Training | Guard::ExportAware => {
                     self.visit_expr(&i.test);
@@ -1547,6 +1605,7 @@ fn called_names(body: &[Stmt]) -> (HashSet<String>, HashSet<String>) {
     let mut methods = HashSet::default();
     let mut funcs = HashSet::default();
     let mut v = ModelPath {
+        export_path: false,
         on_expr: |e: &Expr| {
             if let Expr::Call(c) = e {
                 match c.func.as_ref() {
@@ -2247,7 +2306,10 @@ pub(crate) fn imported_model_calls(
         })
         .collect();
     let mut out: HashSet<ImportedCall> = HashSet::default();
+    // Another file's helper follows the export path of an export-aware branch: written
+    // with export in mind applies to this file's own code, not to what it calls.
     let mut calls = ModelPath {
+        export_path: true,
         on_expr: |e: &Expr| {
             let Expr::Call(c) = e else { return };
             match c.func.as_ref() {
@@ -5062,7 +5124,8 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 rules::data_dependent_shape::check_subscript_load(self, s)
             }
             Expr::Lambda(_) => return,
-            Expr::Dict(d) if self.torch_imported => {
+            // Export arguments may be built in a file that does not import torch.
+            Expr::Dict(d) => {
                 rules::keep_initializers_as_inputs::check_dict(self, d);
                 rules::opset_too_low::check_dict(self, d);
             }
@@ -5256,6 +5319,9 @@ impl<'a> Checker<'a> {
 
     fn on_call(&mut self, call: &'a ast::ExprCall) {
         if !self.torch_imported {
+            // `ONNX_KW = dict(opset_version=11, ...)` in a config module without torch.
+            rules::keep_initializers_as_inputs::check_call(self, call);
+            rules::opset_too_low::check_call(self, call);
             return;
         }
         rules::tensor_to_python::check_call(self, call);

@@ -820,8 +820,9 @@ pub fn lint_files_cached(
             let lint = second.as_ref().map_or(&r.lint, |(_, l)| l);
             // The text is needed to place findings and the opset check's export lines, and for
             // noqa comments; a file the cache answered without either is never read.
-            let needed =
-                !lint.findings.is_empty() || lint.facts.exports.iter().any(|s| s.opset.is_some());
+            let needed = !lint.findings.is_empty()
+                || lint.facts.exports.iter().any(|s| s.opset.is_some())
+                || !lint.facts.kwargs_opsets.is_empty();
             let source = match source {
                 Some(s) => s,
                 None if needed => read_source(&r.path)?,

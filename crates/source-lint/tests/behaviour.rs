@@ -861,6 +861,31 @@ class Net(torch.nn.Module):
         return canonical(x)
 ";
     let mut got = project_findings(&[("ops.py", ops), ("model.py", model)], "ODL015");
+    // The side of an export-aware branch that export runs is followed; the eager side, and
+    // what follows `if torch.onnx.is_in_onnx_export(): return ...`, is not.
+    let ops2 = "\
+import torch
+
+def onnx_norm(x):
+    return x / torch.ones(1, device=\"cuda\")
+
+def eager_post(x):
+    return x * torch.ones(3, device=\"cuda\")
+";
+    let model2 = "\
+import torch
+from ops2 import onnx_norm, eager_post
+
+class Head(torch.nn.Module):
+    def forward(self, x):
+        if torch.onnx.is_in_onnx_export():
+            return onnx_norm(x)
+        return eager_post(x)
+";
+    assert_eq!(
+        project_findings(&[("ops2.py", ops2), ("model2.py", model2)], "ODL015"),
+        vec![("ops2.py".to_string(), 4)]
+    );
     got.extend(project_findings(
         &[("ops.py", ops), ("model.py", model)],
         "ODL004",
@@ -902,5 +927,31 @@ def main(model, x):
     assert_eq!(
         project_findings(&files, "ODL019"),
         vec![("ops.py".to_string(), 11)]
+    );
+    // A config module without torch; a data module's ops no export reaches do not count.
+    let config = "ONNX_KW = dict(opset_version=13, do_constant_folding=True, keep_initializers_as_inputs=True)\n";
+    let data = "import torch\n\ndef collate(b):\n    x = torch.stack(b)\n    return torch.ones(3, 3).tril()\n";
+    let model = "import torch\n\nclass Net(torch.nn.Linear):\n    pass\n";
+    let export = "import torch\nfrom config import ONNX_KW\nfrom model import Net\n\ntorch.onnx.export(Net(4, 4).eval(), (torch.zeros(1, 4),), \"m.onnx\", **ONNX_KW)\n";
+    let files = [
+        ("config.py", config),
+        ("data.py", data),
+        ("model.py", model),
+        ("export.py", export),
+    ];
+    assert_eq!(project_findings(&files, "ODL020"), vec![]);
+    assert_eq!(
+        project_findings(&files, "ODL019"),
+        vec![("config.py".to_string(), 1)]
+    );
+    let with_ops = [
+        ("config.py", config),
+        ("ops.py", ops),
+        ("export.py", "import torch\nimport ops\nfrom config import ONNX_KW\n\ndef main(m, x):\n    m.eval()\n    torch.onnx.export(m, (x,), \"m.onnx\", **ONNX_KW)\n"),
+    ];
+    // (ops.py's own `default_export_kwargs` is imported by that script too.)
+    assert_eq!(
+        project_findings(&with_ops, "ODL020"),
+        vec![("config.py".to_string(), 1), ("ops.py".to_string(), 9)]
     );
 }

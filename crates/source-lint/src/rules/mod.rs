@@ -369,9 +369,10 @@ pub(crate) fn init_parameter_strings<'a>(
                             if matches!(s.func.as_ref(), ast::Expr::Name(n) if n.id.as_str() == "super"));
                         self.check(&a.args, &a.keywords, through_super);
                     }
-                    // `functools.partial(Up, mode="nearest")`.
+                    // `functools.partial(Up, mode="nearest")` (not `super(Up, self)`).
                     ast::Expr::Name(_) | ast::Expr::Attribute(_)
-                        if matches!(a.args.first(), Some(ast::Expr::Name(n))
+                        if !matches!(c.func.as_ref(), ast::Expr::Name(f) if f.id.as_str() == "super")
+                            && matches!(a.args.first(), Some(ast::Expr::Name(n))
                             if self.family.contains(&n.id.as_str())) =>
                     {
                         self.check(&a.args[1..], &a.keywords, true);

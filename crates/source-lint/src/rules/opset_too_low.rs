@@ -16,9 +16,10 @@
 //! spliced into the call (`**EXPORT_KW`), or from the caller of a function of the file that
 //! exports with the opset it is given (`def _export(m, args, path, **kw): torch.onnx.export(m,
 //! args, path, **kw)` called as `_export(critic, args, path, opset_version=11)`): then that call
-//! is the export. A dict of export arguments written apart from any call (`def export_kwargs():
-//! return {"opset_version": 13, "do_constant_folding": True}`, spliced by a script in another
-//! file) is held to the ops of the whole project and reported at its entry.
+//! is the export. A dict of export arguments in a file that exports nothing itself (`def
+//! export_kwargs(): return {"opset_version": 13, "do_constant_folding": True}`, or a config
+//! module without torch, spliced by a script in another file) is held to the ops the files
+//! importing it reach, and reported at its entry.
 //!
 //! ## Why is this bad?
 //! The export fails with "Exporting the operator 'aten::grid_sampler' to ONNX opset version 11
@@ -175,12 +176,14 @@ fn kwargs_opset(ch: &mut Checker, keys: &[(&str, &ruff_python_ast::Expr)]) {
 /// (`BOARD_OPSET = OPSET` with `OPSET = 13`; upper-case names only, which a function does not
 /// rebind by convention).
 fn named_int(ch: &Checker, name: &str) -> Option<u32> {
+    if let Some(v) = ch.literal(name) {
+        return int_literal(v);
+    }
     let mut name = name;
-    // A few steps: `A = B` and `B = A` must not loop.
+    // A few steps: `A = B` and `B = A` must not loop. After the first, a name is read where the
+    // module binds it once, not where it is used (`EXPORT_OPSET = OPSET` keeps the value `OPSET`
+    // had at that line).
     for _ in 0..4 {
-        if let Some(v) = ch.literal(name) {
-            return int_literal(v);
-        }
         if !name
             .bytes()
             .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
@@ -200,6 +203,7 @@ fn named_int(ch: &Checker, name: &str) -> Option<u32> {
         });
         match (bound.next(), bound.next()) {
             (Some(ruff_python_ast::Expr::Name(n)), None) => name = n.id.as_str(),
+            (Some(v), None) => return int_literal(v),
             _ => return None,
         }
     }
@@ -547,7 +551,8 @@ pub(crate) fn check_project(reports: &mut [FileReport], facts: &[Facts]) {
     let by_display: crate::HashMap<&str, &Facts> =
         displays.iter().map(String::as_str).zip(facts).collect();
     for ((rep, f), display) in reports.iter_mut().zip(facts).zip(&displays) {
-        if f.exports.iter().all(|site| site.opset.is_none()) && f.kwargs_opsets.is_empty() {
+        let kwargs_only = f.exports.is_empty() && !f.kwargs_opsets.is_empty();
+        if f.exports.iter().all(|site| site.opset.is_none()) && !kwargs_only {
             continue;
         }
         // An export reaches the ops of its own file and of the linted files it imports,
@@ -565,17 +570,14 @@ pub(crate) fn check_project(reports: &mut [FileReport], facts: &[Facts]) {
                 .collect()
         };
         let index = LineIndex::default();
-        // Dicts of export arguments no export of this file splices (a helper's
-        // `return {"opset_version": 13, ...}`): held to every op of the project, like an
-        // export of a model it cannot see.
+        // Dicts of export arguments in a file that exports nothing itself (a helper's
+        // `return {"opset_version": 13, ...}`, a config module): held to the ops the files
+        // that import it reach, where the exports splicing it are. In a file that exports, its
+        // own export calls say which dict (and which override of it) they use.
         let kwargs_sites: Vec<ExportSite> = f
             .kwargs_opsets
             .iter()
-            .filter(|(_, r)| {
-                !f.exports
-                    .iter()
-                    .any(|s| s.opset.is_some_and(|(_, o)| o == *r))
-            })
+            .filter(|_| f.exports.is_empty())
             .map(|&(v, r)| ExportSite {
                 line: 0,
                 column: 0,
@@ -613,7 +615,21 @@ pub(crate) fn check_project(reports: &mut [FileReport], facts: &[Facts]) {
                         .collect();
                     &model_needs
                 }
-                None if kwargs_only => &all_needs,
+                None if kwargs_only => {
+                    let mut reach: Vec<&str> = vec![display.as_str()];
+                    for d in &displays {
+                        let r = reachable(d, &by_display);
+                        if r.contains(&display.as_str()) {
+                            reach.extend(r);
+                        }
+                    }
+                    model_needs = all_needs
+                        .iter()
+                        .copied()
+                        .filter(|n| reach.contains(&n.file.as_str()))
+                        .collect();
+                    &model_needs
+                }
                 None => &needs,
             };
             let mut too_high: Vec<&&OpsetNeed> =
