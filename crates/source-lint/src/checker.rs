@@ -5370,7 +5370,9 @@ impl<'a> Checker<'a> {
         orelse: &[Stmt],
         keyword: TextSize,
     ) {
-        if !self.torch_imported {
+        // `if not torch.jit.is_tracing() and (probs < 0).any():` never evaluates the tensor
+        // test under export.
+        if !self.torch_imported || export_polarity(test) == Some(false) {
             return;
         }
         if rules::training_branch::check_test(self, test, kind, body, orelse) {

@@ -2,7 +2,8 @@
 //! Flags `dynamic_axes` keys of a `torch.onnx.export` call that are neither in its
 //! `input_names` nor in its `output_names` (literals, or locals bound to literals and grown with
 //! `.append("name")`, `.extend([...])` or `+= [...]` before the export; lists added together and
-//! `[...] if opt else [...]` give every name either way, an f-string `f"hm_{t}"` is a pattern). The dict may
+//! `[...] if opt else [...]` give every name either way, an f-string `f"hm_{t}"` is a pattern,
+//! `list(Wrapper.KEYS)` reads a tuple a class of the file declares). The dict may
 //! be a display, a `dict(name=...)` call or a local extended with `axes["name"] = {...}`; the
 //! finding is on the key. A call without `output_names` gives its outputs generated names, so
 //! there every key that is not an input name is flagged.
@@ -126,6 +127,38 @@ fn literal_names(ch: &Checker, v: &Expr) -> Option<Vec<String>> {
             let mut out = literal_names(ch, &i.body)?;
             out.extend(literal_names(ch, &i.orelse)?);
             Some(out)
+        }
+        // `list(WimOnnxWrapper.KEYS)`, `tuple(names)`: the names themselves.
+        Expr::Call(c)
+            if matches!(c.func.as_ref(), Expr::Name(f) if matches!(f.id.as_str(), "list" | "tuple"))
+                && c.arguments.keywords.is_empty() =>
+        {
+            let [arg] = &c.arguments.args[..] else {
+                return None;
+            };
+            literal_names(ch, arg)
+        }
+        // `WimOnnxWrapper.KEYS` with `KEYS = ("axle_kN", ...)` in a class of this file.
+        Expr::Attribute(a) => {
+            let Expr::Name(class) = a.value.as_ref() else {
+                return None;
+            };
+            let class = crate::checker::module_class(ch.bodies[0], class.id.as_str())?;
+            let mut bound = class.body.iter().filter_map(|s| match s {
+                Stmt::Assign(x) => match &x.targets[..] {
+                    [Expr::Name(t)] if t.id == a.attr.id => Some(x.value.as_ref()),
+                    _ => None,
+                },
+                Stmt::AnnAssign(x) => match x.target.as_ref() {
+                    Expr::Name(t) if t.id == a.attr.id => x.value.as_deref(),
+                    _ => None,
+                },
+                _ => None,
+            });
+            match (bound.next(), bound.next()) {
+                (Some(v @ (Expr::List(_) | Expr::Tuple(_))), None) => literal_names(ch, v),
+                _ => None,
+            }
         }
         // `NOWCAST_INPUTS + ["region_ids"]` with `NOWCAST_INPUTS` a list bound at module level
         // or in this function.

@@ -3,8 +3,9 @@
 //! `while (x > eps).any():`, `a if mask.all() else b`, `if not valid.all():`, and conditions
 //! that read a tensor through Python (`if bool(t.any()):`, `if t.item() < 0.01:`). Tensors made
 //! only from Python numbers or random draws (`if torch.rand(1) < self.p:`) do not depend on the
-//! inputs and are left alone. A test spread over several lines is reported on the line of its
-//! `if`, `elif` or `while`.
+//! inputs and are left alone, and so is a test export never evaluates (`if not
+//! torch.jit.is_tracing() and (p < 0).any():`). A test spread over several lines is reported on
+//! the line of its `if`, `elif` or `while`.
 //!
 //! ## Why is this bad?
 //! Tracing evaluates the condition once on the example input and records only the branch it
