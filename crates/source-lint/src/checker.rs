@@ -3309,7 +3309,7 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
             }
             if mask_list {
                 st.mask_lists.insert(id.clone());
-            } else {
+            } else if !st.mask_lists.is_empty() {
                 st.mask_lists.remove(&id);
             }
             if size {
@@ -4163,22 +4163,27 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
             _ => None,
         })
         .collect();
-    let descends = |class: &str, ancestor: &str| {
+    // The overrides of each method in subclasses of the file: `(Base, name)` → their defs.
+    let mut overrides_of: HashMap<(&str, &str), Vec<&ast::StmtFunctionDef>> = HashMap::default();
+    for (class, f) in functions_and_methods(module) {
+        let Some(class) = class else { continue };
         let mut seen: Vec<&str> = vec![class];
         let mut i = 0;
         while i < seen.len() {
             for b in bases.get(seen[i]).into_iter().flatten() {
-                if *b == ancestor {
-                    return true;
-                }
                 if !seen.contains(b) {
                     seen.push(b);
+                    if defs.contains_key(&(Some(*b), f.name.id.as_str())) {
+                        overrides_of
+                            .entry((*b, f.name.id.as_str()))
+                            .or_default()
+                            .push(f);
+                    }
                 }
             }
             i += 1;
         }
-        false
-    };
+    }
     let mut seeds: HashMap<TextSize, ArgumentSeeds> = HashMap::default();
     let mut elsewhere: HashMap<String, ArgumentKinds> = HashMap::default();
     for (class, f) in functions_and_methods(module) {
@@ -4242,17 +4247,14 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
                 for c in calls.0 {
                     // `self._zupt(vel, still)`: the class's method, and the overrides of
                     // subclasses of the file that run under the same call.
-                    let mut overrides: Vec<&ast::StmtFunctionDef> = Vec::new();
+                    let mut overrides: &[&ast::StmtFunctionDef] = &[];
                     let (callee, method) = match c.func.as_ref() {
                         Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") =>
                         {
-                            if let Some(own) = class {
-                                overrides.extend(defs.iter().filter_map(|((c, m), f)| {
-                                    (c.is_some_and(|c| c != own && descends(c, own))
-                                        && *m == a.attr.id.as_str())
-                                    .then_some(*f)
-                                }));
-                                overrides.sort_by_key(|f| f.range.start());
+                            if let Some(o) =
+                                class.and_then(|own| overrides_of.get(&(own, a.attr.id.as_str())))
+                            {
+                                overrides = o;
                             }
                             (
                                 class.and_then(|c| defs.get(&(Some(c), a.attr.id.as_str()))),
@@ -4310,7 +4312,7 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
                         }
                         continue;
                     };
-                    for callee in std::iter::once(*callee).chain(overrides) {
+                    for callee in std::iter::once(*callee).chain(overrides.iter().copied()) {
                         let static_method = callee.decorator_list.iter().any(|d| {
                         matches!(&d.expression, Expr::Name(n) if n.id.as_str() == "staticmethod")
                     });

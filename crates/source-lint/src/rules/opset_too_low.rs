@@ -67,13 +67,13 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         .index
         .line_col(ch.source, call.range().start().to_usize());
     if matches!(call.func.as_ref(), ruff_python_ast::Expr::Name(f) if f.id.as_str() == "dict") {
-        let keys: Vec<(&str, &ruff_python_ast::Expr)> = call
-            .arguments
-            .keywords
-            .iter()
-            .filter_map(|k| Some((k.arg.as_ref()?.id.as_str(), &k.value)))
-            .collect();
-        kwargs_opset(ch, &keys);
+        let keys = || {
+            call.arguments
+                .keywords
+                .iter()
+                .filter_map(|k| Some((k.arg.as_ref()?.id.as_str(), &k.value)))
+        };
+        kwargs_opset(ch, keys);
         return;
     }
     if is_export(ch, call) || forwards_opset(ch, call) {
@@ -137,17 +137,20 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
 /// `{"opset_version": 13, "do_constant_folding": True, ...}`: export arguments built apart from
 /// the call.
 pub(crate) fn check_dict(ch: &mut Checker, dict: &ruff_python_ast::ExprDict) {
-    let keys: Vec<(&str, &ruff_python_ast::Expr)> = dict
-        .items
-        .iter()
-        .filter_map(|i| Some((string_literal(i.key.as_ref()?)?, &i.value)))
-        .collect();
-    kwargs_opset(ch, &keys);
+    let keys = || {
+        dict.items
+            .iter()
+            .filter_map(|i| Some((string_literal(i.key.as_ref()?)?, &i.value)))
+    };
+    kwargs_opset(ch, keys);
 }
 
 /// Records the opset of a dict of export arguments: one with `opset_version` and another
 /// argument only `torch.onnx.export` takes.
-fn kwargs_opset(ch: &mut Checker, keys: &[(&str, &ruff_python_ast::Expr)]) {
+fn kwargs_opset<'e, I: Iterator<Item = (&'e str, &'e ruff_python_ast::Expr)>>(
+    ch: &mut Checker,
+    keys: impl Fn() -> I,
+) {
     const EXPORT_ONLY: &[&str] = &[
         "do_constant_folding",
         "keep_initializers_as_inputs",
@@ -157,12 +160,12 @@ fn kwargs_opset(ch: &mut Checker, keys: &[(&str, &ruff_python_ast::Expr)]) {
         "export_params",
         "operator_export_type",
     ];
-    if !keys.iter().any(|(k, _)| EXPORT_ONLY.contains(k)) {
-        return;
-    }
-    let Some((_, value)) = keys.iter().find(|(k, _)| *k == "opset_version") else {
+    let Some((_, value)) = keys().find(|(k, _)| *k == "opset_version") else {
         return;
     };
+    if !keys().any(|(k, _)| EXPORT_ONLY.contains(&k)) {
+        return;
+    }
     let opset = match value {
         ruff_python_ast::Expr::Name(n) => named_int(ch, n.id.as_str()),
         e => int_literal(e),
