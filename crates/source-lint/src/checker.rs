@@ -27,6 +27,9 @@ pub struct ExportSite {
     /// (for an imported class; this file's own classes bring only this file's ops). `None`
     /// when one of them is not resolved (project pass).
     pub model_files: Option<Vec<(String, bool)>>,
+    /// Whether the call splices a dict it could not read the opset from (`**kw`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub splices: bool,
 }
 
 /// Facts one file contributes to project-level rules.
@@ -1490,32 +1493,39 @@ struct ModelPath<F> {
     export_path: bool,
 }
 
-/// Whether a test is true exactly under export (`torch.jit.is_tracing()`,
-/// `torch.onnx.is_in_onnx_export()`): `Some(true)`; false under export (`not ...is_tracing()`,
-/// also as one operand of `and`): `Some(false)`; neither (`is_scripting()`, `or`): `None`.
+/// The value a test has under export, when the test says: `torch.jit.is_tracing()` and
+/// `torch.onnx.is_in_onnx_export()` are true, `torch.jit.is_scripting()` is false, `not`
+/// negates, and `and`/`or` combine them as Python does (`not is_tracing() and x.any()` is false
+/// whatever `x`). `None` when it depends on something else (`self.flag and is_tracing()`).
 fn export_polarity(test: &Expr) -> Option<bool> {
-    fn traces(e: &Expr) -> bool {
-        let Expr::Call(c) = e else { return false };
-        let name = match c.func.as_ref() {
-            Expr::Attribute(a) => a.attr.id.as_str(),
-            Expr::Name(n) => n.id.as_str(),
-            _ => return false,
-        };
-        matches!(
-            name,
-            "is_tracing"
-                | "_is_tracing"
-                | "is_in_onnx_export"
-                | "_get_tracing_state"
-                | "is_exporting"
-        )
-    }
-    let not_traces = |e: &Expr| matches!(e, Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not) && traces(&u.operand));
     match test {
-        e if traces(e) => Some(true),
-        e if not_traces(e) => Some(false),
-        Expr::BoolOp(b) if matches!(b.op, ast::BoolOp::And) && b.values.iter().any(not_traces) => {
-            Some(false)
+        Expr::Call(c) => {
+            let name = match c.func.as_ref() {
+                Expr::Attribute(a) => a.attr.id.as_str(),
+                Expr::Name(n) => n.id.as_str(),
+                _ => return None,
+            };
+            match name {
+                "is_tracing" | "_is_tracing" | "is_in_onnx_export" | "_get_tracing_state" => {
+                    Some(true)
+                }
+                "is_scripting" => Some(false),
+                _ => None,
+            }
+        }
+        Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not) => {
+            export_polarity(&u.operand).map(|v| !v)
+        }
+        Expr::BoolOp(b) => {
+            let values: Vec<Option<bool>> = b.values.iter().map(export_polarity).collect();
+            let decisive = matches!(b.op, ast::BoolOp::Or);
+            if values.contains(&Some(decisive)) {
+                Some(decisive)
+            } else if values.iter().all(|v| *v == Some(!decisive)) {
+                Some(!decisive)
+            } else {
+                None
+            }
         }
         _ => None,
     }
@@ -1540,12 +1550,19 @@ impl<'a, F: FnMut(&'a Expr)> Visitor<'a> for ModelPath<F> {
     }
     fn visit_stmt(&mut self, stmt: &'a Stmt) {
         if let Stmt::If(i) = stmt {
-            if self.export_path && guard_of(&i.test) == Guard::ExportAware {
+            // `if self.training and not torch.jit.is_scripting():` is a training branch first.
+            let training = Checker::is_self_attr(&i.test, "training")
+                || matches!(&*i.test, Expr::BoolOp(b) if matches!(b.op, ast::BoolOp::And)
+                    && b.values.iter().any(|v| Checker::is_self_attr(v, "training")));
+            if self.export_path && !training && guard_of(&i.test) == Guard::ExportAware {
                 self.visit_expr(&i.test);
                 match export_polarity(&i.test) {
                     Some(true) => self.visit_body(&i.body),
                     Some(false) => {
                         for c in &i.elif_else_clauses {
+                            if let Some(t) = &c.test {
+                                self.visit_expr(t);
+                            }
                             self.visit_body(&c.body);
                         }
                     }
@@ -1583,6 +1600,19 @@ impl<'a, F: FnMut(&'a Expr)> Visitor<'a> for ModelPath<F> {
     fn visit_expr(&mut self, e: &'a Expr) {
         // `self.nll(x, tags) if self.training else self.decode(x)`: the side export takes.
         if let Expr::If(i) = e {
+            if self.export_path {
+                match export_polarity(&i.test) {
+                    Some(true) => {
+                        self.visit_expr(&i.test);
+                        return self.visit_expr(&i.body);
+                    }
+                    Some(false) => {
+                        self.visit_expr(&i.test);
+                        return self.visit_expr(&i.orelse);
+                    }
+                    None => {}
+                }
+            }
             match guard_of(&i.test) {
                 Guard::Training => {
                     self.visit_expr(&i.test);
@@ -4163,8 +4193,10 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
             _ => None,
         })
         .collect();
-    // The overrides of each method in subclasses of the file: `(Base, name)` → their defs.
-    let mut overrides_of: HashMap<(&str, &str), Vec<&ast::StmtFunctionDef>> = HashMap::default();
+    // The overrides of each method in subclasses of the file: `(Base, name)` → the subclasses
+    // and their defs.
+    let mut overrides_of: HashMap<(&str, &str), Vec<(&str, &ast::StmtFunctionDef)>> =
+        HashMap::default();
     for (class, f) in functions_and_methods(module) {
         let Some(class) = class else { continue };
         let mut seen: Vec<&str> = vec![class];
@@ -4177,7 +4209,7 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
                         overrides_of
                             .entry((*b, f.name.id.as_str()))
                             .or_default()
-                            .push(f);
+                            .push((class, f));
                     }
                 }
             }
@@ -4247,14 +4279,19 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
                 for c in calls.0 {
                     // `self._zupt(vel, still)`: the class's method, and the overrides of
                     // subclasses of the file that run under the same call.
-                    let mut overrides: &[&ast::StmtFunctionDef] = &[];
+                    // (Not a subclass that overrides the calling method too: the base's
+                    // caller never runs for it.)
+                    let mut overrides: Vec<&ast::StmtFunctionDef> = Vec::new();
                     let (callee, method) = match c.func.as_ref() {
                         Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") =>
                         {
                             if let Some(o) =
                                 class.and_then(|own| overrides_of.get(&(own, a.attr.id.as_str())))
                             {
-                                overrides = o;
+                                overrides.extend(o.iter().filter_map(|(sub, def)| {
+                                    (!defs.contains_key(&(Some(*sub), f.name.id.as_str())))
+                                        .then_some(*def)
+                                }));
                             }
                             (
                                 class.and_then(|c| defs.get(&(Some(c), a.attr.id.as_str()))),
@@ -5374,7 +5411,9 @@ impl<'a> Checker<'a> {
     ) {
         // `if not torch.jit.is_tracing() and (probs < 0).any():` never evaluates the tensor
         // test under export.
-        if !self.torch_imported || export_polarity(test) == Some(false) {
+        // ... nor `if torch.jit.is_tracing() or (p < 0).any():`: a test whose value under
+        // export is known never reads a tensor there.
+        if !self.torch_imported || export_polarity(test).is_some() {
             return;
         }
         if rules::training_branch::check_test(self, test, kind, body, orelse) {

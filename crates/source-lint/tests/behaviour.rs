@@ -886,6 +886,24 @@ class Head(torch.nn.Module):
         project_findings(&[("ops2.py", ops2), ("model2.py", model2)], "ODL015"),
         vec![("ops2.py".to_string(), 4)]
     );
+    // A training test joined with a scripting check, a scripting-only branch and the eager side
+    // of a conditional expression are not followed either.
+    let model3 = "\
+import torch
+from ops2 import onnx_norm, eager_post
+
+class Head(torch.nn.Module):
+    def forward(self, x):
+        if self.training and not torch.jit.is_scripting():
+            x = eager_post(x)
+        if torch.jit.is_scripting():
+            return eager_post(x)
+        return onnx_norm(x) if torch.onnx.is_in_onnx_export() else eager_post(x)
+";
+    assert_eq!(
+        project_findings(&[("ops2.py", ops2), ("model3.py", model3)], "ODL015"),
+        vec![("ops2.py".to_string(), 4)]
+    );
     got.extend(project_findings(
         &[("ops.py", ops), ("model.py", model)],
         "ODL004",

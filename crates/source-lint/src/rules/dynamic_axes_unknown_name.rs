@@ -156,7 +156,8 @@ fn literal_names(ch: &Checker, v: &Expr) -> Option<Vec<String>> {
                 _ => None,
             });
             match (bound.next(), bound.next()) {
-                (Some(v @ (Expr::List(_) | Expr::Tuple(_))), None) => literal_names(ch, v),
+                // A tuple, which nothing can grow (a list may be appended to elsewhere).
+                (Some(v @ Expr::Tuple(_)), None) => literal_names(ch, v),
                 _ => None,
             }
         }

@@ -50,7 +50,7 @@ use crate::{Edit, Facts, FileReport, Finding, LineIndex, OpsetNeed};
 use diagnostics::Severity;
 use diagnostics::{Diagnostic, Location};
 use ruff_python_ast as ast;
-use ruff_text_size::Ranged;
+use ruff_text_size::{Ranged, TextRange};
 
 pub(crate) const RULE: Rule = Rule {
     code: "ODL020",
@@ -94,12 +94,21 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
                     .and_then(|a| int_literal(a).map(|v| (v, a.range())))
             });
         let model_classes = exported_classes(ch, call);
+        // `**kw` from somewhere this file cannot read, not the enclosing function's own
+        // `**kwargs` parameter (whose callers are the exports, see `forwards_opset`).
+        let splices = opset.is_none()
+            && call.arguments.keywords.iter().any(|k| {
+                k.arg.is_none()
+                    && !matches!(&k.value, ruff_python_ast::Expr::Name(n)
+                        if enclosing_kwarg(ch.bodies[0], call.range()) == Some(n.id.as_str()))
+            });
         ch.facts.exports.push(ExportSite {
             line,
             column,
             opset,
             model_classes,
             model_files: None,
+            splices,
         });
         return;
     }
@@ -132,6 +141,25 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
             line,
         });
     }
+}
+
+/// The `**kwargs` parameter of the innermost function around `range`.
+fn enclosing_kwarg(
+    body: &[ruff_python_ast::Stmt],
+    range: ruff_text_size::TextRange,
+) -> Option<&str> {
+    for s in body {
+        if !s.range().contains_range(range) {
+            continue;
+        }
+        return match s {
+            ruff_python_ast::Stmt::FunctionDef(f) => enclosing_kwarg(&f.body, range)
+                .or_else(|| f.parameters.kwarg.as_ref().map(|k| k.name.id.as_str())),
+            ruff_python_ast::Stmt::ClassDef(c) => enclosing_kwarg(&c.body, range),
+            _ => None,
+        };
+    }
+    None
 }
 
 /// `{"opset_version": 13, "do_constant_folding": True, ...}`: export arguments built apart from
@@ -553,8 +581,47 @@ pub(crate) fn check_project(reports: &mut [FileReport], facts: &[Facts]) {
     let displays: Vec<String> = reports.iter().map(|r| r.display.clone()).collect();
     let by_display: crate::HashMap<&str, &Facts> =
         displays.iter().map(String::as_str).zip(facts).collect();
+    // What each file with an export it could not read the opset of reaches (the exports that
+    // may splice another file's dict of export arguments), computed once.
+    let splicing_reaches: Vec<crate::HashSet<&str>> =
+        if facts.iter().any(|f| !f.kwargs_opsets.is_empty()) {
+            displays
+                .iter()
+                .zip(facts)
+                .filter(|(_, f)| f.exports.iter().any(|s| s.splices))
+                .map(|(d, _)| reachable(d, &by_display).into_iter().collect())
+                .collect()
+        } else {
+            Vec::new()
+        };
     for ((rep, f), display) in reports.iter_mut().zip(facts).zip(&displays) {
-        let kwargs_only = f.exports.is_empty() && !f.kwargs_opsets.is_empty();
+        // Dicts of export arguments (`return {"opset_version": 13, ...}` in a helper or config
+        // module, `EXPORT_KW = dict(opset_version=11, ...)` spliced with overrides): when no
+        // export of this file reads the opset from that entry, and some export of this file or
+        // another could splice it (its opset unread).
+        let kwargs: Vec<(u32, TextRange)> = f
+            .kwargs_opsets
+            .iter()
+            .copied()
+            .filter(|(_, r)| {
+                !f.exports
+                    .iter()
+                    .any(|s| s.opset.is_some_and(|(_, o)| o == *r))
+            })
+            .collect();
+        let kwargs_reach: crate::HashSet<&str> = if kwargs.is_empty() {
+            Default::default()
+        } else {
+            let mut reach: crate::HashSet<&str> = std::iter::once(display.as_str()).collect();
+            for r in &splicing_reaches {
+                if r.contains(display.as_str()) {
+                    reach.extend(r.iter().copied());
+                }
+            }
+            reach
+        };
+        let spliced = kwargs_reach.len() > 1 || f.exports.iter().any(|s| s.splices);
+        let kwargs_only = spliced && !kwargs.is_empty();
         if f.exports.iter().all(|site| site.opset.is_none()) && !kwargs_only {
             continue;
         }
@@ -573,20 +640,17 @@ pub(crate) fn check_project(reports: &mut [FileReport], facts: &[Facts]) {
                 .collect()
         };
         let index = LineIndex::default();
-        // Dicts of export arguments in a file that exports nothing itself (a helper's
-        // `return {"opset_version": 13, ...}`, a config module): held to the ops the files
-        // that import it reach, where the exports splicing it are. In a file that exports, its
-        // own export calls say which dict (and which override of it) they use.
-        let kwargs_sites: Vec<ExportSite> = f
-            .kwargs_opsets
+        // Held to the ops the exports that may splice them reach.
+        let kwargs_sites: Vec<ExportSite> = kwargs
             .iter()
-            .filter(|_| f.exports.is_empty())
+            .filter(|_| kwargs_only)
             .map(|&(v, r)| ExportSite {
                 line: 0,
                 column: 0,
                 opset: Some((v, r)),
                 model_classes: Vec::new(),
                 model_files: None,
+                splices: false,
             })
             .collect();
         for (site, kwargs_only) in f
@@ -619,17 +683,10 @@ pub(crate) fn check_project(reports: &mut [FileReport], facts: &[Facts]) {
                     &model_needs
                 }
                 None if kwargs_only => {
-                    let mut reach: Vec<&str> = vec![display.as_str()];
-                    for d in &displays {
-                        let r = reachable(d, &by_display);
-                        if r.contains(&display.as_str()) {
-                            reach.extend(r);
-                        }
-                    }
                     model_needs = all_needs
                         .iter()
                         .copied()
-                        .filter(|n| reach.contains(&n.file.as_str()))
+                        .filter(|n| kwargs_reach.contains(n.file.as_str()))
                         .collect();
                     &model_needs
                 }
@@ -680,11 +737,12 @@ pub(crate) fn check_project(reports: &mut [FileReport], facts: &[Facts]) {
 /// A linted file and the linted files it imports, transitively.
 fn reachable<'a>(file: &'a str, by_display: &crate::HashMap<&'a str, &'a Facts>) -> Vec<&'a str> {
     let mut reach: Vec<&str> = vec![file];
+    let mut seen: crate::HashSet<&str> = std::iter::once(file).collect();
     let mut i = 0;
     while i < reach.len() {
         if let Some(g) = by_display.get(reach[i]) {
             for d in &g.imports {
-                if !reach.contains(&d.as_str()) {
+                if seen.insert(d.as_str()) {
                     reach.push(d.as_str());
                 }
             }

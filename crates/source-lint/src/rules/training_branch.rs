@@ -1,6 +1,8 @@
 //! ## What it does
 //! Flags branches on `self.training` in model code where the two modes compute or return
-//! different things, so what an export gets depends on the mode the module is in:
+//! different things, so what an export gets depends on the mode the module is in (not when the
+//! test's value under export is fixed: `if torch.jit.is_tracing() or self.training:`, timm's
+//! attention-bias cache, takes the same side in either mode):
 //! - the training side draws random numbers (`torch.rand*`, `randn_like`, `bernoulli`,
 //!   `dropout`, `normal_`, `F.gumbel_softmax`, helpers named like `drop_path`, `dropout`,
 //!   `drop_block`, `stochastic_depth`) or updates module state (`self.x = ...`, `self.x += ...`,
