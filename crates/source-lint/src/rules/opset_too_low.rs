@@ -16,10 +16,10 @@
 //! spliced into the call (`**EXPORT_KW`), or from the caller of a function of the file that
 //! exports with the opset it is given (`def _export(m, args, path, **kw): torch.onnx.export(m,
 //! args, path, **kw)` called as `_export(critic, args, path, opset_version=11)`): then that call
-//! is the export. A dict of export arguments in a file that exports nothing itself (`def
+//! is the export. A dict of export arguments no export reads its opset from (`def
 //! export_kwargs(): return {"opset_version": 13, "do_constant_folding": True}`, or a config
-//! module without torch, spliced by a script in another file) is held to the ops the files
-//! importing it reach, and reported at its entry.
+//! module without torch) is held to the ops that the exports which splice a dict they cannot read
+//! (`**ops.export_kwargs()`, `**kw`) reach from its file, and reported at its entry.
 //!
 //! ## Why is this bad?
 //! The export fails with "Exporting the operator 'aten::grid_sampler' to ONNX opset version 11
