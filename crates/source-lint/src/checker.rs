@@ -4176,23 +4176,7 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
         .map(|(class, f)| ((class, f.name.id.as_str()), f))
         .collect();
     // Each class of the file with the names of its bases, for overrides in subclasses.
-    let bases: HashMap<&str, Vec<&str>> = module
-        .iter()
-        .filter_map(|s| match s {
-            Stmt::ClassDef(c) => Some((
-                c.name.id.as_str(),
-                c.arguments
-                    .iter()
-                    .flat_map(|a| a.args.iter())
-                    .filter_map(|b| match b {
-                        Expr::Name(n) => Some(n.id.as_str()),
-                        _ => None,
-                    })
-                    .collect(),
-            )),
-            _ => None,
-        })
-        .collect();
+    let bases = class_bases(module);
     // The overrides of each method in subclasses of the file: `(Base, name)` → the subclasses
     // and their defs.
     let mut overrides_of: HashMap<(&str, &str), Vec<(&str, &ast::StmtFunctionDef)>> =
