@@ -1550,11 +1550,14 @@ impl<'a, F: FnMut(&'a Expr)> Visitor<'a> for ModelPath<F> {
     }
     fn visit_stmt(&mut self, stmt: &'a Stmt) {
         if let Stmt::If(i) = stmt {
+            let guard = guard_of(&i.test);
             // `if self.training and not torch.jit.is_scripting():` is a training branch first.
-            let training = Checker::is_self_attr(&i.test, "training")
-                || matches!(&*i.test, Expr::BoolOp(b) if matches!(b.op, ast::BoolOp::And)
-                    && b.values.iter().any(|v| Checker::is_self_attr(v, "training")));
-            if self.export_path && !training && guard_of(&i.test) == Guard::ExportAware {
+            let training = || {
+                Checker::is_self_attr(&i.test, "training")
+                    || matches!(&*i.test, Expr::BoolOp(b) if matches!(b.op, ast::BoolOp::And)
+                        && b.values.iter().any(|v| Checker::is_self_attr(v, "training")))
+            };
+            if self.export_path && guard == Guard::ExportAware && !training() {
                 self.visit_expr(&i.test);
                 match export_polarity(&i.test) {
                     Some(true) => self.visit_body(&i.body),
@@ -1578,11 +1581,11 @@ impl<'a, F: FnMut(&'a Expr)> Visitor<'a> for ModelPath<F> {
                 }
                 return;
             }
-            match guard_of(&i.test) {
+            match guard {
                 Guard::Training | Guard::ExportAware => {
                     self.visit_expr(&i.test);
-                    for c in &i.elif_else_clauses {
-                        if guard_of(&i.test) == Guard::Training {
+                    if guard == Guard::Training {
+                        for c in &i.elif_else_clauses {
                             self.visit_body(&c.body);
                         }
                     }
@@ -4181,23 +4184,30 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
     // and their defs.
     let mut overrides_of: HashMap<(&str, &str), Vec<(&str, &ast::StmtFunctionDef)>> =
         HashMap::default();
+    // Each class's ancestors in the file, once per class.
+    let mut ancestors: HashMap<&str, Vec<&str>> = HashMap::default();
     for (class, f) in functions_and_methods(module) {
         let Some(class) = class else { continue };
-        let mut seen: Vec<&str> = vec![class];
-        let mut i = 0;
-        while i < seen.len() {
-            for b in bases.get(seen[i]).into_iter().flatten() {
-                if !seen.contains(b) {
-                    seen.push(b);
-                    if defs.contains_key(&(Some(*b), f.name.id.as_str())) {
-                        overrides_of
-                            .entry((*b, f.name.id.as_str()))
-                            .or_default()
-                            .push((class, f));
+        let up = ancestors.entry(class).or_insert_with(|| {
+            let mut seen: Vec<&str> = vec![class];
+            let mut i = 0;
+            while i < seen.len() {
+                for b in bases.get(seen[i]).into_iter().flatten() {
+                    if !seen.contains(b) {
+                        seen.push(b);
                     }
                 }
+                i += 1;
             }
-            i += 1;
+            seen.split_off(1)
+        });
+        for b in up.iter() {
+            if defs.contains_key(&(Some(*b), f.name.id.as_str())) {
+                overrides_of
+                    .entry((*b, f.name.id.as_str()))
+                    .or_default()
+                    .push((class, f));
+            }
         }
     }
     let mut seeds: HashMap<TextSize, ArgumentSeeds> = HashMap::default();
@@ -5393,10 +5403,9 @@ impl<'a> Checker<'a> {
         orelse: &[Stmt],
         keyword: TextSize,
     ) {
-        // `if not torch.jit.is_tracing() and (probs < 0).any():` never evaluates the tensor
-        // test under export.
-        // ... nor `if torch.jit.is_tracing() or (p < 0).any():`: a test whose value under
-        // export is known never reads a tensor there.
+        // A test whose value under export is known (`if not torch.jit.is_tracing() and (p <
+        // 0).any():`, `if torch.jit.is_tracing() or self.training:`) never reads a tensor or
+        // picks a mode there.
         if !self.torch_imported || export_polarity(test).is_some() {
             return;
         }

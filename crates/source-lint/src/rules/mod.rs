@@ -225,7 +225,6 @@ pub(crate) fn init_parameter_strings<'a>(
     class: &'a ast::StmtClassDef,
     param: &'a str,
 ) -> Vec<&'a str> {
-    use ruff_python_ast::visitor::{self, Visitor};
     let Some(init) = class.body.iter().find_map(|s| match s {
         ast::Stmt::FunctionDef(f) if f.name.id.as_str() == "__init__" => Some(f),
         _ => None,

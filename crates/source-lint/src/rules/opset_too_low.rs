@@ -63,9 +63,11 @@ pub(crate) const RULE: Rule = Rule {
 
 /// Records export sites and the opset needs of ops the other rules do not track.
 pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
-    let (line, column) = ch
-        .index
-        .line_col(ch.source, call.range().start().to_usize());
+    // Placed only for what is recorded: most calls are neither.
+    let place = |ch: &Checker| {
+        ch.index
+            .line_col(ch.source, call.range().start().to_usize())
+    };
     if matches!(call.func.as_ref(), ruff_python_ast::Expr::Name(f) if f.id.as_str() == "dict") {
         let keys = || {
             call.arguments
@@ -102,6 +104,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
                     && !matches!(&k.value, ruff_python_ast::Expr::Name(n)
                         if enclosing_kwarg(ch.bodies[0], call.range()) == Some(n.id.as_str()))
             });
+        let (line, column) = place(ch);
         ch.facts.exports.push(ExportSite {
             line,
             column,
@@ -134,6 +137,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         None
     };
     if let Some((op, min_opset)) = need {
+        let (line, _) = place(ch);
         ch.facts.needs.push(OpsetNeed {
             op: op.into(),
             min_opset,
