@@ -133,6 +133,50 @@ class M(torch.nn.Module):
 }
 
 #[test]
+fn a_file_named_alone_reports_what_its_directory_does_also_after_fix() {
+    // A pre-commit hook names only the changed helper module: its helpers are model code because
+    // the model beside it calls them, before and after `--fix` re-lints it.
+    let dir = tempfile::tempdir().unwrap();
+    let ops = dir.path().join("ops.py");
+    std::fs::write(
+        &ops,
+        "import torch.nn.functional as F\n\ndef up(x, mask):\n    x[mask] = 0\n    return F.upsample(x, scale_factor=2)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("model.py"),
+        "import torch\nfrom ops import up\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return up(x, x > 0)\n",
+    )
+    .unwrap();
+    let codes = |o: &std::process::Output| -> Vec<(u64, String)> {
+        let v: serde_json::Value = serde_json::from_str(&stdout(o)).unwrap();
+        assert_eq!(v["summary"]["files"], 1, "only the named file is reported");
+        v["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                (
+                    d["line"].as_u64().unwrap(),
+                    d["code"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let path = ops.to_str().unwrap();
+    let o = run(&["lint", path, "--format", "json", "--no-cache"]);
+    assert_eq!(
+        codes(&o),
+        [(4, "ODL001".to_string()), (5, "ODL013".to_string())]
+    );
+    let o = run(&["lint", path, "--fix", "--format", "json", "--no-cache"]);
+    assert_eq!(codes(&o), [(4, "ODL001".to_string())]);
+    assert!(std::fs::read_to_string(&ops)
+        .unwrap()
+        .contains("F.interpolate("));
+}
+
+#[test]
 fn noqa_comments_are_honoured() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("m.py");

@@ -449,6 +449,95 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ReadError> {
     Ok(files)
 }
 
+/// At most this many package levels above a named file are read with it.
+const CONTEXT_LEVELS: usize = 4;
+/// At most this many files are read as context, the nearest directories first.
+const CONTEXT_FILES: usize = 2_000;
+
+/// Files read with the linted ones but not reported. For each Python file named directly (as a
+/// pre-commit hook or an editor does, rather than a directory walked): the other Python files
+/// of its directory, and of each package directory above it (a directory with `__init__.py`,
+/// and the one holding the top package), up to four levels and as far as the path given
+/// reaches (`conv.py` named from inside its package is read with its directory only). These
+/// hold the helpers a model file imports, the models that call an ops module's functions, the
+/// export script that imports them: so `lint ops.py` reports in `ops.py` what `lint .` reports
+/// there. Directories are listed, not walked, honouring `.gitignore`; files already in `files`
+/// are left out.
+pub fn context(paths: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
+    let named: HashSet<PathBuf> = files.iter().map(|f| normalize(f)).collect();
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for p in paths.iter().filter(|p| p.is_file()) {
+        if !p.extension().is_some_and(|e| e == "py" || e == "pyi") {
+            continue;
+        }
+        let mut dir = p.parent().map(Path::to_path_buf).unwrap_or_default();
+        for _ in 0..=CONTEXT_LEVELS {
+            let listed = if dir.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                dir.clone()
+            };
+            if !dirs.contains(&listed) {
+                dirs.push(listed.clone());
+            }
+            if !listed.join("__init__.py").is_file() {
+                break;
+            }
+            match dir.parent() {
+                Some(up) => dir = up.to_path_buf(),
+                None => break,
+            }
+        }
+    }
+    let mut found: Vec<PathBuf> = Vec::new();
+    for dir in dirs {
+        let mut here: Vec<PathBuf> = ignore::WalkBuilder::new(&dir)
+            .require_git(false)
+            .follow_links(false)
+            .max_depth(Some(1))
+            .build()
+            .flatten()
+            .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+            .map(|e| e.into_path())
+            .filter(|p| p.extension().is_some_and(|e| e == "py" || e == "pyi"))
+            .map(|p| match p.strip_prefix(".") {
+                Ok(rel) if dir == Path::new(".") => rel.to_path_buf(),
+                _ => p,
+            })
+            .filter(|p| !named.contains(&normalize(p)))
+            .collect();
+        here.sort();
+        for p in here {
+            if found.len() == CONTEXT_FILES {
+                return found;
+            }
+            if !found.contains(&p) {
+                found.push(p);
+            }
+        }
+    }
+    found
+}
+
+/// [`lint_files_cached`] over `files` and `context` (see [`context`]) together, reporting only
+/// `files`: a context file's findings and read errors are dropped.
+pub fn lint_files_with_context(
+    files: &[PathBuf],
+    context: &[PathBuf],
+    selection: &Selection,
+    cache: Option<&mut LintCache>,
+) -> (Vec<FileReport>, Vec<ReadError>) {
+    if context.is_empty() {
+        return lint_files_cached(files, selection, cache);
+    }
+    let all: Vec<PathBuf> = files.iter().chain(context).cloned().collect();
+    let (mut reports, mut errors) = lint_files_cached(&all, selection, cache);
+    let linted: HashSet<&Path> = files.iter().map(PathBuf::as_path).collect();
+    reports.retain(|r| linted.contains(r.path.as_path()));
+    errors.retain(|e| linted.contains(e.path.as_path()));
+    (reports, errors)
+}
+
 /// A file's text, or an error that names the file and what was expected.
 fn read_source(path: &Path) -> Result<String, ReadError> {
     let bytes = std::fs::read(path).map_err(|e| ReadError {

@@ -122,6 +122,11 @@ pub fn rules_markdown() -> String {
          - Directories are walked for `*.py`/`*.pyi`, honouring `.gitignore`, `.ignore` and hidden \
          files; files are parsed in parallel with `ruff_python_parser`. Files that do not import \
          `torch` are parsed (syntax errors are ODL000) but not checked.\n\
+         - A file named on the command line (as a pre-commit hook or an editor names the changed \
+         files) is read with the other Python files of its directory and of the package \
+         directories above it (as far as the path given reaches, up to four levels and 2,000 files), which are not reported: so \
+         `lint ops.py` reports in `ops.py` what `lint .` reports there, helpers that a model \
+         beside it calls and an export script's opset against the models it imports included.\n\
          - Names resolve through imports: `import torch.nn.functional as F`, `from torch import where` \
          and the like, and through a module-level alias of a torch function no scope binds again \
          (`es = T.einsum`), so rules see what the code calls.\n\

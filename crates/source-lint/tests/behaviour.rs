@@ -973,3 +973,84 @@ def main(model, x):
         vec![("config.py".to_string(), 1), ("ops.py".to_string(), 9)]
     );
 }
+
+#[test]
+fn a_file_named_alone_is_read_with_its_directory_and_packages_above() {
+    // repo/export.py, repo/pkg/{__init__,net}.py, repo/pkg/ops/{__init__,blocks}.py, and a
+    // directory and files the context must not read.
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    for d in ["pkg/ops", "pkg/data", "other"] {
+        std::fs::create_dir_all(repo.join(d)).unwrap();
+    }
+    let write = |name: &str, text: &str| std::fs::write(repo.join(name), text).unwrap();
+    write(".gitignore", "scratch.py\n");
+    write("scratch.py", "");
+    write("export.py", "");
+    write("pkg/__init__.py", "");
+    write("pkg/net.py", "");
+    write("pkg/ops/__init__.py", "");
+    write("pkg/ops/blocks.py", "");
+    write("pkg/ops/README.md", "");
+    write("pkg/data/loader.py", "");
+    write("other/tool.py", "");
+    let blocks = repo.join("pkg/ops/blocks.py");
+    let named = [blocks.clone()];
+    let got: Vec<String> = source_lint::context(&named, &named)
+        .iter()
+        .map(|p| {
+            p.strip_prefix(&repo)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "pkg/ops/__init__.py",
+            "pkg/__init__.py",
+            "pkg/net.py",
+            "export.py"
+        ]
+    );
+    // A directory walked is its own context.
+    let walked = std::slice::from_ref(&repo);
+    assert!(source_lint::context(walked, &discover(walked).unwrap()).is_empty());
+}
+
+#[test]
+fn helpers_of_a_file_named_alone_are_model_code_when_its_neighbours_call_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let ops = dir.path().join("ops.py");
+    std::fs::write(
+        &ops,
+        "import torch\n\ndef keep(x, mask):\n    x[mask] = 0\n    return x\n\ndef unused(x, mask):\n    x[mask] = 0\n    return x\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("model.py"),
+        "import torch\nfrom ops import keep\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return keep(x, x > 0)\n",
+    )
+    .unwrap();
+    let sel = Selection::default();
+    let named = [ops.clone()];
+    let (isolated, _) = lint_files(&named, &sel);
+    assert!(isolated[0].findings.is_empty());
+    let context = source_lint::context(&named, &named);
+    let (reports, errors) = source_lint::lint_files_with_context(&named, &context, &sel, None);
+    assert!(errors.is_empty());
+    assert_eq!(reports.len(), 1, "only the named file is reported");
+    let got: Vec<(usize, &str)> = reports[0]
+        .findings
+        .iter()
+        .map(|f| (f.line(), f.diagnostic.code.as_str()))
+        .collect();
+    assert_eq!(got, [(4, "ODL001")]);
+    // An unreadable neighbour is not the user's input: it is left out, not an error.
+    std::fs::write(dir.path().join("latin1.py"), b"x = '\xe9'\n").unwrap();
+    let context = source_lint::context(&named, &named);
+    let (reports, errors) = source_lint::lint_files_with_context(&named, &context, &sel, None);
+    assert!(errors.is_empty());
+    assert_eq!(reports[0].findings.len(), 1);
+}

@@ -1,7 +1,8 @@
 //! `onnx-doctor lint PATH... [--select CODES] [--ignore CODES] [--fix] [--format human|json|sarif]`
 //!
 //! Lints PyTorch source for ONNX export hazards (rules in `source-lint`, table in docs/rules.md).
-//! Directories are walked respecting `.gitignore`; files are parsed in parallel. `--fix` applies
+//! Directories are walked respecting `.gitignore`; files are parsed in parallel. A file named
+//! directly is read with its neighbours (`source_lint::context`), which are not reported. `--fix` applies
 //! safe fixes in place and reports what is left; unsafe fixes are only shown. Each file's own
 //! findings are cached in `--cache-dir` (default `.onnx-doctor-cache`) by its path and a hash of
 //! its text, like ruff's cache; `--no-cache` turns that off.
@@ -65,7 +66,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let files = source_lint::discover(&args.paths).map_err(|e| anyhow::anyhow!(e.message))?;
     let mut cache =
         (!args.no_cache).then(|| source_lint::LintCache::open(&args.cache_dir, &args.paths));
-    let (mut reports, errors) = source_lint::lint_files_cached(&files, &selection, cache.as_mut());
+    // Files named directly are read with their neighbours (not reported), so a pre-commit hook
+    // that passes only the changed files reports what a run over the project reports there.
+    let context = source_lint::context(&args.paths, &files);
+    let (mut reports, errors) =
+        source_lint::lint_files_with_context(&files, &context, &selection, cache.as_mut());
     if !errors.is_empty() {
         // Every unreadable file is an input error: name them all on one line.
         let all: Vec<String> = errors.iter().map(|e| e.message.clone()).collect();
@@ -100,8 +105,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 std::fs::write(&rep.path, &text).with_context(|| {
                     format!("{}: cannot write the fixed file", rep.path.display())
                 })?;
-                let (mut again, errs) =
-                    source_lint::lint_files(std::slice::from_ref(&rep.path), &selection);
+                let alone = std::slice::from_ref(&rep.path);
+                let (mut again, errs) = source_lint::lint_files_with_context(
+                    alone,
+                    &source_lint::context(alone, alone),
+                    &selection,
+                    None,
+                );
                 if let Some(e) = errs.first() {
                     bail!("{}", e.message);
                 }
