@@ -686,12 +686,31 @@ pub fn lint_files_cached(
             return Vec::new();
         };
         let last = imp.module.rsplit('.').next().unwrap_or_default();
-        by_stem
+        let found: Vec<usize> = by_stem
             .get(last)
             .into_iter()
             .flatten()
             .copied()
             .filter(|&i| i != j && paths[i].is_some_and(|p| import_resolves_to(from, imp, p)))
+            .collect();
+        if found.len() < 2 {
+            return found;
+        }
+        // `from utils import f` with a `utils.py` in several projects linted together: the
+        // nearest ones, as Python finds the script's own directory first.
+        let shared = |i: usize| {
+            paths[i].map_or(0, |p| {
+                normalize(from)
+                    .components()
+                    .zip(normalize(p).components())
+                    .take_while(|(a, b)| a == b)
+                    .count()
+            })
+        };
+        let nearest = found.iter().map(|&i| shared(i)).max().unwrap_or(0);
+        found
+            .into_iter()
+            .filter(|&i| shared(i) == nearest)
             .collect()
     };
     // Each file learns which of its helpers other files' model code calls, and which of the

@@ -1054,3 +1054,46 @@ fn helpers_of_a_file_named_alone_are_model_code_when_its_neighbours_call_them() 
     assert!(errors.is_empty());
     assert_eq!(reports[0].findings.len(), 1);
 }
+
+#[test]
+fn projects_linted_together_resolve_imports_to_their_own_modules() {
+    // Two projects side by side, each with `ops.py` and `export.py`: `from ops import ...` in
+    // one is that project's `ops.py`, not the other's (whose `fold` needs opset 18).
+    let dir = tempfile::tempdir().unwrap();
+    let export = "import torch\nfrom ops import blur\nfrom model import Net\nm = Net().eval()\ntorch.onnx.export(m, (torch.zeros(1),), 'm.onnx', opset_version=17)\n";
+    let model = "import torch\nfrom ops import blur\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return blur(x)\n";
+    for (project, ops) in [
+        (
+            "a",
+            "import torch.nn.functional as F\n\ndef blur(x):\n    return F.avg_pool2d(x, 3)\n",
+        ),
+        (
+            "b",
+            "import torch.nn.functional as F\n\ndef blur(x):\n    return F.fold(x, (4, 4), 2)\n",
+        ),
+    ] {
+        let p = dir.path().join(project);
+        std::fs::create_dir(&p).unwrap();
+        std::fs::write(p.join("ops.py"), ops).unwrap();
+        std::fs::write(p.join("model.py"), model).unwrap();
+        std::fs::write(p.join("export.py"), export).unwrap();
+    }
+    let sel = Selection {
+        select: vec!["ODL020".into()],
+        ignore: vec![],
+    };
+    let files = discover(&[dir.path().to_path_buf()]).unwrap();
+    let (reports, _) = lint_files(&files, &sel);
+    let hits: Vec<String> = reports
+        .iter()
+        .filter(|r| !r.findings.is_empty())
+        .map(|r| {
+            PathBuf::from(&r.display)
+                .strip_prefix(dir.path())
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    assert_eq!(hits, ["b/export.py"]);
+}
