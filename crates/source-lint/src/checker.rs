@@ -2087,6 +2087,61 @@ pub(crate) struct ImportedCall {
     pub callee: String,
 }
 
+/// Rewrites `self.training == False` (`is False`, `!= True`, `False == self.training`) as `not
+/// self.training`, and `self.training == True` (`is True`, `!= False`) as `self.training`, so
+/// the rules, which read the mode from `self.training` and `not self.training`, see the test
+/// whichever way it is written. Files that never compare `training` are not walked.
+pub(crate) fn spell_training(module: &mut [Stmt], source: &str) {
+    use ruff_python_ast::visitor::transformer::{self as t, Transformer};
+    let compared = source.match_indices("training").any(|(at, word)| {
+        let rest = source[at + word.len()..].trim_start_matches([' ', '\t']);
+        rest.starts_with("==") || rest.starts_with("!=") || rest.starts_with("is ")
+    }) || source.contains("== self.training")
+        || source.contains("is self.training");
+    if !compared {
+        return;
+    }
+    struct Spell;
+    impl Transformer for Spell {
+        fn visit_expr(&self, expr: &mut Expr) {
+            t::walk_expr(self, expr);
+            let Expr::Compare(c) = expr else { return };
+            let ([op], [right]) = (&c.ops[..], &c.comparators[..]) else {
+                return;
+            };
+            let (attr, value) = match (c.left.as_ref(), right) {
+                (a, Expr::BooleanLiteral(b)) if Checker::is_self_attr(a, "training") => {
+                    (a, b.value)
+                }
+                (Expr::BooleanLiteral(b), a) if Checker::is_self_attr(a, "training") => {
+                    (a, b.value)
+                }
+                _ => return,
+            };
+            let training = match op {
+                ast::CmpOp::Eq | ast::CmpOp::Is => value,
+                ast::CmpOp::NotEq | ast::CmpOp::IsNot => !value,
+                _ => return,
+            };
+            let attr = attr.clone();
+            let range = c.range;
+            *expr = if training {
+                attr
+            } else {
+                Expr::UnaryOp(ast::ExprUnaryOp {
+                    node_index: Default::default(),
+                    range,
+                    op: ast::UnaryOp::Not,
+                    operand: Box::new(attr),
+                })
+            };
+        }
+    }
+    for s in module.iter_mut() {
+        Spell.visit_stmt(s);
+    }
+}
+
 /// Renames the first parameter of every method to `self` when it is spelled otherwise
 /// (`def forward(s, x): ... s.training`), with every use of it in the method, so the rules,
 /// which read `self.`, see the module (not for `@staticmethod`s and `@classmethod`s). A nested
@@ -5197,11 +5252,34 @@ impl<'a> Visitor<'a> for Checker<'a> {
             | Expr::Generator(ast::ExprGenerator { generators, .. })
                 if self.in_model() =>
             {
-                let added: Vec<String> = generators
-                    .iter()
-                    .filter_map(|g| match &g.target {
+                // Also `for h, m in zip(hours, mins)` and `for i, row in enumerate(x)`.
+                let builtin = |c: &ast::ExprCall, name: &str| {
+                    matches!(c.func.as_ref(), Expr::Name(f) if f.id.as_str() == name)
+                        && !self.imports.contains_key(name)
+                };
+                let mut over: Vec<(&Expr, &Expr)> = Vec::new();
+                for g in generators {
+                    match (&g.target, &g.iter) {
+                        (Expr::Tuple(t), Expr::Call(c))
+                            if builtin(c, "zip") && t.elts.len() == c.arguments.args.len() =>
+                        {
+                            over.extend(t.elts.iter().zip(c.arguments.args.iter()));
+                        }
+                        (Expr::Tuple(t), Expr::Call(c))
+                            if builtin(c, "enumerate") && t.elts.len() == 2 =>
+                        {
+                            if let [a] = &c.arguments.args[..] {
+                                over.push((&t.elts[1], a));
+                            }
+                        }
+                        (target, iter) => over.push((target, iter)),
+                    }
+                }
+                let added: Vec<String> = over
+                    .into_iter()
+                    .filter_map(|(target, iter)| match target {
                         Expr::Name(n)
-                            if self.is_tensor(&g.iter)
+                            if self.is_tensor(iter)
                                 && !self.state().tensors.contains(n.id.as_str()) =>
                         {
                             Some(n.id.to_string())

@@ -140,7 +140,7 @@ pub fn rules_markdown() -> String {
          (`from .utils import make_pad_mask`, `import box_ops as B; B.decode(...)`), functions \
          handed to the exporter, and, in a file that calls \
          `torch.onnx.export`/`torch.jit.trace`, every module-level function passed around as a \
-         value. Branches taken only in training (`if self.training:`, `if targets is not None:`), \
+         value. Branches taken only in training (`if self.training:`, also written `self.training == True`, `if targets is not None:`), \
          export-aware code (under `torch.jit.is_tracing()`, `torch.onnx.is_in_onnx_export()`, ...) \
          and what is called only there (in this file or another: a helper of another file called under \
          `if self.training:` is not model code there), \
@@ -154,7 +154,7 @@ pub fn rules_markdown() -> String {
          otherwise, named like sizes (`size`, `*_shape`), axes, widths or iteration counts (`dim`, `*_channels`, `iters`, `max_iter`), checked with `isinstance(p, (int, float))` \
          or passed as `scale_factor=`, `kernel_size=`, `stride=`, `dilation=` or `groups=`, and \
          parameters a caller fills with a traced size or a frozen number (`int(x.size(0))`, or `len()` of the caller's own tensor parameter) are those, for callers in the same file and, for module-level functions, model code of another linted file that imports them; items of `List[Tensor]`/`Dict[str, Tensor]` \
-         parameters and of lists built from tensors (`[self.head(h) for h in hs]`, `outs.append(self.head(h))`), loop variables over tensors (also a comprehension's: `[int(c) for c in valid.sum(1)]`), buffers and `nn.Parameter`s on `self`, results of \
+         parameters and of lists built from tensors (`[self.head(h) for h in hs]`, `outs.append(self.head(h))`), loop variables over tensors (also a comprehension's: `[int(c) for c in valid.sum(1)]`, and pairs over `zip` of tensors or rows of `enumerate`: `[(int(h), int(m)) for h, m in zip(hours, mins)]`), buffers and `nn.Parameter`s on `self`, results of \
          functions annotated `-> Tensor` (here or in another linted file), of unannotated ones \
          called on tensors and of submodules called on tensors or traced sizes are tensors; names like `mask`, `valid`, `is_*` and `done` hold boolean \
          masks, and so do buffers made with `dtype=torch.bool` (directly or through a local) and results of functions of the file \
