@@ -394,6 +394,9 @@ const CORPUS_DIRS: &[&str] = &[
     "perfumery",
     "bridges",
     "cartography",
+    "ornithology",
+    "horology",
+    "reefs",
 ];
 
 #[test]
