@@ -177,6 +177,74 @@ fn a_file_named_alone_reports_what_its_directory_does_also_after_fix() {
 }
 
 #[test]
+fn fix_re_lints_the_files_of_the_first_pass() {
+    // `lint pkg --fix`: after the fix, `pkg/ops.py` is checked again with the files the walk
+    // found (its caller in `pkg/models/`), not with what lies outside `pkg` (`model.py`, which
+    // calls `keep`).
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("pkg/models")).unwrap();
+    std::fs::write(root.join("pkg/__init__.py"), "").unwrap();
+    std::fs::write(root.join("pkg/models/__init__.py"), "").unwrap();
+    std::fs::write(
+        root.join("pkg/ops.py"),
+        "import torch.nn.functional as F\n\n\ndef up(x, mask):\n    x[mask] = 0\n    return F.upsample(x, scale_factor=2)\n\n\ndef keep(x, mask):\n    x[mask] = 0\n    return x\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("pkg/models/net.py"),
+        "import torch\nfrom ..ops import up\n\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return up(x, x > 0)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("model.py"),
+        "import torch\nfrom pkg.ops import keep\n\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n        return keep(x, x > 0)\n",
+    )
+    .unwrap();
+    let pkg = root.join("pkg");
+    let lines = |o: &std::process::Output| -> Vec<(String, u64, String)> {
+        let v: serde_json::Value = serde_json::from_str(&stdout(o)).unwrap();
+        v["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                let file = d["file"].as_str().unwrap();
+                let name = file.rsplit('/').next().unwrap().to_string();
+                (
+                    name,
+                    d["line"].as_u64().unwrap(),
+                    d["code"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let o = run(&[
+        "lint",
+        pkg.to_str().unwrap(),
+        "--format",
+        "json",
+        "--no-cache",
+    ]);
+    assert_eq!(
+        lines(&o),
+        [
+            ("ops.py".to_string(), 5, "ODL001".to_string()),
+            ("ops.py".to_string(), 6, "ODL013".to_string())
+        ]
+    );
+    let o = run(&[
+        "lint",
+        pkg.to_str().unwrap(),
+        "--fix",
+        "--format",
+        "json",
+        "--no-cache",
+    ]);
+    assert_eq!(lines(&o), [("ops.py".to_string(), 5, "ODL001".to_string())]);
+}
+
+#[test]
 fn noqa_comments_are_honoured() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("m.py");

@@ -111,6 +111,9 @@ pub(crate) struct LoopInfo {
     pub rows: Vec<String>,
 }
 
+/// A function of the file that calls the exporter, and that call.
+pub(crate) type ExportWrapper<'a> = (&'a ast::StmtFunctionDef, &'a ast::ExprCall);
+
 pub(crate) struct Checker<'a> {
     pub source: &'a str,
     pub file: &'a str,
@@ -163,6 +166,10 @@ pub(crate) struct Checker<'a> {
     argument_seeds: std::cell::OnceCell<FileArguments>,
     /// [`Project::argument_kinds`]: how other files' callers fill this file's functions.
     imported_argument_kinds: HashMap<String, ArgumentKinds>,
+    /// Module-level functions of this file that call the exporter, with that call
+    /// ([`Checker::export_wrapper`]), found when first asked.
+    /// (Indexes into the module's statements: a cell of references would tie `'a`.)
+    export_wrappers: std::cell::OnceCell<HashMap<String, usize>>,
     pub fns: Vec<FnState>,
     pub loops: Vec<LoopInfo>,
     /// Statements of the innermost function (or the module) that encloses the current node.
@@ -417,6 +424,7 @@ impl<'a> Checker<'a> {
             own_mask_returns,
             imported_eval_helpers: project.eval_helpers.clone(),
             argument_seeds: std::cell::OnceCell::new(),
+            export_wrappers: std::cell::OnceCell::new(),
             imported_argument_kinds: project.argument_kinds.clone(),
             fns: Vec::new(),
             loops: Vec::new(),
@@ -624,6 +632,62 @@ impl<'a> Checker<'a> {
     }
 
     /// `torch.x.y` for a call of a torch function, through imports.
+    /// `def _to_onnx(module, args, path, input_names, output_names, axes)` of this file and the
+    /// `torch.onnx.export(...)` call in it, for a function named `name` (files that do not
+    /// mention `onnx` have none).
+    pub fn export_wrapper(&self, name: &str) -> Option<ExportWrapper<'a>> {
+        if !self.source.contains("onnx") {
+            return None;
+        }
+        struct Find<'c, 'a> {
+            ch: &'c Checker<'a>,
+            found: Option<&'a ast::ExprCall>,
+        }
+        impl<'a> Visitor<'a> for Find<'_, 'a> {
+            fn visit_stmt(&mut self, s: &'a Stmt) {
+                if self.found.is_none() && !matches!(s, Stmt::FunctionDef(_) | Stmt::ClassDef(_)) {
+                    visitor::walk_stmt(self, s);
+                }
+            }
+            fn visit_expr(&mut self, e: &'a Expr) {
+                if self.found.is_some() {
+                    return;
+                }
+                if let Expr::Call(c) = e {
+                    if crate::rules::export_without_eval::is_export(self.ch, c) {
+                        self.found = Some(c);
+                        return;
+                    }
+                }
+                visitor::walk_expr(self, e);
+            }
+        }
+        let module: &'a [Stmt] = self.bodies[0];
+        let export_in = |f: &'a ast::StmtFunctionDef| {
+            let mut find = Find {
+                ch: self,
+                found: None,
+            };
+            find.visit_body(&f.body);
+            find.found
+        };
+        let wrappers = self.export_wrappers.get_or_init(|| {
+            let mut out = HashMap::default();
+            for (i, s) in module.iter().enumerate() {
+                if let Stmt::FunctionDef(f) = s {
+                    if export_in(f).is_some() {
+                        out.insert(f.name.id.to_string(), i);
+                    }
+                }
+            }
+            out
+        });
+        let Stmt::FunctionDef(f) = &module[*wrappers.get(name)?] else {
+            return None;
+        };
+        Some((f, export_in(f)?))
+    }
+
     pub fn torch_fn(&self, call: &ast::ExprCall) -> Option<String> {
         self.qualify(&call.func)
             .filter(|q| q == "torch" || q.starts_with("torch."))
@@ -1531,6 +1595,28 @@ fn export_polarity(test: &Expr) -> Option<bool> {
     }
 }
 
+/// Whether Python settles `test` under export without evaluating an operand whose value export
+/// does not fix: `not torch.jit.is_tracing() and x.any()` never reads the tensor, `x.any() and
+/// not torch.jit.is_tracing()` reads it first (and the dynamo exporter cannot branch on it).
+fn decided_unread(test: &Expr) -> bool {
+    match test {
+        Expr::BoolOp(b) => {
+            let decisive = matches!(b.op, ast::BoolOp::Or);
+            for v in &b.values {
+                match export_polarity(v) {
+                    Some(_) if !decided_unread(v) => return false,
+                    Some(value) if value == decisive => return true,
+                    Some(_) => {}
+                    None => return false,
+                }
+            }
+            true
+        }
+        Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not) => decided_unread(&u.operand),
+        _ => export_polarity(test).is_some(),
+    }
+}
+
 impl<'a, F: FnMut(&'a Expr)> Visitor<'a> for ModelPath<F> {
     fn visit_body(&mut self, body: &'a [Stmt]) {
         for stmt in body {
@@ -2090,15 +2176,11 @@ pub(crate) struct ImportedCall {
 /// Rewrites `self.training == False` (`is False`, `!= True`, `False == self.training`) as `not
 /// self.training`, and `self.training == True` (`is True`, `!= False`) as `self.training`, so
 /// the rules, which read the mode from `self.training` and `not self.training`, see the test
-/// whichever way it is written. Files that never compare `training` are not walked.
+/// whichever way it is written; the result spans the whole comparison, so findings quote and
+/// point at the test as written. Files without `training` and a boolean literal are not walked.
 pub(crate) fn spell_training(module: &mut [Stmt], source: &str) {
     use ruff_python_ast::visitor::transformer::{self as t, Transformer};
-    let compared = source.match_indices("training").any(|(at, word)| {
-        let rest = source[at + word.len()..].trim_start_matches([' ', '\t']);
-        rest.starts_with("==") || rest.starts_with("!=") || rest.starts_with("is ")
-    }) || source.contains("== self.training")
-        || source.contains("is self.training");
-    if !compared {
+    if !source.contains("training") || !(source.contains("True") || source.contains("False")) {
         return;
     }
     struct Spell;
@@ -2123,8 +2205,11 @@ pub(crate) fn spell_training(module: &mut [Stmt], source: &str) {
                 ast::CmpOp::NotEq | ast::CmpOp::IsNot => !value,
                 _ => return,
             };
-            let attr = attr.clone();
+            let mut attr = attr.clone();
             let range = c.range;
+            if let Expr::Attribute(a) = &mut attr {
+                a.range = range;
+            }
             *expr = if training {
                 attr
             } else {
@@ -3042,13 +3127,19 @@ fn dispatched_names<'a>(body: &'a [Stmt], module: &'a [Stmt]) -> impl Iterator<I
 }
 
 /// Whether every read of `name` in the module is the table of a call `name[key](...)` outside
-/// class bodies.
+/// class bodies, or reads only its keys (`sorted(TARGETS)`, `choices=list(TARGETS)`, `for name
+/// in TARGETS`, `name in TARGETS`, `TARGETS.keys()`), which hands no function out.
 fn only_dispatched(module: &[Stmt], name: &str) -> bool {
     struct Uses<'n> {
         name: &'n str,
         reads: usize,
         dispatches: usize,
         in_class: u32,
+    }
+    impl Uses<'_> {
+        fn is_table(&self, e: &Expr) -> bool {
+            matches!(e, Expr::Name(n) if n.id.as_str() == self.name)
+        }
     }
     impl<'a> Visitor<'a> for Uses<'_> {
         fn visit_stmt(&mut self, s: &'a Stmt) {
@@ -3058,10 +3149,43 @@ fn only_dispatched(module: &[Stmt], name: &str) -> bool {
                 self.in_class -= 1;
                 return;
             }
+            if let Stmt::For(f) = s {
+                if self.is_table(&f.iter) {
+                    self.dispatches += 1;
+                }
+            }
             visitor::walk_stmt(self, s);
+        }
+        fn visit_comprehension(&mut self, c: &'a ast::Comprehension) {
+            if self.is_table(&c.iter) {
+                self.dispatches += 1;
+            }
+            visitor::walk_comprehension(self, c);
         }
         fn visit_expr(&mut self, e: &'a Expr) {
             match e {
+                // Reads of the keys only.
+                Expr::Call(c)
+                    if matches!(c.func.as_ref(), Expr::Name(f)
+                        if matches!(f.id.as_str(), "sorted" | "list" | "set" | "tuple" | "len"))
+                        && matches!(&c.arguments.args[..], [t] if self.is_table(t)) =>
+                {
+                    self.dispatches += 1
+                }
+                Expr::Call(c)
+                    if matches!(c.func.as_ref(), Expr::Attribute(a)
+                        if a.attr.id.as_str() == "keys" && self.is_table(&a.value)) =>
+                {
+                    self.dispatches += 1
+                }
+                Expr::Compare(c)
+                    if c.ops
+                        .iter()
+                        .all(|o| matches!(o, ast::CmpOp::In | ast::CmpOp::NotIn))
+                        && c.comparators.iter().any(|t| self.is_table(t)) =>
+                {
+                    self.dispatches += 1
+                }
                 Expr::Name(n)
                     if n.id.as_str() == self.name && matches!(n.ctx, ast::ExprContext::Load) =>
                 {
@@ -5268,7 +5392,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         (Expr::Tuple(t), Expr::Call(c))
                             if builtin(c, "enumerate") && t.elts.len() == 2 =>
                         {
-                            if let [a] = &c.arguments.args[..] {
+                            if let Some(a) = c.arguments.args.first() {
                                 over.push((&t.elts[1], a));
                             }
                         }
@@ -5481,10 +5605,10 @@ impl<'a> Checker<'a> {
         orelse: &[Stmt],
         keyword: TextSize,
     ) {
-        // A test whose value under export is known (`if not torch.jit.is_tracing() and (p <
-        // 0).any():`, `if torch.jit.is_tracing() or self.training:`) never reads a tensor or
-        // picks a mode there.
-        if !self.torch_imported || export_polarity(test).is_some() {
+        // A test whose value under export is known before it reads anything else (`if not
+        // torch.jit.is_tracing() and (p < 0).any():`, `if torch.jit.is_tracing() or
+        // self.training:`) never reads a tensor or picks a mode there.
+        if !self.torch_imported || decided_unread(test) {
             return;
         }
         if rules::training_branch::check_test(self, test, kind, body, orelse) {

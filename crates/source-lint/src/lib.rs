@@ -465,23 +465,22 @@ const CONTEXT_FILES: usize = 2_000;
 /// there. Directories are listed, not walked, honouring `.gitignore`; files already in `files`
 /// are left out.
 pub fn context(paths: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
-    let named: HashSet<PathBuf> = files.iter().map(|f| normalize(f)).collect();
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    for p in paths.iter().filter(|p| p.is_file()) {
-        if !p.extension().is_some_and(|e| e == "py" || e == "pyi") {
-            continue;
-        }
+    let python = |p: &Path| p.extension().is_some_and(|e| e == "py" || e == "pyi");
+    // Directories by level: every named file's own directory first (with the packages below
+    // it), then the package directories above, nearest first, so that one named file's
+    // neighbours never crowd out another's under the limit.
+    let mut levels: Vec<Vec<PathBuf>> = vec![Vec::new(); CONTEXT_LEVELS + 1];
+    for p in paths.iter().filter(|p| p.is_file() && python(p)) {
         let mut dir = p.parent().map(Path::to_path_buf).unwrap_or_default();
-        for _ in 0..=CONTEXT_LEVELS {
+        for level in levels.iter_mut() {
             let listed = if dir.as_os_str().is_empty() {
                 PathBuf::from(".")
             } else {
                 dir.clone()
             };
-            if !dirs.contains(&listed) {
-                dirs.push(listed.clone());
-            }
-            if !listed.join("__init__.py").is_file() {
+            level.push(listed.clone());
+            // Past `..`, `.` or the root the path given does not say what lies above.
+            if dir.file_name().is_none() || !listed.join("__init__.py").is_file() {
                 break;
             }
             match dir.parent() {
@@ -490,30 +489,58 @@ pub fn context(paths: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
             }
         }
     }
+    let mut seen: HashSet<PathBuf> = files.iter().map(|f| normalize(f)).collect();
+    let mut walked: HashSet<PathBuf> = HashSet::default();
     let mut found: Vec<PathBuf> = Vec::new();
-    for dir in dirs {
-        let mut here: Vec<PathBuf> = ignore::WalkBuilder::new(&dir)
-            .require_git(false)
-            .follow_links(false)
-            .max_depth(Some(1))
-            .build()
-            .flatten()
-            .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
-            .map(|e| e.into_path())
-            .filter(|p| p.extension().is_some_and(|e| e == "py" || e == "pyi"))
-            .map(|p| match p.strip_prefix(".") {
-                Ok(rel) if dir == Path::new(".") => rel.to_path_buf(),
-                _ => p,
-            })
-            .filter(|p| !named.contains(&normalize(p)))
-            .collect();
-        here.sort();
-        for p in here {
-            if found.len() == CONTEXT_FILES {
-                return found;
+    for (depth, dirs) in levels.into_iter().enumerate() {
+        let mut lists: Vec<std::vec::IntoIter<PathBuf>> = Vec::new();
+        for dir in dirs {
+            if !walked.insert(normalize(&dir)) {
+                continue;
             }
-            if !found.contains(&p) {
-                found.push(p);
+            let mut walk = ignore::WalkBuilder::new(&dir);
+            walk.require_git(false).follow_links(false);
+            if depth == 0 {
+                // The packages below the file's own directory: `pkg/models/net.py` calling a
+                // helper of `pkg/ops.py`.
+                walk.filter_entry(|e| {
+                    e.depth() == 0
+                        || !e.file_type().is_some_and(|t| t.is_dir())
+                        || e.path().join("__init__.py").is_file()
+                });
+            } else {
+                walk.max_depth(Some(1));
+            }
+            let mut here: Vec<PathBuf> = walk
+                .build()
+                .flatten()
+                .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+                .map(|e| e.into_path())
+                .filter(|p| python(p))
+                .map(|p| match p.strip_prefix(".") {
+                    Ok(rel) if dir == Path::new(".") => rel.to_path_buf(),
+                    _ => p,
+                })
+                .collect();
+            here.sort();
+            lists.push(here.into_iter());
+        }
+        // The directories of a level in turns, one file each, so a crowded one cannot take the
+        // whole limit.
+        loop {
+            let mut took = false;
+            for list in lists.iter_mut() {
+                let Some(p) = list.next() else { continue };
+                took = true;
+                if found.len() == CONTEXT_FILES {
+                    return found;
+                }
+                if seen.insert(normalize(&p)) {
+                    found.push(p);
+                }
+            }
+            if !took {
+                break;
             }
         }
     }
@@ -528,15 +555,8 @@ pub fn lint_files_with_context(
     selection: &Selection,
     cache: Option<&mut LintCache>,
 ) -> (Vec<FileReport>, Vec<ReadError>) {
-    if context.is_empty() {
-        return lint_files_cached(files, selection, cache);
-    }
     let all: Vec<PathBuf> = files.iter().chain(context).cloned().collect();
-    let (mut reports, mut errors) = lint_files_cached(&all, selection, cache);
-    let linted: HashSet<&Path> = files.iter().map(PathBuf::as_path).collect();
-    reports.retain(|r| linted.contains(r.path.as_path()));
-    errors.retain(|e| linted.contains(e.path.as_path()));
-    (reports, errors)
+    lint_all(&all, files.len(), selection, cache)
 }
 
 /// A file's text, or an error that names the file and what was expected.
@@ -571,8 +591,26 @@ pub fn lint_files(files: &[PathBuf], selection: &Selection) -> (Vec<FileReport>,
 pub fn lint_files_cached(
     files: &[PathBuf],
     selection: &Selection,
+    cache: Option<&mut LintCache>,
+) -> (Vec<FileReport>, Vec<ReadError>) {
+    lint_all(files, files.len(), selection, cache)
+}
+
+/// Lints `files`, reporting the first `named` of them (the rest are context: read, not reported,
+/// nor are their read errors).
+fn lint_all(
+    files: &[PathBuf],
+    named: usize,
+    selection: &Selection,
     mut cache: Option<&mut LintCache>,
 ) -> (Vec<FileReport>, Vec<ReadError>) {
+    let reported: HashSet<&Path> = files[..named].iter().map(PathBuf::as_path).collect();
+    let keep = |reports: &mut Vec<FileReport>, errors: &mut Vec<ReadError>| {
+        if named < files.len() {
+            reports.retain(|r| reported.contains(r.path.as_path()));
+            errors.retain(|e| reported.contains(e.path.as_path()));
+        }
+    };
     let displays: Vec<String> = files.iter().map(|p| display_path(p)).collect();
     // Each file's length and modification time, taken before anything is read: the cache's key.
     let stamps: Vec<Option<cache::Stamp>> = match cache {
@@ -611,6 +649,7 @@ pub fn lint_files_cached(
                 Err(e) => errors.push(e),
             }
         }
+        keep(&mut reports, &mut errors);
         finish(&mut reports, selection);
         return (reports, errors);
     }
@@ -681,6 +720,13 @@ pub fn lint_files_cached(
                 .push(i);
         }
     }
+    // Directories that are packages (hold a linted `__init__.py`).
+    let packages: HashSet<PathBuf> = paths
+        .iter()
+        .flatten()
+        .filter(|p| p.file_name().is_some_and(|n| n == "__init__.py"))
+        .filter_map(|p| Some(normalize(p.parent()?)))
+        .collect();
     // The linted files an import of file `j` names.
     let resolve = |j: usize, imp: &checker::ImportedCall| -> Vec<usize> {
         let Some(from) = paths[j] else {
@@ -697,22 +743,32 @@ pub fn lint_files_cached(
         if found.len() < 2 {
             return found;
         }
-        // `from utils import f` with a `utils.py` in several projects linted together: the
-        // nearest ones, as Python finds the script's own directory first.
-        let shared = |i: usize| {
-            paths[i].map_or(0, |p| {
-                normalize(from)
-                    .components()
-                    .zip(normalize(p).components())
-                    .take_while(|(a, b)| a == b)
-                    .count()
-            })
+        // `from utils import f` with a `utils.py` in several projects linted together: the one
+        // under the importer's import root, where Python looks (the script's directory, or the
+        // directory holding its top package), when there is one.
+        let mut root = normalize(from.parent().unwrap_or(Path::new("")));
+        while packages.contains(&root) {
+            root.pop();
+        }
+        let base = |i: usize| {
+            let p = normalize(paths[i]?);
+            let up = imp.module.split('.').count() - usize::from(!p.ends_with("__init__.py"));
+            let mut base = p.parent()?.to_path_buf();
+            for _ in 0..up {
+                base.pop();
+            }
+            Some(base)
         };
-        let nearest = found.iter().map(|&i| shared(i)).max().unwrap_or(0);
-        found
-            .into_iter()
-            .filter(|&i| shared(i) == nearest)
-            .collect()
+        let rooted: Vec<usize> = found
+            .iter()
+            .copied()
+            .filter(|&i| base(i).as_ref() == Some(&root))
+            .collect();
+        if rooted.is_empty() || imp.level > 0 {
+            found
+        } else {
+            rooted
+        }
     };
     // Each file learns which of its helpers other files' model code calls, and which of the
     // helpers its own model code imports are annotated as returning tensors.
@@ -997,8 +1053,10 @@ pub fn lint_files_cached(
             })
             .collect();
         let changed = kept.iter().any(|k| k.computed);
+        // An unreadable neighbour keeps the run from being recorded whole, as any unreadable file.
         cache.store(entries, changed, errors.is_empty());
     }
+    keep(&mut reports, &mut errors);
     finish(&mut reports, selection);
     (reports, errors)
 }

@@ -1097,3 +1097,153 @@ fn projects_linted_together_resolve_imports_to_their_own_modules() {
         .collect();
     assert_eq!(hits, ["b/export.py"]);
 }
+
+#[test]
+fn every_named_file_gets_its_own_directory_before_any_limit() {
+    // 2,005 files beside one named file must not crowd out the other named file's model.
+    let dir = tempfile::tempdir().unwrap();
+    let (crowd, small) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&crowd).unwrap();
+    std::fs::create_dir_all(&small).unwrap();
+    for i in 0..2_005 {
+        std::fs::write(crowd.join(format!("f{i:04}.py")), "").unwrap();
+    }
+    std::fs::write(small.join("ops.py"), "").unwrap();
+    std::fs::write(small.join("model.py"), "").unwrap();
+    let named = [crowd.join("f0001.py"), small.join("ops.py")];
+    let context = source_lint::context(&named, &named);
+    assert!(context.contains(&small.join("model.py")));
+    assert_eq!(context.len(), 2_000);
+}
+
+#[test]
+fn context_goes_no_higher_than_the_path_says_and_lists_each_file_once() {
+    // `<root>/tools/../pkg/ops.py`: above `pkg` the path names `<root>/tools/..`, not `tools`.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for d in ["pkg", "tools"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    for f in [
+        "__init__.py",
+        "pkg/__init__.py",
+        "pkg/ops.py",
+        "pkg/other.py",
+        "tools/x.py",
+    ] {
+        std::fs::write(root.join(f), "").unwrap();
+    }
+    let named = [root.join("tools/../pkg/ops.py")];
+    let context = source_lint::context(&named, &named);
+    assert!(
+        !context.iter().any(|p| p.ends_with("tools/x.py")),
+        "{context:?}"
+    );
+    // The same directory spelled two ways is read once.
+    let named = [root.join("pkg/ops.py"), root.join("pkg/./__init__.py")];
+    let context = source_lint::context(&named, &named);
+    let others = context.iter().filter(|p| p.ends_with("other.py")).count();
+    assert_eq!(others, 1, "{context:?}");
+}
+
+#[test]
+fn an_import_resolves_under_the_importers_import_root() {
+    // `from utils import keep` in pkg/models/net.py is the top-level utils.py (Python 3 has no
+    // implicit relative imports), not pkg/models/utils.py.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("pkg/models")).unwrap();
+    std::fs::write(root.join("pkg/__init__.py"), "").unwrap();
+    std::fs::write(root.join("pkg/models/__init__.py"), "").unwrap();
+    let helper = "import torch\n\ndef keep(x, mask):\n    x[mask] = 0\n    return x\n";
+    std::fs::write(root.join("utils.py"), helper).unwrap();
+    std::fs::write(root.join("pkg/models/utils.py"), helper).unwrap();
+    std::fs::write(
+        root.join("pkg/models/net.py"),
+        "import torch\nfrom utils import keep\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return keep(x, x > 0)\n",
+    )
+    .unwrap();
+    let files = discover(&[root.to_path_buf()]).unwrap();
+    let (reports, _) = lint_files(&files, &Selection::default());
+    let hits: Vec<String> = reports
+        .iter()
+        .filter(|r| !r.findings.is_empty())
+        .map(|r| {
+            PathBuf::from(&r.display)
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    assert_eq!(hits, ["utils.py"]);
+}
+
+#[test]
+fn functions_of_a_command_table_read_only_for_its_keys_are_driver_code() {
+    // `TARGETS` is read for its keys (`sorted(TARGETS)`, `for name in ...`) and called as
+    // `TARGETS[name](...)`: its functions build models and export them through a wrapper; they
+    // are not traced, so the `__init__` of a block the model builds is not model code.
+    let model = r#"import torch.nn as nn
+
+N_IN = 4
+
+
+class Block(nn.Module):
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.skip = nn.Conv1d(cin, cout, 1) if cin != cout else nn.Identity()
+
+    def forward(self, x):
+        return self.skip(x)
+
+
+class Net(nn.Module):
+    def __init__(self, n_in=N_IN, hid=8):
+        super().__init__()
+        self.body = nn.Sequential(Block(n_in, hid), Block(hid, hid))
+
+    def forward(self, x):
+        return self.body(x)
+"#;
+    let export = r#"import argparse
+
+import torch
+
+from model import Net
+
+
+def _to_onnx(module, out):
+    torch.onnx.export(module, (torch.zeros(1, 4, 8),), out, opset_version=17)
+
+
+def export_net(out):
+    net = Net()
+    net.eval()
+    _to_onnx(net, out)
+
+
+TARGETS = {"net": export_net}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", nargs="*", choices=sorted(TARGETS))
+    args = ap.parse_args()
+    for name in args.only or sorted(TARGETS):
+        TARGETS[name](f"{name}.onnx")
+
+
+if __name__ == "__main__":
+    main()
+"#;
+    let found = project_findings(&[("model.py", model), ("export.py", export)], "ODL005");
+    assert_eq!(found, vec![]);
+    // Handed out as values (`TARGETS.items()`), they may be traced.
+    let handed = export.replace(
+        "for name in args.only or sorted(TARGETS):",
+        "for name, _ in TARGETS.items():",
+    );
+    let found = project_findings(&[("model.py", model), ("export.py", &handed)], "ODL005");
+    assert_eq!(found, vec![("model.py".to_string(), 9)]);
+}

@@ -79,53 +79,47 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let mut fixed = 0;
     if args.fix {
-        // Apply safe edits, re-lint the file, repeat while something changed (at most 4 rounds).
-        for rep in &mut reports {
-            for _ in 0..4 {
-                let edits: Vec<&source_lint::Edit> = rep
-                    .findings
-                    .iter()
-                    .filter(|f| f.diagnostic.fix.as_ref().is_some_and(|x| x.safe))
-                    .flat_map(|f| &f.edits)
-                    .collect();
-                if edits.is_empty() {
-                    break;
-                }
-                let (text, applied) = source_lint::apply_edits(&rep.source, &edits);
-                if applied == 0 || text == rep.source {
-                    break;
-                }
-                fixed += rep
+        // Apply every file's safe edits, re-lint the same files with the same neighbours (the
+        // project-level and cross-file findings depend on them), repeat while something changed
+        // (at most 4 rounds).
+        for _ in 0..4 {
+            let mut changed = false;
+            for rep in &reports {
+                let safe: Vec<&Finding> = rep
                     .findings
                     .iter()
                     .filter(|f| {
                         f.diagnostic.fix.as_ref().is_some_and(|x| x.safe) && !f.edits.is_empty()
                     })
-                    .count();
-                std::fs::write(&rep.path, &text).with_context(|| {
+                    .collect();
+                let edits: Vec<&source_lint::Edit> = safe.iter().flat_map(|f| &f.edits).collect();
+                if edits.is_empty() {
+                    continue;
+                }
+                let (text, applied) = source_lint::apply_edits(&rep.source, &edits);
+                if applied == 0 || text == rep.source {
+                    continue;
+                }
+                fixed += safe.len();
+                changed = true;
+                // Through a temporary file renamed into place, keeping the file's permissions.
+                let permissions = std::fs::metadata(&rep.path).map(|m| m.permissions());
+                tensor::write_file(&rep.path, text.as_bytes()).with_context(|| {
                     format!("{}: cannot write the fixed file", rep.path.display())
                 })?;
-                let alone = std::slice::from_ref(&rep.path);
-                let (mut again, errs) = source_lint::lint_files_with_context(
-                    alone,
-                    &source_lint::context(alone, alone),
-                    &selection,
-                    None,
-                );
-                if let Some(e) = errs.first() {
-                    bail!("{}", e.message);
+                if let Ok(p) = permissions {
+                    let _ = std::fs::set_permissions(&rep.path, p);
                 }
-                // Project-level findings (opset) are kept from the first pass.
-                let project: Vec<Finding> = rep
-                    .findings
-                    .iter()
-                    .filter(|f| f.diagnostic.code == "ODL020")
-                    .cloned()
-                    .collect();
-                *rep = again.remove(0);
-                rep.findings.retain(|f| f.diagnostic.code != "ODL020");
-                rep.findings.extend(project);
             }
+            if !changed {
+                break;
+            }
+            let (again, errs) =
+                source_lint::lint_files_with_context(&files, &context, &selection, None);
+            if let Some(e) = errs.first() {
+                bail!("{}", e.message);
+            }
+            reports = again;
         }
     }
 

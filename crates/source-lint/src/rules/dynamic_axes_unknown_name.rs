@@ -77,11 +77,15 @@ const ANY: char = '\u{0}';
 fn names(ch: &Checker, call: &ast::ExprCall, kw: &str) -> Option<Vec<String>> {
     // `**io_names` with `io_names = dict(input_names=[...], ...)` spliced into the call too.
     let (value, _) = spliced_keyword(ch, call, kw)?;
-    let value = &value;
+    names_of(ch, &value, call.range().start())
+}
+
+/// [`names`] of a value written before offset `before`.
+fn names_of(ch: &Checker, value: &Expr, before: TextSize) -> Option<Vec<String>> {
     let mut out = literal_names(ch, resolve(ch, value)?)?;
     if let Expr::Name(n) = value {
         let is_list = |e: &Expr| matches!(e, Expr::Name(m) if m.id == n.id);
-        for s in statements_before(ch, call.range().start()) {
+        for s in statements_before(ch, before) {
             match s {
                 Stmt::Expr(e) => {
                     let Expr::Call(c) = e.value.as_ref() else {
@@ -339,6 +343,7 @@ fn keys(ch: &Checker, value: &Expr, before: TextSize) -> Option<Vec<(String, Tex
 
 pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     if !is_export(ch, call) {
+        check_wrapper_call(ch, call);
         return;
     }
     let Some((axes, _)) = spliced_keyword(ch, call, "dynamic_axes") else {
@@ -364,6 +369,121 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     let (Some(inputs), Some(outputs)) = (names(ch, call, "input_names"), outputs) else {
         return;
     };
+    report(ch, keys, inputs, outputs, unnamed_outputs);
+}
+
+/// `_to_onnx(model, args, path, ["image"], ["logits"], axes)` with `def _to_onnx(module, args,
+/// path, input_names, output_names, axes)` of this file passing its parameters to the export:
+/// the keys and names the call hands in, checked where it is written.
+fn check_wrapper_call(ch: &mut Checker, call: &ast::ExprCall) {
+    let Expr::Name(f) = call.func.as_ref() else {
+        return;
+    };
+    let Some((def, export)) = ch.export_wrapper(f.id.as_str()) else {
+        return;
+    };
+    if call
+        .arguments
+        .args
+        .iter()
+        .any(|a| matches!(a, Expr::Starred(_)))
+        || call.arguments.keywords.iter().any(|k| k.arg.is_none())
+        || export.arguments.keywords.iter().any(|k| k.arg.is_none())
+    {
+        return;
+    }
+    // What the call gives a parameter: its argument, or the default.
+    let given = |param: &str| -> Option<&Expr> {
+        if let Some(k) = call
+            .arguments
+            .keywords
+            .iter()
+            .find(|k| k.arg.as_ref().is_some_and(|a| a.id.as_str() == param))
+        {
+            return Some(&k.value);
+        }
+        let positional = def
+            .parameters
+            .posonlyargs
+            .iter()
+            .chain(&def.parameters.args);
+        for (i, p) in positional.enumerate() {
+            if p.parameter.name.id.as_str() == param {
+                return call.arguments.args.get(i).or(p.default.as_deref());
+            }
+        }
+        def.parameters
+            .kwonlyargs
+            .iter()
+            .find(|p| p.parameter.name.id.as_str() == param)
+            .and_then(|p| p.default.as_deref())
+    };
+    let is_param = |e: &Expr| match e {
+        Expr::Name(n) => def
+            .parameters
+            .iter()
+            .any(|p| p.name().id.as_str() == n.id.as_str()),
+        _ => false,
+    };
+    // Each export argument as the call site sees it: a parameter's argument, or a literal the
+    // wrapper writes itself.
+    let value = |kw: &str| -> Option<Option<&Expr>> {
+        let Some(k) = export.arguments.find_keyword(kw) else {
+            return Some(None);
+        };
+        match &k.value {
+            Expr::Name(n) if is_param(&k.value) => given(n.id.as_str()).map(Some),
+            v @ (Expr::List(_) | Expr::Tuple(_) | Expr::Dict(_)) => Some(Some(v)),
+            _ => None,
+        }
+    };
+    let axes_from_caller = export
+        .arguments
+        .find_keyword("dynamic_axes")
+        .is_some_and(|k| is_param(&k.value));
+    if !axes_from_caller {
+        return;
+    }
+    let (Some(Some(axes)), Some(inputs), Some(outputs)) = (
+        value("dynamic_axes"),
+        value("input_names"),
+        value("output_names"),
+    ) else {
+        return;
+    };
+    if matches!(axes, Expr::NoneLiteral(_)) {
+        return;
+    }
+    let before = call.range().start();
+    let Some(keys) = keys(ch, axes, before) else {
+        return;
+    };
+    let Some(inputs) = inputs.and_then(|v| names_of(ch, v, before)) else {
+        return;
+    };
+    let unnamed_outputs = outputs.is_none();
+    let outputs = match outputs {
+        None => Vec::new(),
+        Some(v) => match names_of(ch, v, before) {
+            Some(names) => names,
+            None => return,
+        },
+    };
+    report(ch, keys, inputs, outputs, unnamed_outputs);
+}
+
+fn report(
+    ch: &mut Checker,
+    keys: Vec<(String, TextRange)>,
+    mut inputs: Vec<String>,
+    mut outputs: Vec<String>,
+    unnamed_outputs: bool,
+) {
+    // A list bound and then read again gives its names twice; each is shown once.
+    for names in [&mut inputs, &mut outputs] {
+        let mut seen = crate::HashSet::default();
+        names.retain(|n| seen.insert(n.clone()));
+    }
     let known = |k: &str| inputs.iter().chain(&outputs).any(|n| matches_name(k, n));
     let (inputs, outputs) = (shown(&inputs), shown(&outputs));
     for (k, range) in keys {

@@ -225,6 +225,19 @@ pub(crate) fn init_parameter_strings<'a>(
     class: &'a ast::StmtClassDef,
     param: &'a str,
 ) -> Vec<&'a str> {
+    init_parameter_strings_at(module, class, param, 0)
+}
+
+/// [`init_parameter_strings`], `depth` constructions deep: a construction that forwards a
+/// parameter of its own class's `__init__` (`AttentionGate(c, c, m, gate_mode)` in
+/// `DecoderStage.__init__(self, ..., gate_mode)`) passes what that class's constructions pass,
+/// up to three classes up.
+fn init_parameter_strings_at<'a>(
+    module: &'a [ast::Stmt],
+    class: &'a ast::StmtClassDef,
+    param: &'a str,
+    depth: u32,
+) -> Vec<&'a str> {
     let Some(init) = class.body.iter().find_map(|s| match s {
         ast::Stmt::FunctionDef(f) if f.name.id.as_str() == "__init__" => Some(f),
         _ => None,
@@ -291,6 +304,7 @@ pub(crate) fn init_parameter_strings<'a>(
         inside: Vec<&'n str>,
         /// Subclasses that define their own `__init__`.
         own_init: Vec<&'n str>,
+        depth: u32,
     }
     impl<'n> Passed<'n> {
         fn check(&mut self, args: &'n [ast::Expr], keywords: &'n [ast::Keyword], positional: bool) {
@@ -328,6 +342,19 @@ pub(crate) fn init_parameter_strings<'a>(
                     });
                     if let Some(m) = m {
                         self.passed.push(Some(m));
+                    } else if let (ast::Expr::Name(n), Some(outer), true) =
+                        (v, self.inside.last(), self.depth < 3)
+                    {
+                        // A parameter of the enclosing class's `__init__`, handed on.
+                        if let Some(outer) = crate::checker::module_class(self.module, outer) {
+                            let forwarded = init_parameter_strings_at(
+                                self.module,
+                                outer,
+                                n.id.as_str(),
+                                self.depth + 1,
+                            );
+                            self.passed.extend(forwarded.into_iter().map(Some));
+                        }
                     }
                 }
             }
@@ -391,6 +418,7 @@ pub(crate) fn init_parameter_strings<'a>(
         constructions: 0,
         inside: Vec::new(),
         own_init,
+        depth,
     };
     passed.visit_body(module);
     let leaves_out = passed.constructions == 0 || passed.passed.contains(&None);

@@ -187,22 +187,35 @@ fn mentions_training(e: &Expr) -> bool {
 }
 
 /// The operands of a test on `self.training` that Python evaluates in eval mode, the mode
-/// export traces: the rest of `not self.training and X`, or of `self.training or X`.
+/// export traces, left to right until the mode decides: the rest of `not self.training and X`
+/// or of `self.training or X`, and what comes before the mode (`X and self.training`: `X` is
+/// read before `self.training` stops the test).
 pub(crate) fn eval_operands(test: &Expr) -> Vec<&Expr> {
     let Expr::BoolOp(b) = test else {
         return Vec::new();
     };
-    let gate = b.values.iter().any(|v| match b.op {
-        ast::BoolOp::And => {
-            matches!(v, Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not)
-                && Checker::is_self_attr(&u.operand, "training"))
+    let and = matches!(b.op, ast::BoolOp::And);
+    let mut out = Vec::new();
+    for v in &b.values {
+        // The operand's value in eval mode, when it is the mode itself.
+        let mode = if Checker::is_self_attr(v, "training") {
+            Some(false)
+        } else if matches!(v, Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not)
+            && Checker::is_self_attr(&u.operand, "training"))
+        {
+            Some(true)
+        } else {
+            None
+        };
+        match mode {
+            // `and` stops at a false operand, `or` at a true one.
+            Some(value) if value != and => break,
+            Some(_) => {}
+            None if mentions_training(v) => {}
+            None => out.push(v),
         }
-        ast::BoolOp::Or => Checker::is_self_attr(v, "training"),
-    });
-    if !gate {
-        return Vec::new();
     }
-    b.values.iter().filter(|v| !mentions_training(v)).collect()
+    out
 }
 
 /// Why a branch on `self.training` changes what an export gets.
