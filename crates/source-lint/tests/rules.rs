@@ -397,6 +397,9 @@ const CORPUS_DIRS: &[&str] = &[
     "ornithology",
     "horology",
     "reefs",
+    "stagecraft",
+    "glassworks",
+    "tunnelling",
 ];
 
 #[test]
