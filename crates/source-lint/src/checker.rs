@@ -636,9 +636,6 @@ impl<'a> Checker<'a> {
     /// `torch.onnx.export(...)` call in it, for a function named `name` (files that do not
     /// mention `onnx` have none).
     pub fn export_wrapper(&self, name: &str) -> Option<ExportWrapper<'a>> {
-        if !self.source.contains("onnx") {
-            return None;
-        }
         struct Find<'c, 'a> {
             ch: &'c Checker<'a>,
             found: Option<&'a ast::ExprCall>,
@@ -673,6 +670,10 @@ impl<'a> Checker<'a> {
         };
         let wrappers = self.export_wrappers.get_or_init(|| {
             let mut out = HashMap::default();
+            // Read once per file, not per call.
+            if !self.source.contains("onnx") {
+                return out;
+            }
             for (i, s) in module.iter().enumerate() {
                 if let Stmt::FunctionDef(f) = s {
                     if export_in(f).is_some() {
@@ -2180,6 +2181,8 @@ pub(crate) struct ImportedCall {
 /// point at the test as written. Files without `training` and a boolean literal are not walked.
 pub(crate) fn spell_training(module: &mut [Stmt], source: &str) {
     use ruff_python_ast::visitor::transformer::{self as t, Transformer};
+    // `contains` has a vectorised path; searching each `training` for a comparison nearby cost
+    // more than walking every file that has both words.
     if !source.contains("training") || !(source.contains("True") || source.contains("False")) {
         return;
     }

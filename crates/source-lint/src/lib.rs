@@ -727,6 +727,8 @@ fn lint_all(
         .filter(|p| p.file_name().is_some_and(|n| n == "__init__.py"))
         .filter_map(|p| Some(normalize(p.parent()?)))
         .collect();
+    // Each file's import root, computed when first needed.
+    let roots: Vec<std::cell::OnceCell<PathBuf>> = vec![std::cell::OnceCell::new(); paths.len()];
     // The linted files an import of file `j` names.
     let resolve = |j: usize, imp: &checker::ImportedCall| -> Vec<usize> {
         let Some(from) = paths[j] else {
@@ -746,10 +748,13 @@ fn lint_all(
         // `from utils import f` with a `utils.py` in several projects linted together: the one
         // under the importer's import root, where Python looks (the script's directory, or the
         // directory holding its top package), when there is one.
-        let mut root = normalize(from.parent().unwrap_or(Path::new("")));
-        while packages.contains(&root) {
-            root.pop();
-        }
+        let root = roots[j].get_or_init(|| {
+            let mut root = normalize(from.parent().unwrap_or(Path::new("")));
+            while packages.contains(&root) {
+                root.pop();
+            }
+            root
+        });
         let base = |i: usize| {
             let p = normalize(paths[i]?);
             let up = imp.module.split('.').count() - usize::from(!p.ends_with("__init__.py"));
@@ -762,7 +767,7 @@ fn lint_all(
         let rooted: Vec<usize> = found
             .iter()
             .copied()
-            .filter(|&i| base(i).as_ref() == Some(&root))
+            .filter(|&i| base(i).as_ref() == Some(root))
             .collect();
         if rooted.is_empty() || imp.level > 0 {
             found
