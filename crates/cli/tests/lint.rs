@@ -245,6 +245,74 @@ fn fix_re_lints_the_files_of_the_first_pass() {
 }
 
 #[test]
+fn a_package_as_the_current_directory_with_a_module_name_twice_finishes() {
+    // `lint .` inside a package (`./__init__.py`) whose `model` is defined twice: resolving
+    // `from model import Net` climbs to the import root and must stop at `""`.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("old")).unwrap();
+    std::fs::write(root.join("__init__.py"), "").unwrap();
+    let model = "import torch\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return x\n";
+    std::fs::write(root.join("model.py"), model).unwrap();
+    std::fs::write(root.join("old/model.py"), model).unwrap();
+    std::fs::write(
+        root.join("export.py"),
+        "import torch\nfrom model import Net\nm = Net().eval()\ntorch.onnx.export(m, (torch.zeros(1),), 'm.onnx', opset_version=17)\n",
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_onnx-doctor"))
+        .args(["lint", ".", "--no-cache", "--format", "json"])
+        .current_dir(root)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert_eq!(status.code(), Some(0));
+            break;
+        }
+        if start.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("lint . did not finish");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn fix_writes_the_file_a_symlink_names_and_refuses_read_only_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("real")).unwrap();
+    let src = "import torch\nimport torch.nn.functional as F\n\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return F.upsample(x, scale_factor=2)\n";
+    std::fs::write(root.join("real/model.py"), src).unwrap();
+    std::os::unix::fs::symlink("real/model.py", root.join("link.py")).unwrap();
+    let link = root.join("link.py");
+    let o = run(&["lint", link.to_str().unwrap(), "--fix", "--no-cache"]);
+    assert!(stdout(&o).contains("Fixed 1 finding."), "{}", stdout(&o));
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let fixed = std::fs::read_to_string(root.join("real/model.py")).unwrap();
+    assert!(
+        fixed.contains("F.interpolate(x, scale_factor=2)"),
+        "{fixed}"
+    );
+
+    let ro = root.join("ro.py");
+    std::fs::write(&ro, src).unwrap();
+    let mut perms = std::fs::metadata(&ro).unwrap().permissions();
+    perms.set_readonly(true);
+    std::fs::set_permissions(&ro, perms).unwrap();
+    let o = run(&["lint", ro.to_str().unwrap(), "--fix", "--no-cache"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stderr(&o).contains("read-only"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&ro).unwrap(), src);
+}
+
+#[test]
 fn noqa_comments_are_honoured() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("m.py");

@@ -1604,6 +1604,13 @@ fn decided_unread(test: &Expr) -> bool {
         Expr::BoolOp(b) => {
             let decisive = matches!(b.op, ast::BoolOp::Or);
             for v in &b.values {
+                // The mode is no read of the inputs (`self.training or is_tracing()`).
+                let mode = Checker::is_self_attr(v, "training")
+                    || matches!(v, Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not)
+                        && Checker::is_self_attr(&u.operand, "training"));
+                if mode {
+                    continue;
+                }
                 match export_polarity(v) {
                     Some(_) if !decided_unread(v) => return false,
                     Some(value) if value == decisive => return true,

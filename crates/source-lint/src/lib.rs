@@ -447,6 +447,9 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ReadError> {
     }
     files.sort();
     files.dedup();
+    // `e.py ./e.py`: one file, however spelled.
+    let mut seen: HashSet<PathBuf> = HashSet::default();
+    files.retain(|f| seen.insert(normalize(f)));
     Ok(files)
 }
 
@@ -470,8 +473,14 @@ pub fn context(paths: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
     // it), then the package directories above, nearest first, so that one named file's
     // neighbours never crowd out another's under the limit.
     let mut levels: Vec<Vec<PathBuf>> = vec![Vec::new(); CONTEXT_LEVELS + 1];
+    let mut packages_below: Vec<PathBuf> = Vec::new();
     for p in paths.iter().filter(|p| p.is_file() && python(p)) {
         let mut dir = p.parent().map(Path::to_path_buf).unwrap_or_default();
+        packages_below.push(if dir.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            dir.clone()
+        });
         for level in levels.iter_mut() {
             let listed = if dir.as_os_str().is_empty() {
                 PathBuf::from(".")
@@ -492,23 +501,28 @@ pub fn context(paths: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
     let mut seen: HashSet<PathBuf> = files.iter().map(|f| normalize(f)).collect();
     let mut walked: HashSet<PathBuf> = HashSet::default();
     let mut found: Vec<PathBuf> = Vec::new();
+    // The files of each directory first, nearest first; then the packages below each named
+    // file's own directory (`pkg/models/net.py` calling a helper of `pkg/ops.py`), which could
+    // be many.
+    let below = levels.len();
+    let mut once: HashSet<PathBuf> = HashSet::default();
+    packages_below.retain(|d| once.insert(normalize(d)));
+    levels.push(packages_below);
     for (depth, dirs) in levels.into_iter().enumerate() {
         let mut lists: Vec<std::vec::IntoIter<PathBuf>> = Vec::new();
         for dir in dirs {
-            if !walked.insert(normalize(&dir)) {
-                continue;
-            }
             let mut walk = ignore::WalkBuilder::new(&dir);
             walk.require_git(false).follow_links(false);
-            if depth == 0 {
-                // The packages below the file's own directory: `pkg/models/net.py` calling a
-                // helper of `pkg/ops.py`.
+            if depth == below {
                 walk.filter_entry(|e| {
                     e.depth() == 0
                         || !e.file_type().is_some_and(|t| t.is_dir())
                         || e.path().join("__init__.py").is_file()
                 });
             } else {
+                if !walked.insert(normalize(&dir)) {
+                    continue;
+                }
                 walk.max_depth(Some(1));
             }
             let mut here: Vec<PathBuf> = walk
@@ -750,9 +764,8 @@ fn lint_all(
         // directory holding its top package), when there is one.
         let root = roots[j].get_or_init(|| {
             let mut root = normalize(from.parent().unwrap_or(Path::new("")));
-            while packages.contains(&root) {
-                root.pop();
-            }
+            // `pop` fails at `""` and `/`, which may be packages too (`./__init__.py`).
+            while packages.contains(&root) && root.pop() {}
             root
         });
         let base = |i: usize| {
@@ -769,11 +782,27 @@ fn lint_all(
             .copied()
             .filter(|&i| base(i).as_ref() == Some(root))
             .collect();
-        if rooted.is_empty() || imp.level > 0 {
-            found
-        } else {
-            rooted
+        if imp.level > 0 {
+            return found;
         }
+        if !rooted.is_empty() {
+            return rooted;
+        }
+        // None there (`sys.path.insert(0, "..")`): the nearest to the importer.
+        let shared = |i: usize| {
+            paths[i].map_or(0, |p| {
+                normalize(from)
+                    .components()
+                    .zip(normalize(p).components())
+                    .take_while(|(a, b)| a == b)
+                    .count()
+            })
+        };
+        let nearest = found.iter().map(|&i| shared(i)).max().unwrap_or(0);
+        found
+            .into_iter()
+            .filter(|&i| shared(i) == nearest)
+            .collect()
     };
     // Each file learns which of its helpers other files' model code calls, and which of the
     // helpers its own model code imports are annotated as returning tensors.

@@ -1247,3 +1247,83 @@ if __name__ == "__main__":
     let found = project_findings(&[("model.py", model), ("export.py", &handed)], "ODL005");
     assert_eq!(found, vec![("model.py".to_string(), 9)]);
 }
+
+#[test]
+fn an_import_no_root_holds_resolves_to_the_nearest() {
+    // projA/tools/export.py puts `..` on sys.path and imports `utils`: projA/utils.py, the
+    // nearest, not projB/utils.py linted beside it.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for d in ["projA/tools", "projB"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    let helper =
+        "import torch\n\ndef helper(x):\n    if x.sum() > 0:\n        return x\n    return -x\n";
+    std::fs::write(root.join("projA/utils.py"), helper).unwrap();
+    std::fs::write(root.join("projB/utils.py"), helper).unwrap();
+    std::fs::write(
+        root.join("projA/tools/export.py"),
+        "import sys\nsys.path.insert(0, '..')\nimport torch\nfrom utils import helper\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return helper(x)\n",
+    )
+    .unwrap();
+    let files = discover(&[root.join("projA"), root.join("projB")]).unwrap();
+    let (reports, _) = lint_files(&files, &Selection::default());
+    let hits: Vec<String> = reports
+        .iter()
+        .filter(|r| !r.findings.is_empty())
+        .map(|r| {
+            PathBuf::from(&r.display)
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    assert_eq!(hits, ["projA/utils.py"]);
+}
+
+#[test]
+fn a_named_files_own_neighbours_come_before_the_packages_below_it() {
+    // A package `a/` of 2,001 files beside export.py must not push model.py out of the limit.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("a")).unwrap();
+    std::fs::write(root.join("a/__init__.py"), "").unwrap();
+    for i in 0..2_001 {
+        std::fs::write(root.join(format!("a/m{i:04}.py")), "").unwrap();
+    }
+    std::fs::write(root.join("export.py"), "").unwrap();
+    std::fs::write(root.join("model.py"), "").unwrap();
+    let named = [root.join("export.py")];
+    let context = source_lint::context(&named, &named);
+    assert_eq!(context.first(), Some(&root.join("model.py")));
+    assert_eq!(context.len(), 2_000);
+}
+
+#[test]
+fn a_file_named_twice_is_linted_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("e.py");
+    std::fs::write(&f, "import torch\n").unwrap();
+    let files = discover(&[f.clone(), dir.path().join(".").join("e.py")]).unwrap();
+    assert_eq!(files, [f]);
+}
+
+#[test]
+fn an_appended_argument_goes_before_a_trailing_comment() {
+    // The fix must not land inside `# doubled` (it would be commented out and the mode lost).
+    let src = "import torch\nimport torch.nn.functional as F\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n        return F.upsample_bilinear(x,\n            scale_factor=2  # doubled\n        )\n";
+    let lint = lint_source("m.py", src);
+    let edits: Vec<&source_lint::Edit> = lint
+        .findings
+        .iter()
+        .filter(|f| f.diagnostic.fix.as_ref().is_some_and(|x| x.safe))
+        .flat_map(|f| &f.edits)
+        .collect();
+    assert!(!edits.is_empty());
+    let (fixed, _) = apply_edits(src, &edits);
+    assert!(
+        fixed.contains("scale_factor=2, mode=\"bilinear\", align_corners=True  # doubled"),
+        "{fixed}"
+    );
+}

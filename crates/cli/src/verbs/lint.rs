@@ -102,14 +102,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
                 fixed += safe.len();
                 changed = true;
-                // Through a temporary file renamed into place, keeping the file's permissions.
-                let permissions = std::fs::metadata(&rep.path).map(|m| m.permissions());
-                tensor::write_file(&rep.path, text.as_bytes()).with_context(|| {
-                    format!("{}: cannot write the fixed file", rep.path.display())
-                })?;
-                if let Ok(p) = permissions {
-                    let _ = std::fs::set_permissions(&rep.path, p);
-                }
+                write_fixed(&rep.path, &text)?;
             }
             if !changed {
                 break;
@@ -190,6 +183,26 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::from(diagnostics::exit_code(&diags)))
+}
+
+/// Writes a fixed file: the file a symlink names, through a temporary file renamed into place
+/// (keeping its permissions) so a failure never leaves half of it, or in place when its directory
+/// takes no new file. A read-only file is an error, not overwritten.
+fn write_fixed(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let meta = std::fs::metadata(&target)
+        .with_context(|| format!("{}: cannot read the file to fix", path.display()))?;
+    if meta.permissions().readonly() {
+        bail!("{}: the file is read-only; not fixed", path.display());
+    }
+    match tensor::write_file(&target, text.as_bytes()) {
+        Ok(()) => {
+            let _ = std::fs::set_permissions(&target, meta.permissions());
+            Ok(())
+        }
+        Err(_) => std::fs::write(&target, text)
+            .with_context(|| format!("{}: cannot write the fixed file", path.display())),
+    }
 }
 
 fn json_item(rep: &source_lint::FileReport, f: &Finding) -> serde_json::Value {

@@ -379,9 +379,26 @@ fn check_wrapper_call(ch: &mut Checker, call: &ast::ExprCall) {
     let Expr::Name(f) = call.func.as_ref() else {
         return;
     };
+    // A local function or name of the calling scope is not the module's wrapper.
+    if ch.bodies.len() > 1 {
+        let scope = ch.bodies[ch.bodies.len() - 1];
+        let local_def = scope
+            .iter()
+            .any(|s| matches!(s, Stmt::FunctionDef(d) if d.name.id.as_str() == f.id.as_str()));
+        if local_def || crate::checker::name_bindings(scope).contains_key(f.id.as_str()) {
+            return;
+        }
+    }
     let Some((def, export)) = ch.export_wrapper(f.id.as_str()) else {
         return;
     };
+    // The wrapper changes what it hands on (`input_names = input_names + ["mask"]`,
+    // `axes.update(...)`): not known from the call.
+    if changes_before(&def.body, export, |n| {
+        def.parameters.iter().any(|p| p.name().id.as_str() == n)
+    }) {
+        return;
+    }
     if call
         .arguments
         .args
@@ -470,6 +487,65 @@ fn check_wrapper_call(ch: &mut Checker, call: &ast::ExprCall) {
         },
     };
     report(ch, keys, inputs, outputs, unnamed_outputs);
+}
+
+/// Whether a body binds, or grows in place, a name `param` accepts before the call `export`:
+/// `x = ...`, `x += ...`, `x[k] = ...`, `x.append(...)`, `x.update(...)`.
+fn changes_before(body: &[Stmt], export: &ast::ExprCall, param: impl Fn(&str) -> bool) -> bool {
+    use ruff_python_ast::visitor::{self, Visitor};
+    struct Find<'p, P: Fn(&str) -> bool> {
+        param: &'p P,
+        before: TextSize,
+        found: bool,
+    }
+    impl<'a, P: Fn(&str) -> bool> Visitor<'a> for Find<'_, P> {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if e.range().start() >= self.before {
+                return;
+            }
+            match e {
+                Expr::Name(n)
+                    if matches!(n.ctx, ast::ExprContext::Store) && (self.param)(n.id.as_str()) =>
+                {
+                    self.found = true
+                }
+                Expr::Subscript(sub)
+                    if matches!(sub.ctx, ast::ExprContext::Store)
+                        && matches!(sub.value.as_ref(), Expr::Name(n) if (self.param)(n.id.as_str())) =>
+                {
+                    self.found = true
+                }
+                Expr::Call(c) => {
+                    if let Expr::Attribute(a) = c.func.as_ref() {
+                        let grows = matches!(
+                            a.attr.id.as_str(),
+                            "append"
+                                | "extend"
+                                | "insert"
+                                | "update"
+                                | "setdefault"
+                                | "pop"
+                                | "remove"
+                        );
+                        if grows
+                            && matches!(a.value.as_ref(), Expr::Name(n) if (self.param)(n.id.as_str()))
+                        {
+                            self.found = true;
+                        }
+                    }
+                }
+                _ => {}
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut find = Find {
+        param: &param,
+        before: export.range().start(),
+        found: false,
+    };
+    find.visit_body(body);
+    find.found
 }
 
 fn report(

@@ -160,21 +160,31 @@ pub(crate) fn index_elements(slice: &Expr) -> Vec<&Expr> {
     }
 }
 
-/// An edit that appends `arg` (e.g. `align_corners=False`) to a call's argument list, after the
-/// last argument, with or without a separating comma as the call needs.
+/// An edit that appends `arg` (e.g. `align_corners=False`) to a call's argument list, right after
+/// the last argument (before a trailing comma or a comment that follows it: `scale_factor=2  #
+/// doubled` must not swallow the new argument).
 pub(crate) fn append_argument(source: &str, call: &ast::ExprCall, arg: &str) -> crate::Edit {
     use ruff_text_size::Ranged;
-    let r = call.arguments.range();
-    let (start, end) = (r.start().to_usize(), r.end().to_usize());
-    let inner = &source[start + 1..end - 1];
-    let trimmed = inner.trim_end();
-    let at = start + 1 + trimmed.len();
-    let content = if trimmed.trim_start().is_empty() {
-        arg.to_string()
-    } else if trimmed.ends_with(',') {
-        format!(" {arg}")
-    } else {
-        format!(", {arg}")
+    let a = &call.arguments;
+    let last = a
+        .args
+        .iter()
+        .map(|e| e.range().end())
+        .chain(a.keywords.iter().map(|k| k.range().end()))
+        .max();
+    let (at, content) = match last {
+        Some(end) => {
+            let end = end.to_usize();
+            // After a trailing comma that follows the last argument, if there is one.
+            let rest = &source[end..a.range().end().to_usize()];
+            let gap = rest.len() - rest.trim_start().len();
+            if rest[gap..].starts_with(',') {
+                (end + gap + 1, format!(" {arg}"))
+            } else {
+                (end, format!(", {arg}"))
+            }
+        }
+        None => (a.range().start().to_usize() + 1, arg.to_string()),
     };
     crate::Edit {
         start: at,
@@ -305,6 +315,8 @@ fn init_parameter_strings_at<'a>(
         /// Subclasses that define their own `__init__`.
         own_init: Vec<&'n str>,
         depth: u32,
+        /// The functions the visitor is inside, innermost last (`""` for a class body).
+        functions: Vec<&'n str>,
     }
     impl<'n> Passed<'n> {
         fn check(&mut self, args: &'n [ast::Expr], keywords: &'n [ast::Keyword], positional: bool) {
@@ -342,11 +354,18 @@ fn init_parameter_strings_at<'a>(
                     });
                     if let Some(m) = m {
                         self.passed.push(Some(m));
-                    } else if let (ast::Expr::Name(n), Some(outer), true) =
-                        (v, self.inside.last(), self.depth < 3)
-                    {
-                        // A parameter of the enclosing class's `__init__`, handed on.
-                        if let Some(outer) = crate::checker::module_class(self.module, outer) {
+                    } else if let (ast::Expr::Name(n), Some(outer), true) = (
+                        v,
+                        self.inside.last(),
+                        self.depth < 3 && self.functions.last() == Some(&"__init__"),
+                    ) {
+                        // A parameter of the enclosing class's `__init__`, handed on (not
+                        // the class building itself with its own parameter: nothing new).
+                        let itself =
+                            self.family.first() == Some(outer) && n.id.as_str() == self.param;
+                        if let Some(outer) =
+                            crate::checker::module_class(self.module, outer).filter(|_| !itself)
+                        {
                             let forwarded = init_parameter_strings_at(
                                 self.module,
                                 outer,
@@ -362,13 +381,22 @@ fn init_parameter_strings_at<'a>(
     }
     impl<'v> Visitor<'v> for Passed<'v> {
         fn visit_stmt(&mut self, s: &'v ast::Stmt) {
-            if let ast::Stmt::ClassDef(c) = s {
-                self.inside.push(c.name.id.as_str());
-                visitor::walk_stmt(self, s);
-                self.inside.pop();
-                return;
+            match s {
+                ast::Stmt::ClassDef(c) => {
+                    self.inside.push(c.name.id.as_str());
+                    // A class body is not inside the function around it.
+                    self.functions.push("");
+                    visitor::walk_stmt(self, s);
+                    self.functions.pop();
+                    self.inside.pop();
+                }
+                ast::Stmt::FunctionDef(f) => {
+                    self.functions.push(f.name.id.as_str());
+                    visitor::walk_stmt(self, s);
+                    self.functions.pop();
+                }
+                _ => visitor::walk_stmt(self, s),
             }
-            visitor::walk_stmt(self, s);
         }
         fn visit_expr(&mut self, e: &'v ast::Expr) {
             if let ast::Expr::Call(c) = e {
@@ -419,6 +447,7 @@ fn init_parameter_strings_at<'a>(
         inside: Vec::new(),
         own_init,
         depth,
+        functions: Vec::new(),
     };
     passed.visit_body(module);
     let leaves_out = passed.constructions == 0 || passed.passed.contains(&None);
