@@ -1836,12 +1836,16 @@ fn model_functions(
             || lower.contains("criterion")
             || lower.ends_with("metric")
             // DETR's `HungarianMatcher.forward(outputs, targets)`, a detector's label
-            // assigner: training-time target assignment.
+            // assigner: training-time target assignment (not a `VarnishMatcher` taking the
+            // `target_lab` colour to match at inference).
             || ((class.ends_with("Matcher") || class.ends_with("Assigner"))
                 && forward_targets.get(class).is_some_and(|params| {
-                    params
-                        .iter()
-                        .any(|p| p.starts_with("target") || p.starts_with("gt"))
+                    params.iter().any(|p| {
+                        matches!(p.as_str(), "target" | "targets")
+                            || p.starts_with("gt_")
+                            || p.starts_with("gts")
+                            || p == "gt"
+                    })
                 }))
             || methods.get("forward").is_some_and(|b| {
                 is_loss_forward(b, forward_targets.get(class).map_or(&[][..], |v| &v[..]))
@@ -1874,6 +1878,28 @@ fn model_functions(
             })
             .map(|(name, _)| name.clone())
             .collect();
+        // Functions that export through a wrapper of the file (`return _export(model, args,
+        // path)` with `_export` calling the exporter) are driver code too.
+        let mut exporters: HashSet<String> = module_fns
+            .iter()
+            .filter(|(_, body)| exported_functions(body, &aliases).script)
+            .map(|(name, _)| name.clone())
+            .collect();
+        loop {
+            let more: Vec<String> = module_fns
+                .iter()
+                .filter(|(name, body)| {
+                    !exporters.contains(*name)
+                        && called_names(body).1.iter().any(|f| exporters.contains(f))
+                })
+                .map(|(name, _)| name.clone())
+                .collect();
+            if more.is_empty() {
+                break;
+            }
+            driver_work.extend(more.iter().cloned());
+            exporters.extend(more);
+        }
         for stmt in module {
             if !matches!(stmt, Stmt::FunctionDef(_) | Stmt::ClassDef(_)) {
                 let (_, funcs) = called_names(std::slice::from_ref(stmt));
@@ -3176,8 +3202,10 @@ fn only_dispatched(module: &[Stmt], name: &str) -> bool {
             match e {
                 // Reads of the keys only.
                 Expr::Call(c)
-                    if matches!(c.func.as_ref(), Expr::Name(f)
-                        if matches!(f.id.as_str(), "sorted" | "list" | "set" | "tuple" | "len"))
+                    if (matches!(c.func.as_ref(), Expr::Name(f)
+                        if matches!(f.id.as_str(), "sorted" | "list" | "set" | "tuple" | "len" | "enumerate"))
+                        // `", ".join(TARGETS)`
+                        || matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "join"))
                         && matches!(&c.arguments.args[..], [t] if self.is_table(t)) =>
                 {
                     self.dispatches += 1

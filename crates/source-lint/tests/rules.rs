@@ -400,6 +400,9 @@ const CORPUS_DIRS: &[&str] = &[
     "stagecraft",
     "glassworks",
     "tunnelling",
+    "luthiery",
+    "philately",
+    "wetlands",
 ];
 
 #[test]
