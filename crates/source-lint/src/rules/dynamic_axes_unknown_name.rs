@@ -379,7 +379,11 @@ fn check_wrapper_call(ch: &mut Checker, call: &ast::ExprCall) {
     let Expr::Name(f) = call.func.as_ref() else {
         return;
     };
-    // A local function or name of the calling scope is not the module's wrapper.
+    let Some((def, export)) = ch.export_wrapper(f.id.as_str()) else {
+        return;
+    };
+    // A local function or name of the calling scope is not the module's wrapper (checked
+    // only for names of wrappers: most calls are not).
     if ch.bodies.len() > 1 {
         let scope = ch.bodies[ch.bodies.len() - 1];
         let local_def = scope
@@ -389,9 +393,6 @@ fn check_wrapper_call(ch: &mut Checker, call: &ast::ExprCall) {
             return;
         }
     }
-    let Some((def, export)) = ch.export_wrapper(f.id.as_str()) else {
-        return;
-    };
     // The wrapper changes what it hands on (`input_names = input_names + ["mask"]`,
     // `axes.update(...)`): not known from the call.
     if changes_before(&def.body, export, |n| {
