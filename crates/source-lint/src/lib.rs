@@ -447,9 +447,11 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ReadError> {
     }
     files.sort();
     files.dedup();
-    // `e.py ./e.py`: one file, however spelled.
-    let mut seen: HashSet<PathBuf> = HashSet::default();
-    files.retain(|f| seen.insert(normalize(f)));
+    // `e.py ./e.py`: one file, however spelled (only files named directly can repeat so).
+    if paths.len() > 1 {
+        let mut seen: HashSet<PathBuf> = HashSet::default();
+        files.retain(|f| seen.insert(normalize(f)));
+    }
     Ok(files)
 }
 
@@ -569,6 +571,9 @@ pub fn lint_files_with_context(
     selection: &Selection,
     cache: Option<&mut LintCache>,
 ) -> (Vec<FileReport>, Vec<ReadError>) {
+    if context.is_empty() {
+        return lint_all(files, files.len(), selection, cache);
+    }
     let all: Vec<PathBuf> = files.iter().chain(context).cloned().collect();
     lint_all(&all, files.len(), selection, cache)
 }
@@ -618,9 +623,9 @@ fn lint_all(
     selection: &Selection,
     mut cache: Option<&mut LintCache>,
 ) -> (Vec<FileReport>, Vec<ReadError>) {
-    let reported: HashSet<&Path> = files[..named].iter().map(PathBuf::as_path).collect();
     let keep = |reports: &mut Vec<FileReport>, errors: &mut Vec<ReadError>| {
         if named < files.len() {
+            let reported: HashSet<&Path> = files[..named].iter().map(PathBuf::as_path).collect();
             reports.retain(|r| reported.contains(r.path.as_path()));
             errors.retain(|e| reported.contains(e.path.as_path()));
         }
