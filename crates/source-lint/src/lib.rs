@@ -467,13 +467,14 @@ const CONTEXT_FILES: usize = 2_000;
 /// reaches (`conv.py` named from inside its package is read with its directory only). These
 /// hold the helpers a model file imports, the models that call an ops module's functions, the
 /// export script that imports them: so `lint ops.py` reports in `ops.py` what `lint .` reports
-/// there. Directories are listed, not walked, honouring `.gitignore`; files already in `files`
-/// are left out.
+/// there; last, the packages below each named file's directory (`pkg/models/net.py` calling
+/// `pkg/ops.py`). Directories are listed, and those packages walked, honouring `.gitignore`;
+/// files already in `files` are left out.
 pub fn context(paths: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
     let python = |p: &Path| p.extension().is_some_and(|e| e == "py" || e == "pyi");
-    // Directories by level: every named file's own directory first (with the packages below
-    // it), then the package directories above, nearest first, so that one named file's
-    // neighbours never crowd out another's under the limit.
+    // Directories by level: every named file's own directory first, then the package
+    // directories above, nearest first, so that one named file's neighbours never crowd out
+    // another's under the limit.
     let mut levels: Vec<Vec<PathBuf>> = vec![Vec::new(); CONTEXT_LEVELS + 1];
     let mut packages_below: Vec<PathBuf> = Vec::new();
     for p in paths.iter().filter(|p| p.is_file() && python(p)) {
@@ -761,7 +762,7 @@ fn lint_all(
             .copied()
             .filter(|&i| i != j && paths[i].is_some_and(|p| import_resolves_to(from, imp, p)))
             .collect();
-        if found.len() < 2 {
+        if found.len() < 2 || imp.level > 0 {
             return found;
         }
         // `from utils import f` with a `utils.py` in several projects linted together: the one
@@ -787,9 +788,6 @@ fn lint_all(
             .copied()
             .filter(|&i| base(i).as_ref() == Some(root))
             .collect();
-        if imp.level > 0 {
-            return found;
-        }
         if !rooted.is_empty() {
             return rooted;
         }
