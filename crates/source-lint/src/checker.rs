@@ -1840,11 +1840,11 @@ fn model_functions(
             // `target_lab` colour to match at inference).
             || ((class.ends_with("Matcher") || class.ends_with("Assigner"))
                 && forward_targets.get(class).is_some_and(|params| {
+                    // `targets`, `target_boxes`, `gt_bboxes`, `gtboxes`; not `target_lab`.
                     params.iter().any(|p| {
                         matches!(p.as_str(), "target" | "targets")
-                            || p.starts_with("gt_")
-                            || p.starts_with("gts")
-                            || p == "gt"
+                            || (p.starts_with("target_") && p.ends_with('s'))
+                            || p.starts_with("gt")
                     })
                 }))
             || methods.get("forward").is_some_and(|b| {
@@ -1870,6 +1870,7 @@ fn model_functions(
     // exporter by name are model code.
     let aliases = exporter_aliases(imports);
     let exported = exported_functions(module, &aliases);
+    let mut handed_to_wrappers: Vec<String> = Vec::new();
     if exported.script {
         let mut driver_work: Vec<String> = module_fns
             .iter()
@@ -1900,6 +1901,37 @@ fn model_functions(
             driver_work.extend(more.iter().cloned());
             exporters.extend(more);
         }
+        // A function of the file handed to such a wrapper (`_export(model_fn, x, path)`) is
+        // what gets exported, as one handed to the exporter itself.
+        struct Handed<'e, 'f> {
+            exporters: &'e HashSet<String>,
+            module_fns: &'e HashMap<String, &'f [Stmt]>,
+            out: Vec<String>,
+        }
+        impl<'a> Visitor<'a> for Handed<'_, '_> {
+            fn visit_expr(&mut self, e: &'a Expr) {
+                if let Expr::Call(c) = e {
+                    if matches!(c.func.as_ref(), Expr::Name(f) if self.exporters.contains(f.id.as_str()))
+                    {
+                        for a in c.arguments.args.iter() {
+                            if let Expr::Name(n) = a {
+                                if self.module_fns.contains_key(n.id.as_str()) {
+                                    self.out.push(n.id.to_string());
+                                }
+                            }
+                        }
+                    }
+                }
+                visitor::walk_expr(self, e);
+            }
+        }
+        let mut handed = Handed {
+            exporters: &exporters,
+            module_fns: &module_fns,
+            out: Vec::new(),
+        };
+        handed.visit_body(module);
+        handed_to_wrappers = handed.out;
         for stmt in module {
             if !matches!(stmt, Stmt::FunctionDef(_) | Stmt::ClassDef(_)) {
                 let (_, funcs) = called_names(std::slice::from_ref(stmt));
@@ -1935,7 +1967,7 @@ fn model_functions(
             }
         }
     }
-    for name in exported.names {
+    for name in exported.names.into_iter().chain(handed_to_wrappers) {
         if module_fns.contains_key(&name) {
             work.push((None, name));
         }

@@ -1380,3 +1380,78 @@ if __name__ == "__main__":
     let found = project_findings(&[("model.py", model), ("export.py", export)], "ODL005");
     assert_eq!(found, vec![]);
 }
+
+#[test]
+fn appended_arguments_keep_the_call_valid_python() {
+    // After a parenthesized last argument (its range leaves the parentheses out), and around a
+    // lone generator, which needs its own parentheses once another argument follows.
+    for (src, want) in [
+        (
+            "F.upsample_bilinear(x, (2))",
+            "F.interpolate(x, (2), mode=\"bilinear\", align_corners=True)",
+        ),
+        (
+            "F.interpolate(x, None, 2, (\"bilinear\"))",
+            "F.interpolate(x, None, 2, (\"bilinear\"), align_corners=False)",
+        ),
+        (
+            "nn.UpsamplingBilinear2d(s for s in sizes)",
+            "nn.Upsample((s for s in sizes), mode=\"bilinear\", align_corners=True)",
+        ),
+    ] {
+        let text = format!(
+            "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\nclass M(nn.Module):\n    def forward(self, x, sizes):\n        return {src}\n"
+        );
+        let lint = lint_source("m.py", &text);
+        let edits: Vec<&source_lint::Edit> = lint
+            .findings
+            .iter()
+            .filter(|f| f.diagnostic.fix.as_ref().is_some_and(|x| x.safe))
+            .flat_map(|f| &f.edits)
+            .collect();
+        let (once, _) = apply_edits(&text, &edits);
+        // Fixes that need the first one's result come on the re-lint, as `--fix` does.
+        let again = lint_source("m.py", &once);
+        let edits: Vec<&source_lint::Edit> = again
+            .findings
+            .iter()
+            .filter(|f| f.diagnostic.fix.as_ref().is_some_and(|x| x.safe))
+            .flat_map(|f| &f.edits)
+            .collect();
+        let (fixed, _) = apply_edits(&once, &edits);
+        assert!(fixed.contains(want), "{src}: {fixed}");
+        assert!(
+            !lint_source("m.py", &fixed)
+                .findings
+                .iter()
+                .any(|f| f.diagnostic.code == "ODL000"),
+            "{fixed}"
+        );
+    }
+}
+
+#[test]
+fn a_function_handed_to_an_export_wrapper_is_model_code() {
+    // `export_all` runs `model_fn` as a check and exports it through `_export`: it is driver
+    // code, `model_fn` is what gets exported.
+    let src = r#"
+import torch
+import torch.nn.functional as F
+
+
+def _export(fn, x, path):
+    torch.onnx.export(fn, (x,), path, opset_version=17)
+
+
+def model_fn(x):
+    return F.interpolate(x, scale_factor=2, mode="bilinear")
+
+
+def export_all(path):
+    x = torch.zeros(1, 3, 8, 8)
+    ref = model_fn(x)
+    _export(model_fn, x, path)
+    return ref
+"#;
+    assert_eq!(codes(src), vec![(11, "ODL014".to_string())]);
+}

@@ -185,24 +185,66 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(diagnostics::exit_code(&diags)))
 }
 
-/// Writes a fixed file: the file a symlink names, through a temporary file renamed into place
-/// (keeping its permissions) so a failure never leaves half of it, or in place when its directory
-/// takes no new file. A read-only file is an error, not overwritten.
+/// Writes a fixed file: the file a symlink names, through a temporary file beside it, renamed
+/// into place once written and synced, with the file's permissions and owner, so a failure
+/// never leaves half of it. Only when the directory takes no new file is the file written in
+/// place. A file the user cannot write is an error, not replaced.
 fn write_fixed(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::MetadataExt as _;
     let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let meta = std::fs::metadata(&target)
         .with_context(|| format!("{}: cannot read the file to fix", path.display()))?;
-    if meta.permissions().readonly() {
-        bail!("{}: the file is read-only; not fixed", path.display());
+    // Opening for writing (no truncation) asks the system, not the mode bits, whether we may.
+    if meta.permissions().readonly()
+        || std::fs::OpenOptions::new()
+            .write(true)
+            .open(&target)
+            .is_err()
+    {
+        bail!("{}: the file is not writable; not fixed", path.display());
     }
-    match tensor::write_file(&target, text.as_bytes()) {
-        Ok(()) => {
-            let _ = std::fs::set_permissions(&target, meta.permissions());
-            Ok(())
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = target.with_file_name(format!(".{name}.onnx-doctor-fix-{}", std::process::id()));
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp);
+    let mut file = match file {
+        Ok(f) => f,
+        // A directory that takes no new file: in place, as an editor would.
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+            ) =>
+        {
+            return std::fs::write(&target, text)
+                .with_context(|| format!("{}: cannot write the fixed file", path.display()));
         }
-        Err(_) => std::fs::write(&target, text)
-            .with_context(|| format!("{}: cannot write the fixed file", path.display())),
+        Err(e) => {
+            return Err(e)
+                .with_context(|| format!("{}: cannot write the fixed file", path.display()))
+        }
+    };
+    let written = file
+        .write_all(text.as_bytes())
+        .and_then(|_| file.sync_all())
+        .and_then(|_| std::fs::set_permissions(&tmp, meta.permissions()))
+        .and_then(|_| {
+            // The owner stays (root fixing another user's file); refused for anyone else, who
+            // can only have written a file they own.
+            let _ = std::os::unix::fs::chown(&tmp, Some(meta.uid()), Some(meta.gid()));
+            std::fs::rename(&tmp, &target)
+        });
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e).with_context(|| format!("{}: cannot write the fixed file", path.display()));
     }
+    Ok(())
 }
 
 fn json_item(rep: &source_lint::FileReport, f: &Finding) -> serde_json::Value {

@@ -384,8 +384,7 @@ fn check_wrapper_call(ch: &mut Checker, call: &ast::ExprCall) {
     };
     // A local function or name of the calling scope is not the module's wrapper (checked
     // only for names of wrappers: most calls are not).
-    if ch.bodies.len() > 1 {
-        let scope = ch.bodies[ch.bodies.len() - 1];
+    for scope in ch.bodies.iter().skip(1) {
         let local_def = scope
             .iter()
             .any(|s| matches!(s, Stmt::FunctionDef(d) if d.name.id.as_str() == f.id.as_str()));
@@ -395,9 +394,14 @@ fn check_wrapper_call(ch: &mut Checker, call: &ast::ExprCall) {
     }
     // The wrapper changes what it hands on (`input_names = input_names + ["mask"]`,
     // `axes.update(...)`): not known from the call.
-    if changes_before(&def.body, export, |n| {
-        def.parameters.iter().any(|p| p.name().id.as_str() == n)
-    }) {
+    let handed_on: Vec<&str> = ["input_names", "output_names", "dynamic_axes"]
+        .iter()
+        .filter_map(|kw| match &export.arguments.find_keyword(kw)?.value {
+            Expr::Name(n) => Some(n.id.as_str()),
+            _ => None,
+        })
+        .collect();
+    if changes_before(&def.body, export, |n| handed_on.contains(&n)) {
         return;
     }
     if call

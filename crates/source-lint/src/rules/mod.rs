@@ -166,6 +166,18 @@ pub(crate) fn index_elements(slice: &Expr) -> Vec<&Expr> {
 pub(crate) fn append_argument(source: &str, call: &ast::ExprCall, arg: &str) -> crate::Edit {
     use ruff_text_size::Ranged;
     let a = &call.arguments;
+    // `F.upsample_bilinear(s for s in sizes)`: the lone generator needs its own parentheses
+    // once another argument follows.
+    if let ([Expr::Generator(g)], []) = (&a.args[..], &a.keywords[..]) {
+        if !g.parenthesized {
+            let (start, end) = (g.range().start().to_usize(), g.range().end().to_usize());
+            return crate::Edit {
+                start,
+                end,
+                content: format!("({}), {arg}", &source[start..end]),
+            };
+        }
+    }
     let last = a
         .args
         .iter()
@@ -174,14 +186,33 @@ pub(crate) fn append_argument(source: &str, call: &ast::ExprCall, arg: &str) -> 
         .max();
     let (at, content) = match last {
         Some(end) => {
-            let end = end.to_usize();
-            // After a trailing comma that follows the last argument, if there is one.
-            let rest = &source[end..a.range().end().to_usize()];
-            let gap = rest.len() - rest.trim_start().len();
-            if rest[gap..].starts_with(',') {
-                (end + gap + 1, format!(" {arg}"))
-            } else {
-                (end, format!(", {arg}"))
+            // Past the closing parentheses of a parenthesized last argument (`(2)`: its range
+            // leaves them out) and any comments, up to a trailing comma or the call's `)`.
+            let close = a.range().end().to_usize() - 1;
+            let mut at = end.to_usize();
+            let mut comma = None;
+            let bytes = source.as_bytes();
+            let mut i = at;
+            while i < close {
+                match bytes[i] {
+                    b'#' => {
+                        while i < close && bytes[i] != b'\n' {
+                            i += 1;
+                        }
+                        continue;
+                    }
+                    b')' => at = i + 1,
+                    b',' => {
+                        comma = Some(i + 1);
+                        break;
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            match comma {
+                Some(after) => (after, format!(" {arg}")),
+                None => (at, format!(", {arg}")),
             }
         }
         None => (a.range().start().to_usize() + 1, arg.to_string()),
