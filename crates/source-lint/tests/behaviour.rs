@@ -1455,3 +1455,29 @@ def export_all(path):
 "#;
     assert_eq!(codes(src), vec![(11, "ODL014".to_string())]);
 }
+
+#[test]
+fn fixes_appending_after_spliced_arguments_are_only_suggested() {
+    // `**kw` may already hold `align_corners` or `mode`: appending them would raise.
+    for src in [
+        "F.interpolate(x, scale_factor=2, mode=\"bilinear\", **kw)",
+        "F.upsample_bilinear(x, *rest)",
+    ] {
+        let text = format!(
+            "import torch\nimport torch.nn.functional as F\n\nclass M(torch.nn.Module):\n    def forward(self, x, rest, kw):\n        return {src}\n"
+        );
+        let lint = lint_source("m.py", &text);
+        let appending: Vec<_> = lint
+            .findings
+            .iter()
+            .filter(|f| f.edits.iter().any(|e| e.content.contains("align_corners")))
+            .collect();
+        assert!(!appending.is_empty(), "{src}");
+        assert!(
+            appending
+                .iter()
+                .all(|f| f.diagnostic.fix.as_ref().is_some_and(|x| !x.safe)),
+            "{src}"
+        );
+    }
+}

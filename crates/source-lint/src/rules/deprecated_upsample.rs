@@ -104,10 +104,12 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
             extra.trim_start_matches(", "),
         ));
     }
+    // Appending `mode=...` after `**kw` may repeat one `kw` holds: then only suggested.
+    let safe = extra.is_empty() || !crate::rules::splices_arguments(call);
     ch.fix(
         i,
         format!("replace with `interpolate(...{extra})`"),
-        true,
+        safe,
         edits,
     );
 }

@@ -106,8 +106,10 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     );
     // A mode read from a config default may be set otherwise at run time: then adding
     // `align_corners` to a non-linear mode would raise, so the fix is only suggested.
+    // So is one after `**kw`, which may hold `align_corners` already.
     let edit = append_argument(ch.source, call, "align_corners=False");
-    ch.fix(i, "add `align_corners=False`", certain, vec![edit]);
+    let safe = certain && !crate::rules::splices_arguments(call);
+    ch.fix(i, "add `align_corners=False`", safe, vec![edit]);
 }
 
 fn linear(mode: &str) -> bool {

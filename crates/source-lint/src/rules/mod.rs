@@ -160,6 +160,16 @@ pub(crate) fn index_elements(slice: &Expr) -> Vec<&Expr> {
     }
 }
 
+/// Whether a call splices arguments (`*args`, `**kw`), which may already hold one a fix would
+/// append (`got multiple values for argument` at run time): such fixes are only suggested.
+pub(crate) fn splices_arguments(call: &ast::ExprCall) -> bool {
+    call.arguments
+        .args
+        .iter()
+        .any(|a| matches!(a, Expr::Starred(_)))
+        || call.arguments.keywords.iter().any(|k| k.arg.is_none())
+}
+
 /// An edit that appends `arg` (e.g. `align_corners=False`) to a call's argument list, right after
 /// the last argument (before a trailing comma or a comment that follows it: `scale_factor=2  #
 /// doubled` must not swallow the new argument).
