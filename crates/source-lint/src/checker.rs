@@ -1605,10 +1605,7 @@ fn decided_unread(test: &Expr) -> bool {
             let decisive = matches!(b.op, ast::BoolOp::Or);
             for v in &b.values {
                 // The mode is no read of the inputs (`self.training or is_tracing()`).
-                let mode = Checker::is_self_attr(v, "training")
-                    || matches!(v, Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not)
-                        && Checker::is_self_attr(&u.operand, "training"));
-                if mode {
+                if rules::training_branch::mode_in_eval(v).is_some() {
                     continue;
                 }
                 match export_polarity(v) {

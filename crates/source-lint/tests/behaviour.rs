@@ -15,6 +15,21 @@ fn codes(src: &str) -> Vec<(usize, String)> {
     v
 }
 
+/// The files of `reports` with a finding, relative to `root`.
+fn files_with_findings(reports: &[source_lint::FileReport], root: &std::path::Path) -> Vec<String> {
+    reports
+        .iter()
+        .filter(|r| !r.findings.is_empty())
+        .map(|r| {
+            PathBuf::from(&r.display)
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect()
+}
+
 /// Writes `files` (name, text) into a fresh directory and lints them as one project with
 /// only `code` selected: each finding as (file name, line).
 fn project_findings(files: &[(&str, &str)], code: &str) -> Vec<(String, usize)> {
@@ -1084,17 +1099,7 @@ fn projects_linted_together_resolve_imports_to_their_own_modules() {
     };
     let files = discover(&[dir.path().to_path_buf()]).unwrap();
     let (reports, _) = lint_files(&files, &sel);
-    let hits: Vec<String> = reports
-        .iter()
-        .filter(|r| !r.findings.is_empty())
-        .map(|r| {
-            PathBuf::from(&r.display)
-                .strip_prefix(dir.path())
-                .unwrap()
-                .to_string_lossy()
-                .into_owned()
-        })
-        .collect();
+    let hits = files_with_findings(&reports, dir.path());
     assert_eq!(hits, ["b/export.py"]);
 }
 
@@ -1165,17 +1170,7 @@ fn an_import_resolves_under_the_importers_import_root() {
     .unwrap();
     let files = discover(&[root.to_path_buf()]).unwrap();
     let (reports, _) = lint_files(&files, &Selection::default());
-    let hits: Vec<String> = reports
-        .iter()
-        .filter(|r| !r.findings.is_empty())
-        .map(|r| {
-            PathBuf::from(&r.display)
-                .strip_prefix(root)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned()
-        })
-        .collect();
+    let hits = files_with_findings(&reports, root);
     assert_eq!(hits, ["utils.py"]);
 }
 
@@ -1271,17 +1266,7 @@ fn an_import_no_root_holds_resolves_to_the_nearest() {
     .unwrap();
     let files = discover(&[root.join("projA"), root.join("projB")]).unwrap();
     let (reports, _) = lint_files(&files, &Selection::default());
-    let hits: Vec<String> = reports
-        .iter()
-        .filter(|r| !r.findings.is_empty())
-        .map(|r| {
-            PathBuf::from(&r.display)
-                .strip_prefix(root)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned()
-        })
-        .collect();
+    let hits = files_with_findings(&reports, root);
     assert_eq!(hits, ["projA/utils.py"]);
 }
 

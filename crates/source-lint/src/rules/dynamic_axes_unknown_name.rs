@@ -382,6 +382,11 @@ fn check_wrapper_call(ch: &mut Checker, call: &ast::ExprCall) {
     let Some((def, export)) = ch.export_wrapper(f.id.as_str()) else {
         return;
     };
+    if crate::rules::splices_arguments(call)
+        || export.arguments.keywords.iter().any(|k| k.arg.is_none())
+    {
+        return;
+    }
     // A local function or name of the calling scope is not the module's wrapper (checked
     // only for names of wrappers: most calls are not).
     for scope in ch.bodies.iter().skip(1) {
@@ -402,16 +407,6 @@ fn check_wrapper_call(ch: &mut Checker, call: &ast::ExprCall) {
         })
         .collect();
     if changes_before(&def.body, export, |n| handed_on.contains(&n)) {
-        return;
-    }
-    if call
-        .arguments
-        .args
-        .iter()
-        .any(|a| matches!(a, Expr::Starred(_)))
-        || call.arguments.keywords.iter().any(|k| k.arg.is_none())
-        || export.arguments.keywords.iter().any(|k| k.arg.is_none())
-    {
         return;
     }
     // What the call gives a parameter: its argument, or the default.

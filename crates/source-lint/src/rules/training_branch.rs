@@ -186,6 +186,20 @@ fn mentions_training(e: &Expr) -> bool {
     }
 }
 
+/// The value in eval mode of an operand that is the mode itself: `self.training` is false,
+/// `not self.training` true; `None` for anything else.
+pub(crate) fn mode_in_eval(v: &Expr) -> Option<bool> {
+    if Checker::is_self_attr(v, "training") {
+        Some(false)
+    } else if matches!(v, Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not)
+        && Checker::is_self_attr(&u.operand, "training"))
+    {
+        Some(true)
+    } else {
+        None
+    }
+}
+
 /// The operands of a test on `self.training` that Python evaluates in eval mode, the mode
 /// export traces, left to right until the mode decides: the rest of `not self.training and X`
 /// or of `self.training or X`, and what comes before the mode (`X and self.training`: `X` is
@@ -197,17 +211,7 @@ pub(crate) fn eval_operands(test: &Expr) -> Vec<&Expr> {
     let and = matches!(b.op, ast::BoolOp::And);
     let mut out = Vec::new();
     for v in &b.values {
-        // The operand's value in eval mode, when it is the mode itself.
-        let mode = if Checker::is_self_attr(v, "training") {
-            Some(false)
-        } else if matches!(v, Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not)
-            && Checker::is_self_attr(&u.operand, "training"))
-        {
-            Some(true)
-        } else {
-            None
-        };
-        match mode {
+        match mode_in_eval(v) {
             // `and` stops at a false operand, `or` at a true one.
             Some(value) if value != and => break,
             Some(_) => {}
