@@ -174,6 +174,8 @@ pub(crate) struct Checker<'a> {
     pub loops: Vec<LoopInfo>,
     /// Statements of the innermost function (or the module) that encloses the current node.
     pub bodies: Vec<&'a [Stmt]>,
+    /// The functions that enclose the current node, outermost first.
+    pub defs: Vec<&'a ast::StmtFunctionDef>,
     pub findings: Vec<Finding>,
     pub facts: Facts,
 }
@@ -429,6 +431,7 @@ impl<'a> Checker<'a> {
             fns: Vec::new(),
             loops: Vec::new(),
             bodies: vec![module],
+            defs: Vec::new(),
             findings: Vec::new(),
             facts: Facts::default(),
         }
@@ -5202,9 +5205,11 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 self.fns.push(st);
                 // The body is the enclosing one while its locals are read, too.
                 self.bodies.push(&f.body);
+                self.defs.push(f);
                 scan_locals(self, &f.body, Some(f));
                 let loops = std::mem::take(&mut self.loops);
                 self.visit_body(&f.body);
+                self.defs.pop();
                 self.bodies.pop();
                 self.loops = loops;
                 self.fns.pop();

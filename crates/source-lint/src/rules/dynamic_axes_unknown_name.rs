@@ -387,8 +387,15 @@ fn check_wrapper_call(ch: &mut Checker, call: &ast::ExprCall) {
     {
         return;
     }
-    // A local function or name of the calling scope is not the module's wrapper (checked
-    // only for names of wrappers: most calls are not).
+    // A local function, name or parameter of the calling scope is not the module's wrapper
+    // (checked only for names of wrappers: most calls are not).
+    if ch.defs.iter().any(|d| {
+        d.parameters
+            .iter()
+            .any(|p| p.name().id.as_str() == f.id.as_str())
+    }) {
+        return;
+    }
     for scope in ch.bodies.iter().skip(1) {
         let local_def = scope
             .iter()
