@@ -447,16 +447,19 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ReadError> {
     }
     files.sort();
     files.dedup();
-    // `e.py ./e.py`: one file, however spelled (only files named directly can repeat so).
+    // `e.py ./e.py`, or `e.py link.py` for a symlink to it: one file, however spelled (only
+    // files named directly can repeat so).
     if paths.len() > 1 {
         let mut seen: HashSet<PathBuf> = HashSet::default();
-        files.retain(|f| seen.insert(normalize(f)));
+        files.retain(|f| seen.insert(std::fs::canonicalize(f).unwrap_or_else(|_| normalize(f))));
     }
     Ok(files)
 }
 
 /// At most this many package levels above a named file are read with it.
 const CONTEXT_LEVELS: usize = 4;
+/// At most this many directories above a script are searched for the modules it imports.
+const SCRIPT_LEVELS: usize = 3;
 /// At most this many files are read as context, the nearest directories first.
 const CONTEXT_FILES: usize = 2_000;
 
@@ -467,7 +470,9 @@ const CONTEXT_FILES: usize = 2_000;
 /// reaches (`conv.py` named from inside its package is read with its directory only). These
 /// hold the helpers a model file imports, the models that call an ops module's functions, the
 /// export script that imports them: so `lint ops.py` reports in `ops.py` what `lint .` reports
-/// there; last, the packages below each named file's directory (`pkg/models/net.py` calling
+/// there; then, for a script outside any package, the modules it imports that sit in a
+/// directory above its own, up to three levels and as far as the path given reaches
+/// (`tools/export.py` importing `models.net` of the repository root); last, the packages below each named file's directory (`pkg/models/net.py` calling
 /// `pkg/ops.py`). Directories are listed, and those packages walked, honouring `.gitignore`;
 /// files already in `files` are left out.
 pub fn context(paths: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
@@ -501,6 +506,72 @@ pub fn context(paths: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
             }
         }
     }
+    // Modules a script imports from directories above its own (`tools/export.py` importing
+    // `models.net` of the repository root, as it does when run from there or after
+    // `sys.path.insert`): the nearest directory above that holds each. Only for scripts, files
+    // outside any package, and not from installed packages' directories: a file of a package
+    // imports the rest of its package, read above, and third-party packages (`numpy` beside
+    // `torch` in site-packages) are not the project.
+    let mut imported: Vec<PathBuf> = Vec::new();
+    for p in paths.iter().filter(|p| p.is_file() && python(p)) {
+        let own = p.parent().map(Path::to_path_buf).unwrap_or_default();
+        let listed = |d: &Path| {
+            if d.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                d.to_path_buf()
+            }
+        };
+        if listed(&own).join("__init__.py").is_file() {
+            continue;
+        }
+        let mut above: Vec<PathBuf> = Vec::new();
+        let mut dir = own.clone();
+        while above.len() < SCRIPT_LEVELS && dir.file_name().is_some() {
+            match dir.parent() {
+                Some(up) => {
+                    dir = up.to_path_buf();
+                    if dir
+                        .file_name()
+                        .is_some_and(|n| n == "site-packages" || n == "dist-packages")
+                    {
+                        break;
+                    }
+                    above.push(listed(&dir));
+                }
+                None => break,
+            }
+        }
+        if above.is_empty() {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(p) else {
+            continue;
+        };
+        if above.is_empty() {
+            continue;
+        }
+        let own = listed(&own);
+        for module in imported_top_modules(&text) {
+            let at = |d: &Path| {
+                let file = d.join(format!("{module}.py"));
+                if file.is_file() {
+                    Some(file)
+                } else {
+                    let package = d.join(&module);
+                    package.is_dir().then_some(package)
+                }
+            };
+            if at(&own).is_some() {
+                continue;
+            }
+            if let Some(found) = above.iter().find_map(|d| at(d)) {
+                imported.push(found);
+            }
+        }
+    }
+    let mut once: HashSet<PathBuf> = HashSet::default();
+    imported.retain(|d| once.insert(normalize(d)));
     let mut seen: HashSet<PathBuf> = files.iter().map(|f| normalize(f)).collect();
     let mut walked: HashSet<PathBuf> = HashSet::default();
     let mut found: Vec<PathBuf> = Vec::new();
@@ -510,13 +581,14 @@ pub fn context(paths: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
     let below = levels.len();
     let mut once: HashSet<PathBuf> = HashSet::default();
     packages_below.retain(|d| once.insert(normalize(d)));
+    levels.push(imported);
     levels.push(packages_below);
     for (depth, dirs) in levels.into_iter().enumerate() {
         let mut lists: Vec<std::vec::IntoIter<PathBuf>> = Vec::new();
         for dir in dirs {
             let mut walk = ignore::WalkBuilder::new(&dir);
             walk.require_git(false).follow_links(false);
-            if depth == below {
+            if depth >= below {
                 walk.filter_entry(|e| {
                     e.depth() == 0
                         || !e.file_type().is_some_and(|t| t.is_dir())
@@ -562,6 +634,37 @@ pub fn context(paths: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
         }
     }
     found
+}
+
+/// The first names of the modules `text` imports absolutely (`models` for `from models.net
+/// import Net`, `utils` and `ops` for `import utils.io, ops as o`), read line by line without
+/// parsing: a name that is no module beside the file is simply not found.
+fn imported_top_modules(text: &str) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    let mut add = |dotted: &str| {
+        let top = dotted.split('.').next().unwrap_or_default();
+        if !top.is_empty()
+            && top.chars().all(|c| c.is_alphanumeric() || c == '_')
+            && !names.iter().any(|n| n == top)
+        {
+            names.push(top.to_string());
+        }
+    };
+    for line in text.lines() {
+        let line = line.trim_start();
+        if let Some(rest) = line.strip_prefix("from ") {
+            let module = rest.split_whitespace().next().unwrap_or_default();
+            if !module.starts_with('.') {
+                add(module);
+            }
+        } else if let Some(rest) = line.strip_prefix("import ") {
+            let rest = rest.split('#').next().unwrap_or_default();
+            for item in rest.split(',') {
+                add(item.split_whitespace().next().unwrap_or_default());
+            }
+        }
+    }
+    names
 }
 
 /// [`lint_files_cached`] over `files` and `context` (see [`context`]) together, reporting only

@@ -126,7 +126,10 @@ pub fn rules_markdown() -> String {
          files) is read with the other Python files of its directory and of the package \
          directories above it (as far as the path given reaches, up to four levels and 2,000 files), which are not reported: so \
          `lint ops.py` reports in `ops.py` what `lint .` reports there, helpers that a model \
-         beside it calls and an export script's opset against the models it imports included.\n\
+         beside it calls and an export script's opset against the models it imports included. A \
+         script outside any package is also read with the modules it imports from the \
+         directories above it, up to three levels (`tools/export.py` importing `models.net` of \
+         the repository root).\n\
          - Names resolve through imports: `import torch.nn.functional as F`, `from torch import where` \
          and the like, and through a module-level alias of a torch function no scope binds again \
          (`es = T.einsum`), so rules see what the code calls.\n\

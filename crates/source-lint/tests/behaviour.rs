@@ -1152,6 +1152,48 @@ fn context_goes_no_higher_than_the_path_says_and_lists_each_file_once() {
 }
 
 #[test]
+fn a_script_named_alone_is_read_with_the_modules_it_imports_from_above() {
+    // repo/tools/export.py runs from the repository root (`python tools/export.py`), so
+    // `from models.net import Net` is repo/models/net.py, whose grid_sample needs opset 16.
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    for d in ["tools", "models", "docs"] {
+        std::fs::create_dir_all(repo.join(d)).unwrap();
+    }
+    let write = |name: &str, text: &str| std::fs::write(repo.join(name), text).unwrap();
+    write(
+        "tools/export.py",
+        "import os, sys  # the repository root on the path\nimport torch\nfrom models.net import Net\nimport helpers as h\n\nm = Net().eval()\ntorch.onnx.export(m, (torch.zeros(1, 3, 8, 8), torch.zeros(1, 8, 8, 2)), 'm.onnx', opset_version=11)\n",
+    );
+    write(
+        "models/net.py",
+        "import torch\nimport torch.nn.functional as F\n\nclass Net(torch.nn.Module):\n    def forward(self, x, grid):\n        return F.grid_sample(x, grid, align_corners=False)\n",
+    );
+    write("helpers.py", "");
+    write("docs/conf.py", "");
+    let named = [repo.join("tools/export.py")];
+    let context = source_lint::context(&named, &named);
+    let got: Vec<String> = context
+        .iter()
+        .map(|p| {
+            p.strip_prefix(&repo)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    assert_eq!(got, ["models/net.py", "helpers.py"]);
+    let sel = Selection {
+        select: vec!["ODL020".into()],
+        ignore: vec![],
+    };
+    let (reports, errors) = source_lint::lint_files_with_context(&named, &context, &sel, None);
+    assert!(errors.is_empty());
+    assert_eq!(reports[0].findings.len(), 1, "{:?}", reports[0].findings);
+    assert_eq!(reports[0].findings[0].line(), 7);
+}
+
+#[test]
 fn an_import_resolves_under_the_importers_import_root() {
     // `from utils import keep` in pkg/models/net.py is the top-level utils.py (Python 3 has no
     // implicit relative imports), not pkg/models/utils.py.
@@ -1294,7 +1336,15 @@ fn a_file_named_twice_is_linted_once() {
     let f = dir.path().join("e.py");
     std::fs::write(&f, "import torch\n").unwrap();
     let files = discover(&[f.clone(), dir.path().join(".").join("e.py")]).unwrap();
-    assert_eq!(files, [f]);
+    assert_eq!(files, std::slice::from_ref(&f));
+    // Through a symlink too: the findings would be reported twice.
+    #[cfg(unix)]
+    {
+        let link = dir.path().join("link.py");
+        std::os::unix::fs::symlink(&f, &link).unwrap();
+        let files = discover(&[link, f.clone()]).unwrap();
+        assert_eq!(files, [f]);
+    }
 }
 
 #[test]
