@@ -148,7 +148,134 @@ type Parsed =
     Result<ruff_python_parser::Parsed<ruff_python_ast::ModModule>, ruff_python_parser::ParseError>;
 
 fn parse(source: &str) -> Parsed {
+    if let Some((at, message)) = too_deeply_nested(source) {
+        // CPython refuses these too; parsing them would recurse past any thread's stack.
+        return Err(ruff_python_parser::ParseError {
+            error: ruff_python_parser::ParseErrorType::OtherError(message),
+            location: ruff_text_size::TextRange::empty(ruff_text_size::TextSize::new(at)),
+        });
+    }
     ruff_python_parser::parse_module(source)
+}
+
+/// CPython's limit on nested brackets (`MAXLEVEL` of its tokenizer).
+const MAX_BRACKETS: usize = 200;
+/// How deep an expression may nest, as [`too_deeply_nested`] counts it: well past what CPython
+/// compiles (about 3,000 levels), well short of what [`LINT_STACK`] holds (over 100,000).
+const MAX_NESTING: usize = 10_000;
+
+/// Where and why a file nests deeper than Python allows: brackets past CPython's limit, or an
+/// expression whose nesting, counted from above (each bracket, operator, `.`, call, subscript
+/// and keyword of an operand chain, reset by `,`, `;` and the end of a statement), passes
+/// [`MAX_NESTING`]. Strings and comments are skipped.
+fn too_deeply_nested(source: &str) -> Option<(u32, String)> {
+    let bytes = source.as_bytes();
+    // One chain length per open bracket, the statement's first; their sum plus the brackets
+    // bounds the depth of the expression being read.
+    let mut chains: Vec<usize> = vec![0];
+    let mut total = 0usize;
+    let mut i = 0;
+    while i < bytes.len() {
+        let mut grow = 0;
+        match bytes[i] {
+            b'#' => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            quote @ (b'\'' | b'"') => {
+                let triple = bytes.get(i + 1) == Some(&quote) && bytes.get(i + 2) == Some(&quote);
+                i += if triple { 3 } else { 1 };
+                while i < bytes.len() {
+                    match bytes[i] {
+                        b'\\' => i += 1,
+                        b'\n' if !triple => break,
+                        q if q == quote
+                            && (!triple
+                                || (bytes.get(i + 1) == Some(&quote)
+                                    && bytes.get(i + 2) == Some(&quote))) =>
+                        {
+                            i += if triple { 2 } else { 0 };
+                            break;
+                        }
+                        _ => {}
+                    }
+                    i += 1;
+                }
+            }
+            b'(' | b'[' | b'{' => {
+                if chains.len() > MAX_BRACKETS {
+                    return Some((
+                        u32::try_from(i).ok()?,
+                        format!("too many nested parentheses (Python allows {MAX_BRACKETS})"),
+                    ));
+                }
+                chains.push(0);
+            }
+            // `f(x)(y)`, `a[0][0]`: a call or subscript deepens the chain it ends.
+            b')' | b']' | b'}' if chains.len() > 1 => {
+                total -= chains.pop().unwrap_or(0);
+                grow = 1;
+            }
+            b',' | b';' => {
+                if let Some(last) = chains.last_mut() {
+                    total -= *last;
+                    *last = 0;
+                }
+            }
+            b'\n' => {
+                let continued = bytes[..i].trim_ascii_end().ends_with(b"\\");
+                if chains.len() == 1 && !continued {
+                    total -= chains[0];
+                    chains[0] = 0;
+                }
+            }
+            b'+' | b'-' | b'*' | b'/' | b'%' | b'@' | b'&' | b'|' | b'^' | b'~' | b'<' | b'>'
+            | b'=' | b'!' | b'.' => grow = 1,
+            c if c.is_ascii_alphabetic() || c == b'_' => {
+                let from = i;
+                while i + 1 < bytes.len()
+                    && (bytes[i + 1].is_ascii_alphanumeric() || bytes[i + 1] == b'_')
+                {
+                    i += 1;
+                }
+                if matches!(
+                    &bytes[from..=i],
+                    b"not"
+                        | b"and"
+                        | b"or"
+                        | b"if"
+                        | b"else"
+                        | b"lambda"
+                        | b"await"
+                        | b"in"
+                        | b"is"
+                ) {
+                    grow = 1;
+                }
+                // A string's prefix (`f"..."`, `rb'...'`) is read with the string next.
+            }
+            _ => {}
+        }
+        if grow > 0 {
+            if let Some(last) = chains.last_mut() {
+                *last += grow;
+            }
+            total += grow;
+            if total + chains.len() > MAX_NESTING {
+                return Some((
+                    u32::try_from(i).ok()?,
+                    format!(
+                        "expression nested too deeply (more than {MAX_NESTING} levels; CPython's \
+                         compiler stops at about 3,000)"
+                    ),
+                ));
+            }
+        }
+        i += 1;
+    }
+    None
 }
 
 /// Lints a parsed file; `project` says which of its functions and classes other files' model code
@@ -719,9 +846,40 @@ pub fn lint_files_cached(
     lint_all(files, files.len(), selection, cache)
 }
 
+/// Stack of the threads that parse and check files: parsing and the checks recurse as deep as
+/// expressions nest (`1 + 1 + ...` a thousand times is valid Python), past the 2 MiB a thread
+/// gets by default. Only the pages used are committed.
+const LINT_STACK: usize = 256 << 20;
+
+/// The threads files are linted on ([`LINT_STACK`]), one per core as rayon's own.
+fn lint_pool() -> Option<&'static rayon::ThreadPool> {
+    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .stack_size(LINT_STACK)
+            .thread_name(|i| format!("lint-{i}"))
+            .build()
+            .ok()
+    })
+    .as_ref()
+}
+
 /// Lints `files`, reporting the first `named` of them (the rest are context: read, not reported,
 /// nor are their read errors).
 fn lint_all(
+    files: &[PathBuf],
+    named: usize,
+    selection: &Selection,
+    cache: Option<&mut LintCache>,
+) -> (Vec<FileReport>, Vec<ReadError>) {
+    match lint_pool() {
+        Some(pool) => pool.install(|| lint_on_pool(files, named, selection, cache)),
+        None => lint_on_pool(files, named, selection, cache),
+    }
+}
+
+/// [`lint_all`], on the current thread pool.
+fn lint_on_pool(
     files: &[PathBuf],
     named: usize,
     selection: &Selection,

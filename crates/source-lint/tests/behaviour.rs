@@ -1516,3 +1516,75 @@ fn fixes_appending_after_spliced_arguments_are_only_suggested() {
         );
     }
 }
+
+#[test]
+fn deeply_nested_files_are_linted_or_refused_never_a_crash() {
+    // Valid Python nests a thousand operators deep; past what CPython accepts, the file is an
+    // ODL000 naming the limit, not a stack overflow that takes the whole run down.
+    let dir = tempfile::tempdir().unwrap();
+    let model = "import torch\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n        return x[x > 0]\n";
+    let cases = [
+        (
+            "chain.py",
+            format!("import torch\ny = 1{}\n", " + 1".repeat(1_000)),
+            None,
+        ),
+        (
+            "power.py",
+            format!("import torch\ny = 2{}\n", " ** 1".repeat(1_000)),
+            None,
+        ),
+        (
+            "negatives.py",
+            format!("import torch\ny = [{}]\n", ["-1.5"; 50_000].join(", ")),
+            None,
+        ),
+        (
+            "parens.py",
+            format!(
+                "import torch\ny = {}1{}\n",
+                "(".repeat(201),
+                ")".repeat(201)
+            ),
+            Some("too many nested parentheses"),
+        ),
+        (
+            "unary.py",
+            format!("import torch\ny = {}x\n", "-".repeat(200_000)),
+            Some("expression nested too deeply"),
+        ),
+        (
+            "attributes.py",
+            format!("import torch\ny = x{}\n", ".y".repeat(200_000)),
+            Some("expression nested too deeply"),
+        ),
+    ];
+    for (name, text, _) in &cases {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    std::fs::write(dir.path().join("model.py"), model).unwrap();
+    let files = discover(&[dir.path().to_path_buf()]).unwrap();
+    let (reports, errors) = lint_files(&files, &Selection::default());
+    assert!(errors.is_empty());
+    for (name, _, refused) in &cases {
+        let report = reports.iter().find(|r| r.path.ends_with(name)).unwrap();
+        let messages: Vec<&str> = report
+            .findings
+            .iter()
+            .map(|f| f.diagnostic.message.as_str())
+            .collect();
+        match refused {
+            Some(why) => {
+                assert_eq!(messages.len(), 1, "{name}: {messages:?}");
+                assert!(messages[0].contains(why), "{name}: {messages:?}");
+            }
+            None => assert!(messages.is_empty(), "{name}: {messages:?}"),
+        }
+    }
+    // The model beside them is still checked.
+    let model = reports
+        .iter()
+        .find(|r| r.path.ends_with("model.py"))
+        .unwrap();
+    assert_eq!(model.findings.len(), 1);
+}
