@@ -5566,6 +5566,13 @@ pub(crate) fn guard_of(test: &Expr) -> Guard {
         Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not) && is_training(&u.operand) => {
             Guard::NotTraining
         }
+        // `if not self.training or self.p == 0.0: return x`: true whenever in eval mode.
+        Expr::BoolOp(b)
+            if matches!(b.op, ast::BoolOp::Or)
+                && b.values.iter().any(|v| guard_of(v) == Guard::NotTraining) =>
+        {
+            Guard::NotTraining
+        }
         _ => Guard::None,
     }
 }
