@@ -403,6 +403,9 @@ const CORPUS_DIRS: &[&str] = &[
     "luthiery",
     "philately",
     "wetlands",
+    "dairy",
+    "tea",
+    "ropeways",
 ];
 
 #[test]
