@@ -1519,8 +1519,9 @@ fn fixes_appending_after_spliced_arguments_are_only_suggested() {
 
 #[test]
 fn deeply_nested_files_are_linted_or_refused_never_a_crash() {
-    // Valid Python nests a thousand operators deep; past what CPython accepts, the file is an
-    // ODL000 naming the limit, not a stack overflow that takes the whole run down.
+    // Valid Python nests a thousand operators deep. A file too short to exhaust the stack is
+    // parsed whatever its depth; a longer one nested past what CPython accepts is an ODL000
+    // naming the limit, not a stack overflow that takes the whole run down.
     let dir = tempfile::tempdir().unwrap();
     let model = "import torch\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n        return x[x > 0]\n";
     let cases = [
@@ -1543,10 +1544,24 @@ fn deeply_nested_files_are_linted_or_refused_never_a_crash() {
             "parens.py",
             format!(
                 "import torch\ny = {}1{}\n",
-                "(".repeat(201),
-                ")".repeat(201)
+                "(".repeat(300),
+                ")".repeat(300)
+            ),
+            None,
+        ),
+        (
+            "deep_parens.py",
+            format!(
+                "import torch\ny = {}1{}\n",
+                "(".repeat(50_000),
+                ")".repeat(50_000)
             ),
             Some("too many nested parentheses"),
+        ),
+        (
+            "short_unary.py",
+            format!("import torch\ny = {}x\n", "-".repeat(60_000)),
+            None,
         ),
         (
             "unary.py",
