@@ -170,6 +170,18 @@ const MAX_BRACKETS: usize = 200;
 /// compiles (about 3,000 levels), well short of what [`LINT_STACK`] holds (over 100,000).
 const MAX_NESTING: usize = 10_000;
 
+/// Bytes of names, keywords and numbers (and of non-ASCII names).
+static WORD: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        t[c] = b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
+        c += 1;
+    }
+    t
+};
+
 /// Where and why a file nests deeper than Python allows: brackets past CPython's limit, or an
 /// expression whose nesting, counted from above (each bracket, operator, `.`, call, subscript
 /// and keyword of an operand chain, reset by `,`, `;` and the end of a statement), passes
@@ -185,29 +197,37 @@ fn too_deeply_nested(source: &str) -> Option<(u32, String)> {
         let mut grow = 0;
         match bytes[i] {
             b'#' => {
-                while i < bytes.len() && bytes[i] != b'\n' {
-                    i += 1;
-                }
+                i = memchr::memchr(b'\n', &bytes[i..]).map_or(bytes.len(), |k| i + k);
                 continue;
             }
             quote @ (b'\'' | b'"') => {
                 let triple = bytes.get(i + 1) == Some(&quote) && bytes.get(i + 2) == Some(&quote);
                 i += if triple { 3 } else { 1 };
-                while i < bytes.len() {
-                    match bytes[i] {
-                        b'\\' => i += 1,
-                        b'\n' if !triple => break,
-                        q if q == quote
-                            && (!triple
-                                || (bytes.get(i + 1) == Some(&quote)
-                                    && bytes.get(i + 2) == Some(&quote))) =>
-                        {
-                            i += if triple { 2 } else { 0 };
+                // To the closing quote (left at `i`), or the end of the line of an unclosed
+                // one-line string.
+                while let Some(k) =
+                    memchr::memchr3(quote, b'\\', b'\n', bytes.get(i..).unwrap_or_default())
+                {
+                    let at = i + k;
+                    match bytes[at] {
+                        b'\\' => i = at + 2,
+                        b'\n' if !triple => {
+                            i = at;
                             break;
                         }
-                        _ => {}
+                        b'\n' => i = at + 1,
+                        _ if !triple => {
+                            i = at;
+                            break;
+                        }
+                        _ if bytes.get(at + 1) == Some(&quote)
+                            && bytes.get(at + 2) == Some(&quote) =>
+                        {
+                            i = at + 2;
+                            break;
+                        }
+                        _ => i = at + 1,
                     }
-                    i += 1;
                 }
             }
             b'(' | b'[' | b'{' => {
@@ -231,7 +251,9 @@ fn too_deeply_nested(source: &str) -> Option<(u32, String)> {
                 }
             }
             b'\n' => {
-                let continued = bytes[..i].trim_ascii_end().ends_with(b"\\");
+                // A backslash ends a continued line (nothing may follow it but the newline).
+                let before = bytes[..i].strip_suffix(b"\r").unwrap_or(&bytes[..i]);
+                let continued = before.ends_with(b"\\");
                 if chains.len() == 1 && !continued {
                     total -= chains[0];
                     chains[0] = 0;
@@ -239,28 +261,29 @@ fn too_deeply_nested(source: &str) -> Option<(u32, String)> {
             }
             b'+' | b'-' | b'*' | b'/' | b'%' | b'@' | b'&' | b'|' | b'^' | b'~' | b'<' | b'>'
             | b'=' | b'!' | b'.' => grow = 1,
-            c if c.is_ascii_alphabetic() || c == b'_' => {
+            // A name, keyword or number (a string's prefix, `f` of `f"..."`, is read with the
+            // string next): only keywords can deepen an expression.
+            c if WORD[usize::from(c)] => {
                 let from = i;
-                while i + 1 < bytes.len()
-                    && (bytes[i + 1].is_ascii_alphanumeric() || bytes[i + 1] == b'_')
-                {
+                while i + 1 < bytes.len() && WORD[usize::from(bytes[i + 1])] {
                     i += 1;
                 }
-                if matches!(
-                    &bytes[from..=i],
-                    b"not"
-                        | b"and"
-                        | b"or"
-                        | b"if"
-                        | b"else"
-                        | b"lambda"
-                        | b"await"
-                        | b"in"
-                        | b"is"
-                ) {
+                if i - from < 6
+                    && matches!(
+                        &bytes[from..=i],
+                        b"not"
+                            | b"and"
+                            | b"or"
+                            | b"if"
+                            | b"else"
+                            | b"lambda"
+                            | b"await"
+                            | b"in"
+                            | b"is"
+                    )
+                {
                     grow = 1;
                 }
-                // A string's prefix (`f"..."`, `rb'...'`) is read with the string next.
             }
             _ => {}
         }
