@@ -390,6 +390,29 @@ fn bad_inputs_exit_2_with_one_line() {
         &["lint", latin.to_str().unwrap()],
         &["latin1.py", "not UTF-8"],
     );
+    // Beside files that can be read, they are still reported, then the file that cannot be
+    // is named, and the exit is 2 all the same.
+    std::fs::write(
+        dir.path().join("model.py"),
+        "import torch\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n        return x.tolist()\n",
+    )
+    .unwrap();
+    let o = run(&[
+        "lint",
+        dir.path().to_str().unwrap(),
+        "--format",
+        "json",
+        "--no-cache",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(report["diagnostics"][0]["code"], "ODL004");
+    let err = stderr(&o);
+    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
+    assert!(
+        err.contains("latin1.py") && err.contains("not UTF-8"),
+        "{err}"
+    );
 }
 
 /// Lints `dir` as JSON with the cache in `cache` (or none).

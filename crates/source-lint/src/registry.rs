@@ -176,7 +176,9 @@ pub fn rules_markdown() -> String {
          time changes, the project-level passes run again on the cached results, and a run on the same \
          files, none changed, reads only the files that have findings. The directory holds a \
          `.gitignore` of `*`.\n\
-         - Exit code 1 when an error-level finding remains, 0 otherwise, 2 for unreadable input.\n\
+         - Exit code 1 when an error-level finding remains, 0 otherwise, 2 for unreadable input \
+         (a file that is not UTF-8, say): the files that could be read are still reported, then \
+         one line on stderr names every file that could not.\n\
          - JSON: `{\"diagnostics\": [{\"file\", \"line\", \"column\", \"code\", \"name\", \
          \"severity\", \"message\", \"help\"?, \"fix\": null | {\"description\", \"safe\", \"edits\": \
          [{\"line\", \"column\", \"end_line\", \"end_column\", \"content\"}]}}], \"summary\": \

@@ -71,10 +71,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let context = source_lint::context(&args.paths, &files);
     let (mut reports, errors) =
         source_lint::lint_files_with_context(&files, &context, &selection, cache.as_mut());
-    if !errors.is_empty() {
-        // Every unreadable file is an input error: name them all on one line.
+    // Every unreadable file is an input error, named on one line: alone when nothing could be
+    // read; after the report of the files that could (as ruff goes on past a file it cannot
+    // read: one Latin-1 file must not hide a repository's findings).
+    let unreadable = (!errors.is_empty()).then(|| {
         let all: Vec<String> = errors.iter().map(|e| e.message.clone()).collect();
-        bail!("{}", all.join("; "));
+        all.join("; ")
+    });
+    if let Some(all) = unreadable.as_ref().filter(|_| reports.is_empty()) {
+        bail!("{all}");
     }
 
     let mut fixed = 0;
@@ -109,7 +114,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             let (again, errs) =
                 source_lint::lint_files_with_context(&files, &context, &selection, None);
-            if let Some(e) = errs.first() {
+            // The files unreadable before are reported below; one that became so is an error.
+            if let Some(e) = errs
+                .iter()
+                .find(|e| !errors.iter().any(|before| before.path == e.path))
+            {
                 bail!("{}", e.message);
             }
             reports = again;
@@ -181,6 +190,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let v = diagnostics::render_sarif(&diags, &rules, env!("CARGO_PKG_VERSION"));
             println!("{}", serde_json::to_string_pretty(&v)?);
         }
+    }
+    if let Some(all) = unreadable {
+        eprintln!("error: {all}");
+        return Ok(ExitCode::from(2));
     }
     Ok(ExitCode::from(diagnostics::exit_code(&diags)))
 }
