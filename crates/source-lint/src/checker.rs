@@ -2295,6 +2295,110 @@ pub(crate) fn spell_training(module: &mut [Stmt], source: &str) {
     }
 }
 
+/// Replaces a local that only ever holds the mode (`is_train = self.training`, then `if
+/// is_train:`) by `self.training` where it is read, in every method, so the rules see the
+/// training branch. Only names bound by such assignments alone, and never a parameter; files
+/// without a line ending in `.training` are not walked.
+pub(crate) fn spell_mode_locals(module: &mut [Stmt], source: &str) {
+    use ruff_python_ast::visitor::transformer::{self as t, Transformer};
+    let bound_to_mode = memchr::memmem::find_iter(source.as_bytes(), b".training").any(|at| {
+        let rest = &source[at + ".training".len()..];
+        let line_end = rest.find('\n').unwrap_or(rest.len());
+        let after = rest[..line_end].split('#').next().unwrap_or_default();
+        let line_start = source[..at].rfind('\n').map_or(0, |k| k + 1);
+        after.trim().is_empty() && source[line_start..at].contains('=')
+    });
+    if !bound_to_mode {
+        return;
+    }
+    /// Every name the body binds, with how many of its bindings are `name = self.training`.
+    #[derive(Default)]
+    struct Bindings<'a> {
+        all: HashMap<&'a str, usize>,
+        mode: HashMap<&'a str, usize>,
+    }
+    impl<'a> Visitor<'a> for Bindings<'a> {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            match s {
+                // A nested function's names are its own.
+                Stmt::FunctionDef(_) | Stmt::ClassDef(_) => return,
+                Stmt::Assign(a) => {
+                    if let ([Expr::Name(n)], true) =
+                        (&a.targets[..], Checker::is_self_attr(&a.value, "training"))
+                    {
+                        *self.mode.entry(n.id.as_str()).or_default() += 1;
+                    }
+                }
+                _ => {}
+            }
+            visitor::walk_stmt(self, s);
+        }
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if let Expr::Name(n) = e {
+                if matches!(n.ctx, ast::ExprContext::Store | ast::ExprContext::Del) {
+                    *self.all.entry(n.id.as_str()).or_default() += 1;
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    struct Spell<'n>(&'n HashSet<String>);
+    impl Transformer for Spell<'_> {
+        fn visit_stmt(&self, stmt: &mut Stmt) {
+            if matches!(stmt, Stmt::FunctionDef(_) | Stmt::ClassDef(_)) {
+                return;
+            }
+            t::walk_stmt(self, stmt);
+        }
+        fn visit_expr(&self, expr: &mut Expr) {
+            if let Expr::Name(n) = expr {
+                if matches!(n.ctx, ast::ExprContext::Load) && self.0.contains(n.id.as_str()) {
+                    let range = n.range;
+                    *expr = Expr::Attribute(ast::ExprAttribute {
+                        node_index: Default::default(),
+                        range,
+                        value: Box::new(Expr::Name(ast::ExprName {
+                            node_index: Default::default(),
+                            range,
+                            id: ast::name::Name::new_static("self"),
+                            ctx: ast::ExprContext::Load,
+                        })),
+                        attr: ast::Identifier::new("training", range),
+                        ctx: ast::ExprContext::Load,
+                    });
+                    return;
+                }
+            }
+            t::walk_expr(self, expr);
+        }
+    }
+    for s in module.iter_mut() {
+        let Stmt::ClassDef(c) = s else { continue };
+        for m in c.body.iter_mut() {
+            let Stmt::FunctionDef(f) = m else { continue };
+            let names: HashSet<String> = {
+                let mut b = Bindings::default();
+                b.visit_body(&f.body);
+                b.mode
+                    .iter()
+                    .filter(|(name, n)| {
+                        b.all.get(*name) == Some(*n)
+                            && !f.parameters.iter().any(|p| p.name().id.as_str() == **name)
+                    })
+                    .map(|(name, _)| name.to_string())
+                    .collect()
+            };
+            if names.is_empty() {
+                continue;
+            }
+            let spell = Spell(&names);
+            for s in f.body.iter_mut() {
+                spell.visit_stmt(s);
+            }
+        }
+    }
+}
+
 /// Renames the first parameter of every method to `self` when it is spelled otherwise
 /// (`def forward(s, x): ... s.training`), with every use of it in the method, so the rules,
 /// which read `self.`, see the module (not for `@staticmethod`s and `@classmethod`s). A nested
@@ -4542,10 +4646,12 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
                             )
                         }
                         Expr::Name(n) => (defs.get(&(None, n.id.as_str())), false),
-                        // `cell.init_hidden(batch, h, w)` on a submodule: the one method of this
-                        // file's classes by that name.
+                        // `cell.init_hidden(batch, h, w)`, `self.gate.mask_foreign(cost, a != b)`
+                        // on a submodule: the one method of this file's classes by that name.
                         Expr::Attribute(a)
-                            if matches!(a.value.as_ref(), Expr::Name(_))
+                            if (matches!(a.value.as_ref(), Expr::Name(_))
+                                || matches!(a.value.as_ref(), Expr::Attribute(s)
+                                    if matches!(s.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self")))
                                 && !a.attr.id.starts_with("__") =>
                         {
                             let mut named = defs

@@ -137,7 +137,7 @@ pub fn rules_markdown() -> String {
          except training siblings such as `forward_train` and `forward_with_aux`, which count only \
          when `forward` calls them) method, the methods and module functions it calls (and `__init__`/`__call__` of helper \
          objects it builds and the methods it calls on them: `corr = CorrBlock(f); corr.sample(x)`, \
-         and methods called on submodules: `self.head.split(x)`, also through a loop over the module's lists: `for cell in self.cells: cell.init_hidden(b, h, w)`, and methods a class inherits from a base class of the same file, or overrides in a subclass \
+         and methods called on submodules: `self.head.split(x)` (whose parameters take what the call passes: `self.gate.mask_other(cost, a != b)` hands it a mask), also through a loop over the module's lists: `for cell in self.cells: cell.init_hidden(b, h, w)`, and methods a class inherits from a base class of the same file, or overrides in a subclass \
          of it; a method's first parameter is the module whatever its name: `def forward(s, x)`), functions and \
          classes of other linted files it calls through imports \
          (`from .utils import make_pad_mask`, `import box_ops as B; B.decode(...)`), functions \

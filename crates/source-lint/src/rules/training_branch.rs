@@ -28,7 +28,9 @@
 //! Branches that only compute or return losses (`return losses`, `self.loss(...)`), pick
 //! training targets (`proposals = self.select_training_samples(proposals, targets)`), check
 //! arguments or return configuration (`return self._pre_nms_top_n["training"]`) are left alone:
-//! an eval-mode export drops them, and torchvision's detection models are full of them.
+//! an eval-mode export drops them, and torchvision's detection models are full of them. The mode
+//! read into a local that holds nothing else (`is_train = self.training`, then `if is_train:`)
+//! is read as the mode.
 //!
 //! ## Why is this bad?
 //! The branch is resolved when the model is traced: only the side matching the module's mode at
