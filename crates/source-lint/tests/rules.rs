@@ -406,6 +406,9 @@ const CORPUS_DIRS: &[&str] = &[
     "dairy",
     "tea",
     "ropeways",
+    "kelp",
+    "cranes",
+    "bookbinding",
 ];
 
 #[test]
@@ -427,16 +430,16 @@ fn corpus_hazards_are_found_and_clean_code_is_quiet() {
     let mut missed = BTreeSet::new();
     let mut clean_findings = BTreeSet::new();
     for dir in CORPUS_DIRS {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(root.join(dir))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "py"))
-            .collect();
-        files.sort();
+        // Flat directories, and trees laid out as repositories (`models/`, `tools/`).
+        let files: Vec<PathBuf> = source_lint::discover(&[root.join(dir)]).unwrap();
         let refs: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
         let reports = lint(&refs, &[]);
         for (path, report) in files.iter().zip(&reports) {
-            let name = format!("{dir}/{}", path.file_name().unwrap().to_string_lossy());
+            let name = path
+                .strip_prefix(&root)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
             let text = std::fs::read_to_string(path).unwrap();
             let got: BTreeSet<(usize, String)> = report
                 .findings
