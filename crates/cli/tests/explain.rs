@@ -154,3 +154,64 @@ fn empty_or_missing_input_exits_2_with_one_line() {
         "{err}"
     );
 }
+
+#[test]
+fn logs_saved_as_utf16_or_with_stray_bytes_are_read_and_binary_data_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let message = "[TRT] [E] 4: [network.cpp::validate::3011] Error Code 4: Internal Error (Network has dynamic or shape inputs, but no optimization profile has been defined.)\r\n";
+    let explain_file = |name: &str, bytes: &[u8]| {
+        let f = dir.path().join(name);
+        std::fs::write(&f, bytes).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_onnx-doctor"))
+            .args(["explain", f.to_str().unwrap(), "--format", "json"])
+            .output()
+            .unwrap()
+    };
+    // PowerShell's `2> err.txt`: UTF-16LE with a byte order mark (and without one).
+    let utf16: Vec<u8> = message.encode_utf16().flat_map(u16::to_le_bytes).collect();
+    for (name, bytes) in [
+        ("bom.txt", [&[0xFF, 0xFE][..], &utf16].concat()),
+        ("plain16.txt", utf16.clone()),
+        // A Latin-1 path in the log: one byte that is not UTF-8.
+        (
+            "latin1.txt",
+            [b"C:\\Users\\Jos\xe9\\export.py\n", message.as_bytes()].concat(),
+        ),
+    ] {
+        let o = explain_file(name, &bytes);
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!(v["entry"]["id"], "trt-no-optimization-profile", "{name}");
+    }
+    // The same bytes on stdin: not refused for the one byte that is not UTF-8.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_onnx-doctor"))
+        .args(["explain", "--format", "json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let bytes = [b"C:\\Users\\Jos\xe9\\export.py\n", message.as_bytes()].concat();
+    child.stdin.take().unwrap().write_all(&bytes).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // Saved from a terminal, with colour codes: shown without them.
+    let o = explain_stdin(&[], &format!("\x1b[31m{}\x1b[0m\n", message.trim_end()));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("trt-no-optimization-profile") && !out.contains('\x1b'),
+        "{out}"
+    );
+    // An image or a model handed over by mistake.
+    let binary: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    let o = explain_file("model.onnx", &binary);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("model.onnx: not text") && err.trim_end().lines().count() == 1,
+        "{err}"
+    );
+}

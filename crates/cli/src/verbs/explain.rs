@@ -27,6 +27,82 @@ pub struct Args {
     pub format: Format,
 }
 
+/// The text of an error log as users save it: UTF-8 (a stray byte of another encoding, as
+/// Windows paths in a log may hold, is replaced), or UTF-16 as PowerShell's `2> err.txt` writes
+/// it. Binary data is refused, with the reason.
+fn decode_error_text(bytes: &[u8]) -> Result<String, String> {
+    let utf16 = |little: bool, body: &[u8]| {
+        let units = body.chunks_exact(2).map(|p| {
+            if little {
+                u16::from_le_bytes([p[0], p[1]])
+            } else {
+                u16::from_be_bytes([p[0], p[1]])
+            }
+        });
+        char::decode_utf16(units)
+            .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
+            .collect::<String>()
+    };
+    // ASCII text in UTF-16LE without a byte order mark: every second byte is zero.
+    let zero_high = |bytes: &[u8]| {
+        let pairs = bytes.len() / 2;
+        pairs >= 2
+            && bytes
+                .chunks_exact(2)
+                .filter(|p| p[1] == 0 && p[0] != 0)
+                .count()
+                * 10
+                >= pairs * 9
+    };
+    let text = match bytes {
+        [0xFF, 0xFE, rest @ ..] => utf16(true, rest),
+        [0xFE, 0xFF, rest @ ..] => utf16(false, rest),
+        [0xEF, 0xBB, 0xBF, rest @ ..] => String::from_utf8_lossy(rest).into_owned(),
+        _ if zero_high(bytes) => utf16(true, bytes),
+        _ => String::from_utf8_lossy(bytes).into_owned(),
+    };
+    // Logs hold text, line breaks, tabs and terminal colour codes; not NULs or other control
+    // bytes, nor many bytes that are no text at all.
+    let odd = text
+        .chars()
+        .filter(|&c| {
+            c == char::REPLACEMENT_CHARACTER
+                || (c.is_control() && !matches!(c, '\n' | '\r' | '\t' | '\x1b' | '\x0c'))
+        })
+        .count();
+    let total = text.chars().count();
+    if odd >= 8 && odd * 20 > total {
+        return Err(format!(
+            "not text ({odd} of {total} characters are control bytes or invalid UTF-8)"
+        ));
+    }
+    Ok(without_colours(&text))
+}
+
+/// `text` without terminal colour and style codes (`ESC [ 31 m`), which a log saved from a
+/// terminal keeps around each line.
+fn without_colours(text: &str) -> String {
+    if !text.contains('\x1b') {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' && chars.peek() == Some(&'[') {
+            chars.next();
+            // Parameters and intermediates, up to the final byte (`m`, `K`, ...).
+            for c in chars.by_ref() {
+                if ('\x40'..='\x7e').contains(&c) {
+                    break;
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let input = args.input.as_deref().unwrap_or("-");
     if input != "-" && !Path::new(input).exists() {
@@ -35,21 +111,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
     }
-    let text = if input == "-" {
-        let mut s = String::new();
+    let name = if input == "-" { "stdin" } else { input };
+    let bytes = if input == "-" {
+        let mut b = Vec::new();
         std::io::stdin()
-            .read_to_string(&mut s)
-            .context("stdin: cannot read the error text (expected UTF-8 text)")?;
-        s
+            .read_to_end(&mut b)
+            .context("stdin: cannot read the error text")?;
+        b
     } else {
-        let bytes =
-            std::fs::read(input).with_context(|| format!("{input}: cannot read the error text"))?;
-        String::from_utf8_lossy(&bytes).into_owned()
+        std::fs::read(input).with_context(|| format!("{input}: cannot read the error text"))?
     };
+    let text = decode_error_text(&bytes).map_err(|why| {
+        anyhow::anyhow!(
+            "{name}: {why}: expected an exporter, ONNX Runtime or TensorRT error or a Python traceback"
+        )
+    })?;
     if text.trim().is_empty() {
         bail!(
-            "{}: no error text: expected an exporter, ONNX Runtime or TensorRT error or a Python traceback",
-            if input == "-" { "stdin" } else { input }
+            "{name}: no error text: expected an exporter, ONNX Runtime or TensorRT error or a Python traceback"
         );
     }
     let kb = KnowledgeBase::builtin().map_err(|e| anyhow::anyhow!(e))?;
