@@ -11,6 +11,9 @@
 use crate::{Diagnostic, Location};
 use std::fmt::Write as _;
 
+/// Columns a tab takes in an excerpt.
+const TAB: usize = 4;
+
 /// Renders diagnostics; `source` gives the text of a file for excerpts (None: no excerpt).
 pub fn render_human(diagnostics: &[Diagnostic], source: &dyn Fn(&str) -> Option<String>) -> String {
     let mut out = String::new();
@@ -34,7 +37,15 @@ pub fn render_human(diagnostics: &[Diagnostic], source: &dyn Fn(&str) -> Option<
             {
                 let gutter = line.to_string().len();
                 let pad = " ".repeat(gutter);
-                let caret = " ".repeat(column.saturating_sub(1));
+                // Tabs shown as four spaces (as ruff does), so the caret lines up whatever the
+                // terminal's tab stops.
+                let width: usize = text
+                    .chars()
+                    .take(column.saturating_sub(1))
+                    .map(|c| if c == '\t' { TAB } else { 1 })
+                    .sum();
+                let caret = " ".repeat(width);
+                let text = text.replace('\t', &" ".repeat(TAB));
                 let _ = writeln!(out, "{pad} |\n{line} | {text}\n{pad} | {caret}^");
             }
         }
@@ -60,5 +71,25 @@ mod tests {
             (f == "model.py").then(|| fixtures::SOURCE.to_string())
         });
         insta::assert_snapshot!(text);
+    }
+
+    #[test]
+    fn a_caret_under_a_tab_indented_line_points_at_its_column() {
+        let d = Diagnostic::new(
+            "ODL004",
+            crate::Severity::Error,
+            "frozen".to_string(),
+            Location::Source {
+                file: "m.py".into(),
+                line: 1,
+                column: 10,
+            },
+        );
+        let text = render_human(&[d], &|_| Some("\t\treturn x.tolist()\n".to_string()));
+        let lines: Vec<&str> = text.lines().collect();
+        let source = lines[2].strip_prefix("1 | ").unwrap();
+        let caret = lines[3].strip_prefix("  | ").unwrap();
+        assert_eq!(source, "        return x.tolist()");
+        assert_eq!(&source[caret.len() - 1..caret.len() + 8], "x.tolist(");
     }
 }
