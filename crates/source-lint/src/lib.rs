@@ -141,170 +141,83 @@ pub struct FileLint {
 /// Lints one file's text. `file` is the name findings carry. Unparseable Python is a finding
 /// (`ODL000`), never a panic.
 pub fn lint_source(file: &str, source: &str) -> FileLint {
-    lint_parsed(file, source, parse(source), &checker::Project::default())
+    let lint = || lint_parsed(file, source, parse(source), &checker::Project::default());
+    match lint_pool() {
+        Some(pool) => pool.install(lint),
+        None => lint(),
+    }
 }
 
 type Parsed =
     Result<ruff_python_parser::Parsed<ruff_python_ast::ModModule>, ruff_python_parser::ParseError>;
 
 fn parse(source: &str) -> Parsed {
-    // A file cannot nest deeper than it has bytes: a short one cannot exhaust [`LINT_STACK`],
-    // so only long ones pay for the scan (a tenth of a run when every file did).
-    let long = source.len() > NEST_FREE_BYTES;
-    if let Some((at, message)) = long.then(|| too_deeply_nested(source)).flatten() {
-        // CPython refuses these too; parsing them would recurse past any thread's stack.
-        return Err(ruff_python_parser::ParseError {
-            error: ruff_python_parser::ParseErrorType::OtherError(message),
-            location: ruff_text_size::TextRange::empty(ruff_text_size::TextSize::new(at)),
-        });
+    // The parser grows its own stack; the checks and the syntax tree's drop recurse as deep as
+    // the code nests, on [`LINT_STACK`]. A file cannot nest deeper than it has bytes, so only
+    // long ones are measured.
+    let parsed = ruff_python_parser::parse_module(source);
+    let too_deep = match &parsed {
+        Ok(p) if source.len() > NEST_FREE_BYTES => nested_too_deeply(p.syntax()),
+        _ => None,
+    };
+    match too_deep {
+        None => parsed,
+        Some(at) => {
+            // Dropping the tree would recurse as deep as it nests: it is left to the end of the
+            // process (a file no CPython compiles).
+            std::mem::forget(parsed);
+            Err(ruff_python_parser::ParseError {
+                error: ruff_python_parser::ParseErrorType::OtherError(format!(
+                    "nested more than {MAX_NESTING} levels deep (CPython refuses such nesting)"
+                )),
+                location: ruff_text_size::TextRange::empty(at),
+            })
+        }
     }
-    ruff_python_parser::parse_module(source)
 }
 
-/// Files up to this long are parsed without [`too_deeply_nested`]: 64 Ki levels fit in
+/// Files up to this long are not measured by [`nested_too_deeply`]: 64 Ki levels fit in
 /// [`LINT_STACK`] with room to spare (100,000 unary minuses lint in a debug build).
 const NEST_FREE_BYTES: usize = 64 << 10;
-/// CPython's limit on nested brackets (`MAXLEVEL` of its tokenizer).
-const MAX_BRACKETS: usize = 200;
-/// How deep an expression may nest, as [`too_deeply_nested`] counts it: well past what CPython
-/// compiles (about 3,000 levels), well short of what [`LINT_STACK`] holds (over 100,000).
+/// How deep statements and expressions may nest in a long file: past what CPython compiles
+/// (3.11 and 3.12 stop at about 3,000 levels, 3.13 short of 10,000), well short of what
+/// [`LINT_STACK`] holds.
 const MAX_NESTING: usize = 10_000;
 
-/// Bytes of names, keywords and numbers (and of non-ASCII names).
-static WORD: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut c = 0;
-    while c < 256 {
-        let b = c as u8;
-        t[c] = b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
-        c += 1;
+/// Where a syntax tree first nests deeper than [`MAX_NESTING`], measured on a stack that grows
+/// as needed.
+fn nested_too_deeply(module: &ruff_python_ast::ModModule) -> Option<ruff_text_size::TextSize> {
+    use ruff_python_ast::visitor::{self, Visitor};
+    use ruff_text_size::Ranged as _;
+    struct Depth {
+        depth: usize,
+        at: Option<ruff_text_size::TextSize>,
     }
-    t
-};
-
-/// Where and why a file nests deeper than Python allows: brackets past CPython's limit, or an
-/// expression whose nesting, counted from above (each bracket, operator, `.`, call, subscript
-/// and keyword of an operand chain, reset by `,`, `;` and the end of a statement), passes
-/// [`MAX_NESTING`]. Strings and comments are skipped.
-fn too_deeply_nested(source: &str) -> Option<(u32, String)> {
-    let bytes = source.as_bytes();
-    // One chain length per open bracket, the statement's first; their sum plus the brackets
-    // bounds the depth of the expression being read.
-    let mut chains: Vec<usize> = vec![0];
-    let mut total = 0usize;
-    let mut i = 0;
-    while i < bytes.len() {
-        let mut grow = 0;
-        match bytes[i] {
-            b'#' => {
-                i = memchr::memchr(b'\n', &bytes[i..]).map_or(bytes.len(), |k| i + k);
-                continue;
+    impl Depth {
+        fn enter(&mut self, at: ruff_text_size::TextSize, walk: impl FnOnce(&mut Self)) {
+            if self.at.is_some() {
+                return;
             }
-            quote @ (b'\'' | b'"') => {
-                let triple = bytes.get(i + 1) == Some(&quote) && bytes.get(i + 2) == Some(&quote);
-                i += if triple { 3 } else { 1 };
-                // To the closing quote (left at `i`), or the end of the line of an unclosed
-                // one-line string.
-                while let Some(k) =
-                    memchr::memchr3(quote, b'\\', b'\n', bytes.get(i..).unwrap_or_default())
-                {
-                    let at = i + k;
-                    match bytes[at] {
-                        b'\\' => i = at + 2,
-                        b'\n' if !triple => {
-                            i = at;
-                            break;
-                        }
-                        b'\n' => i = at + 1,
-                        _ if !triple => {
-                            i = at;
-                            break;
-                        }
-                        _ if bytes.get(at + 1) == Some(&quote)
-                            && bytes.get(at + 2) == Some(&quote) =>
-                        {
-                            i = at + 2;
-                            break;
-                        }
-                        _ => i = at + 1,
-                    }
-                }
+            self.depth += 1;
+            if self.depth > MAX_NESTING {
+                self.at = Some(at);
+            } else {
+                stacker::maybe_grow(64 << 10, 1 << 20, || walk(self));
             }
-            b'(' | b'[' | b'{' => {
-                if chains.len() > MAX_BRACKETS {
-                    return Some((
-                        u32::try_from(i).ok()?,
-                        format!("too many nested parentheses (Python allows {MAX_BRACKETS})"),
-                    ));
-                }
-                chains.push(0);
-            }
-            // `f(x)(y)`, `a[0][0]`: a call or subscript deepens the chain it ends.
-            b')' | b']' | b'}' if chains.len() > 1 => {
-                total -= chains.pop().unwrap_or(0);
-                grow = 1;
-            }
-            b',' | b';' => {
-                if let Some(last) = chains.last_mut() {
-                    total -= *last;
-                    *last = 0;
-                }
-            }
-            b'\n' => {
-                // A backslash ends a continued line (nothing may follow it but the newline).
-                let before = bytes[..i].strip_suffix(b"\r").unwrap_or(&bytes[..i]);
-                let continued = before.ends_with(b"\\");
-                if chains.len() == 1 && !continued {
-                    total -= chains[0];
-                    chains[0] = 0;
-                }
-            }
-            b'+' | b'-' | b'*' | b'/' | b'%' | b'@' | b'&' | b'|' | b'^' | b'~' | b'<' | b'>'
-            | b'=' | b'!' | b'.' => grow = 1,
-            // A name, keyword or number (a string's prefix, `f` of `f"..."`, is read with the
-            // string next): only keywords can deepen an expression.
-            c if WORD[usize::from(c)] => {
-                let from = i;
-                while i + 1 < bytes.len() && WORD[usize::from(bytes[i + 1])] {
-                    i += 1;
-                }
-                if i - from < 6
-                    && matches!(
-                        &bytes[from..=i],
-                        b"not"
-                            | b"and"
-                            | b"or"
-                            | b"if"
-                            | b"else"
-                            | b"lambda"
-                            | b"await"
-                            | b"in"
-                            | b"is"
-                    )
-                {
-                    grow = 1;
-                }
-            }
-            _ => {}
+            self.depth -= 1;
         }
-        if grow > 0 {
-            if let Some(last) = chains.last_mut() {
-                *last += grow;
-            }
-            total += grow;
-            if total + chains.len() > MAX_NESTING {
-                return Some((
-                    u32::try_from(i).ok()?,
-                    format!(
-                        "expression nested too deeply (more than {MAX_NESTING} levels; CPython's \
-                         compiler stops at about 3,000)"
-                    ),
-                ));
-            }
-        }
-        i += 1;
     }
-    None
+    impl<'a> Visitor<'a> for Depth {
+        fn visit_stmt(&mut self, s: &'a ruff_python_ast::Stmt) {
+            self.enter(s.range().start(), |v| visitor::walk_stmt(v, s));
+        }
+        fn visit_expr(&mut self, e: &'a ruff_python_ast::Expr) {
+            self.enter(e.range().start(), |v| visitor::walk_expr(v, e));
+        }
+    }
+    let mut d = Depth { depth: 0, at: None };
+    d.visit_body(&module.body);
+    d.at
 }
 
 /// Lints a parsed file; `project` says which of its functions and classes other files' model code
@@ -606,9 +519,32 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ReadError> {
     files.dedup();
     // `e.py ./e.py`, or `e.py link.py` for a symlink to it: one file, however spelled (only
     // files named directly can repeat so).
+    // The spelling kept is the file's own path when one names it so, not a symlink's: relative
+    // imports resolve from where the file is.
     if paths.len() > 1 {
-        let mut seen: HashSet<PathBuf> = HashSet::default();
-        files.retain(|f| seen.insert(std::fs::canonicalize(f).unwrap_or_else(|_| normalize(f))));
+        let mut kept: HashMap<PathBuf, (usize, bool)> = HashMap::default();
+        let mut once: Vec<PathBuf> = Vec::with_capacity(files.len());
+        for f in files {
+            let canonical = std::fs::canonicalize(&f).ok();
+            let real = canonical
+                .as_ref()
+                .is_some_and(|c| std::path::absolute(&f).is_ok_and(|a| &a == c));
+            let key = canonical.unwrap_or_else(|| normalize(&f));
+            match kept.get_mut(&key) {
+                None => {
+                    kept.insert(key, (once.len(), real));
+                    once.push(f);
+                }
+                Some((at, was_real)) => {
+                    if real && !*was_real {
+                        once[*at] = f;
+                        *was_real = true;
+                    }
+                }
+            }
+        }
+        once.sort();
+        files = once;
     }
     Ok(files)
 }
@@ -665,10 +601,23 @@ pub fn context(paths: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
     }
     // Modules a script imports from directories above its own (`tools/export.py` importing
     // `models.net` of the repository root, as it does when run from there or after
-    // `sys.path.insert`): the nearest directory above that holds each. Only for scripts, files
-    // outside any package, and not from installed packages' directories: a file of a package
-    // imports the rest of its package, read above, and third-party packages (`numpy` beside
-    // `torch` in site-packages) are not the project.
+    // `sys.path.insert`): the nearest directory above that holds each, up to the project's root
+    // (a directory with `.git`, `pyproject.toml`, `setup.py` or `setup.cfg`, or the current
+    // directory), so an absolute path reads what the relative one does. Only for scripts, files
+    // outside any package, and not in installed packages: a file of a package imports the rest
+    // of its package, read above, and third-party packages (`numpy` beside `torch` in
+    // site-packages) are not the project.
+    let installed = |d: &Path| {
+        d.components().any(|c| {
+            matches!(c, std::path::Component::Normal(n) if n == "site-packages" || n == "dist-packages")
+        })
+    };
+    let root_marked = |d: &Path| {
+        [".git", "pyproject.toml", "setup.py", "setup.cfg"]
+            .iter()
+            .any(|m| d.join(m).exists())
+    };
+    let cwd = std::env::current_dir().ok();
     let mut imported: Vec<PathBuf> = Vec::new();
     for p in paths.iter().filter(|p| p.is_file() && python(p)) {
         let own = p.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -679,24 +628,25 @@ pub fn context(paths: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
                 d.to_path_buf()
             }
         };
-        if listed(&own).join("__init__.py").is_file() {
+        if listed(&own).join("__init__.py").is_file()
+            || installed(&own)
+            || root_marked(&listed(&own))
+        {
             continue;
         }
         let mut above: Vec<PathBuf> = Vec::new();
         let mut dir = own.clone();
         while above.len() < SCRIPT_LEVELS && dir.file_name().is_some() {
-            match dir.parent() {
-                Some(up) => {
-                    dir = up.to_path_buf();
-                    if dir
-                        .file_name()
-                        .is_some_and(|n| n == "site-packages" || n == "dist-packages")
-                    {
-                        break;
-                    }
-                    above.push(listed(&dir));
-                }
-                None => break,
+            let Some(up) = dir.parent() else { break };
+            dir = up.to_path_buf();
+            let here = listed(&dir);
+            above.push(here.clone());
+            if root_marked(&here)
+                || cwd
+                    .as_deref()
+                    .is_some_and(|c| dir.is_absolute() && dir == c)
+            {
+                break;
             }
         }
         if above.is_empty() {
@@ -705,9 +655,6 @@ pub fn context(paths: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
         let Ok(text) = std::fs::read_to_string(p) else {
             continue;
         };
-        if above.is_empty() {
-            continue;
-        }
         let own = listed(&own);
         for module in imported_top_modules(&text) {
             let at = |d: &Path| {

@@ -1194,6 +1194,35 @@ fn a_script_named_alone_is_read_with_the_modules_it_imports_from_above() {
 }
 
 #[test]
+fn a_script_named_alone_reads_no_module_above_its_projects_root() {
+    // ws/proj (a project: pyproject.toml) and ws/vendorlib, another checkout beside it: the
+    // script's `import vendorlib` is not read, however the path is spelled.
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    for d in ["proj/tools", "vendorlib"] {
+        std::fs::create_dir_all(ws.join(d)).unwrap();
+    }
+    std::fs::write(ws.join("proj/pyproject.toml"), "").unwrap();
+    std::fs::write(
+        ws.join("proj/tools/export.py"),
+        "import torch\nimport vendorlib\n",
+    )
+    .unwrap();
+    std::fs::write(ws.join("vendorlib/__init__.py"), "").unwrap();
+    let named = [ws.join("proj/tools/export.py")];
+    let context = source_lint::context(&named, &named);
+    assert!(context.is_empty(), "{context:?}");
+    // In site-packages, nothing above is read either.
+    let site = dir.path().join("lib/python3.11/site-packages");
+    std::fs::create_dir_all(&site).unwrap();
+    std::fs::write(site.join("mod.py"), "import typing\n").unwrap();
+    std::fs::write(dir.path().join("lib/python3.11/typing.py"), "").unwrap();
+    let named = [site.join("mod.py")];
+    let context = source_lint::context(&named, &named);
+    assert!(context.is_empty(), "{context:?}");
+}
+
+#[test]
 fn an_import_resolves_under_the_importers_import_root() {
     // `from utils import keep` in pkg/models/net.py is the top-level utils.py (Python 3 has no
     // implicit relative imports), not pkg/models/utils.py.
@@ -1340,7 +1369,8 @@ fn a_file_named_twice_is_linted_once() {
     // Through a symlink too: the findings would be reported twice.
     #[cfg(unix)]
     {
-        let link = dir.path().join("link.py");
+        // Named first and sorted first, the link still gives way to the file itself.
+        let link = dir.path().join("a_link.py");
         std::os::unix::fs::symlink(&f, &link).unwrap();
         let files = discover(&[link, f.clone()]).unwrap();
         assert_eq!(files, [f]);
@@ -1520,10 +1550,12 @@ fn fixes_appending_after_spliced_arguments_are_only_suggested() {
 #[test]
 fn deeply_nested_files_are_linted_or_refused_never_a_crash() {
     // Valid Python nests a thousand operators deep. A file too short to exhaust the stack is
-    // parsed whatever its depth; a longer one nested past what CPython accepts is an ODL000
+    // checked whatever its depth; a longer one nested past what CPython compiles is an ODL000
     // naming the limit, not a stack overflow that takes the whole run down.
     let dir = tempfile::tempdir().unwrap();
     let model = "import torch\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n        return x[x > 0]\n";
+    let refused = Some("nested more than 10000 levels deep");
+    let or_chain: Vec<String> = (0..8_000).map(|i| format!("c == {i}")).collect();
     let cases = [
         (
             "chain.py",
@@ -1550,28 +1582,62 @@ fn deeply_nested_files_are_linted_or_refused_never_a_crash() {
             None,
         ),
         (
+            "short_unary.py",
+            format!("import torch\ny = {}x\n", "-".repeat(60_000)),
+            None,
+        ),
+        // Long but flat: a boolean chain is one node, whatever its length; old Mac line ends.
+        (
+            "flat_or.py",
+            format!("import torch\ny = ({})\n", or_chain.join(" or ")),
+            None,
+        ),
+        (
+            "carriage_returns.py",
+            format!(
+                "import torch\r{}",
+                "y = torch.relu(x) + 1.0\r".repeat(4_000)
+            ),
+            None,
+        ),
+        (
             "deep_parens.py",
             format!(
                 "import torch\ny = {}1{}\n",
                 "(".repeat(50_000),
                 ")".repeat(50_000)
             ),
-            Some("too many nested parentheses"),
+            // Parentheses are no nodes of the tree.
+            None,
         ),
         (
-            "short_unary.py",
-            format!("import torch\ny = {}x\n", "-".repeat(60_000)),
-            None,
+            "deep_lists.py",
+            format!(
+                "import torch\ny = {}1{}\n",
+                "[".repeat(50_000),
+                "]".repeat(50_000)
+            ),
+            refused,
         ),
         (
             "unary.py",
             format!("import torch\ny = {}x\n", "-".repeat(200_000)),
-            Some("expression nested too deeply"),
+            refused,
         ),
         (
             "attributes.py",
             format!("import torch\ny = x{}\n", ".y".repeat(200_000)),
-            Some("expression nested too deeply"),
+            refused,
+        ),
+        (
+            "fstring.py",
+            format!("import torch\ny = f\"{{{}x}}\"\n", "-".repeat(200_000)),
+            refused,
+        ),
+        (
+            "lambdas.py",
+            format!("import torch\ny = {}x\n", "lambda a, b: ".repeat(20_000)),
+            refused,
         ),
     ];
     for (name, text, _) in &cases {
