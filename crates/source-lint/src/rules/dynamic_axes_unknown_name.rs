@@ -382,8 +382,13 @@ fn check_wrapper_call(ch: &mut Checker, call: &ast::ExprCall) {
     let Some((def, export)) = ch.export_wrapper(f.id.as_str()) else {
         return;
     };
+    // The export's own `**extra` cannot hold a name the call also gives as a keyword (that is a
+    // TypeError): only when one of the three is missing may it come from there.
+    let names_given = ["input_names", "output_names", "dynamic_axes"]
+        .iter()
+        .all(|k| export.arguments.find_keyword(k).is_some());
     if crate::rules::splices_arguments(call)
-        || export.arguments.keywords.iter().any(|k| k.arg.is_none())
+        || (export.arguments.keywords.iter().any(|k| k.arg.is_none()) && !names_given)
     {
         return;
     }
@@ -406,12 +411,27 @@ fn check_wrapper_call(ch: &mut Checker, call: &ast::ExprCall) {
     }
     // The wrapper changes what it hands on (`input_names = input_names + ["mask"]`,
     // `axes.update(...)`): not known from the call.
+    // `input_names=list(input_names)`: the parameter itself, copied.
+    fn copied(e: &Expr) -> &Expr {
+        match e {
+            Expr::Call(c)
+                if matches!(c.func.as_ref(), Expr::Name(f) if matches!(f.id.as_str(), "list" | "tuple"))
+                    && c.arguments.keywords.is_empty()
+                    && c.arguments.args.len() == 1 =>
+            {
+                &c.arguments.args[0]
+            }
+            e => e,
+        }
+    }
     let handed_on: Vec<&str> = ["input_names", "output_names", "dynamic_axes"]
         .iter()
-        .filter_map(|kw| match &export.arguments.find_keyword(kw)?.value {
-            Expr::Name(n) => Some(n.id.as_str()),
-            _ => None,
-        })
+        .filter_map(
+            |kw| match copied(&export.arguments.find_keyword(kw)?.value) {
+                Expr::Name(n) => Some(n.id.as_str()),
+                _ => None,
+            },
+        )
         .collect();
     if changes_before(&def.body, export, |n| handed_on.contains(&n)) {
         return;
@@ -455,8 +475,8 @@ fn check_wrapper_call(ch: &mut Checker, call: &ast::ExprCall) {
         let Some(k) = export.arguments.find_keyword(kw) else {
             return Some(None);
         };
-        match &k.value {
-            Expr::Name(n) if is_param(&k.value) => given(n.id.as_str()).map(Some),
+        match copied(&k.value) {
+            v @ Expr::Name(n) if is_param(v) => given(n.id.as_str()).map(Some),
             v @ (Expr::List(_) | Expr::Tuple(_) | Expr::Dict(_)) => Some(Some(v)),
             _ => None,
         }

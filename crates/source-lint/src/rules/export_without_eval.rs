@@ -2,7 +2,9 @@
 //! Flags `torch.onnx.export(model, ...)` where `model` is a local built in the same scope (or a
 //! loop variable over models) and nothing before the call puts it in eval mode (`model.eval()`,
 //! `model.train(False)`, `model = Net().eval()`), unless the call asks for the TorchScript
-//! exporter (`dynamo=False`), which switches to eval mode itself. A `model.train()` after the
+//! exporter (`dynamo=False`), which switches to eval mode itself. A module bound to the name
+//! again after its `eval()` (`net = train(); evaluate(net)`, then `net = Net()`) is a new module,
+//! in training mode (not `model = model.cuda()`: the same one). A `model.train()` after the
 //! `eval()` (to re-estimate batch norm statistics, say) puts it back in training mode, and so
 //! does a helper of the file that calls `model.eval()` and then `model.train()` before returning
 //! (an accuracy function); an `eval()` in another clause of the `if` that holds the export does
@@ -575,10 +577,23 @@ fn mode_in(ch: &Checker, body: &[Stmt], name: &str, sub: Option<&str>, at: TextS
                     },
                     _ => false,
                 };
-                mode.evaluated |= has_eval(&a.value, Receiver::NameOrCall(name))
+                // `module = model` after `model.eval()`: another name for a module in eval mode.
+                let alias_of_evaluated = match a.value.as_ref() {
+                    Expr::Name(other) if other.id.as_str() != name => {
+                        mode_in(ch, body, other.id.as_str(), None, s.range().start()).evaluated
+                    }
+                    _ => false,
+                };
+                let evaluated_now = has_eval(&a.value, Receiver::NameOrCall(name))
                     || chain_evals(&a.value)
                     || helper_evals(ch, &a.value)
-                    || submodule_of_evaluated;
+                    || submodule_of_evaluated
+                    || alias_of_evaluated;
+                // `net = train(); check(net)` (which calls `net.eval()`), then `net = Net()`: a
+                // new module, in training mode until put in eval mode itself. Not `model =
+                // model.cuda()` or `model = torch.jit.script(model)`: the same module.
+                let same_module = mentions(&a.value, &[name.to_string()]);
+                mode.evaluated = evaluated_now || (same_module && mode.evaluated);
                 continue;
             }
         }

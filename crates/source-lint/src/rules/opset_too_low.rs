@@ -78,8 +78,18 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         kwargs_opset(ch, keys);
         return;
     }
-    if is_export(ch, call) || forwards_opset(ch, call) {
-        let opset = spliced_keyword(ch, call, "opset_version")
+    let export = is_export(ch, call);
+    let forwarded = if export {
+        None
+    } else {
+        forwarded_opset(ch, call)
+    };
+    if export || forwarded.is_some() {
+        let given = match forwarded {
+            Some(k) => Some((k.value.clone(), k.range())),
+            None => spliced_keyword(ch, call, "opset_version"),
+        };
+        let opset = given
             .and_then(|(value, _)| {
                 let v = match &value {
                     ruff_python_ast::Expr::Name(n) => named_int(ch, n.id.as_str())
@@ -441,44 +451,54 @@ fn argparse_default(ch: &Checker, value: &ast::ExprAttribute) -> Option<u32> {
 /// a wrapper's first argument is followed too (`Padded(net)` with `net = IFNet()`). Method
 /// chains are followed to their receiver and a lower-case helper to its first argument. Each
 /// with whether this file defines it.
-/// Whether `call` calls a function of this file whose export takes its opset from the caller:
-/// `opset_version=<a parameter>`, or no `opset_version=` but the function's `**kwargs` spliced in.
-fn forwards_opset(ch: &Checker, call: &ast::ExprCall) -> bool {
+/// The keyword by which `call` hands the opset to a function of this file that exports with
+/// it: `opset_version=<a parameter>` (the caller's keyword named as the parameter: `opset=12`
+/// for `def export_onnx(..., opset=17): torch.onnx.export(..., opset_version=opset)`), or the
+/// caller's `opset_version=` when the function splices its `**kwargs` into an export that names
+/// no opset.
+fn forwarded_opset<'c>(ch: &Checker, call: &'c ast::ExprCall) -> Option<&'c ast::Keyword> {
     use ruff_python_ast::visitor::{self, Visitor};
     use ruff_python_ast::{Expr, Stmt};
     let Expr::Name(f) = call.func.as_ref() else {
-        return false;
+        return None;
     };
-    if crate::rules::keyword(call, "opset_version").is_none() {
-        return false;
+    // Only calls that pass a keyword can forward one (most calls pass none).
+    if !call.arguments.keywords.iter().any(|k| k.arg.is_some()) {
+        return None;
     }
-    let Some(def) = ch.bodies.first().and_then(|m| {
+    let def = ch.bodies.first().and_then(|m| {
         m.iter().find_map(|s| match s {
             Stmt::FunctionDef(d) if d.name.id == f.id => Some(d),
             _ => None,
         })
-    }) else {
-        return false;
-    };
+    })?;
     struct Find<'c, 'a> {
         ch: &'c Checker<'a>,
         params: Vec<&'c str>,
         kwargs: Option<&'c str>,
-        found: bool,
+        /// The parameter the export's `opset_version=` names, or `opset_version` for `**kwargs`.
+        found: Option<&'c str>,
     }
     impl<'v> Visitor<'v> for Find<'_, '_> {
         fn visit_expr(&mut self, e: &'v Expr) {
             if let Expr::Call(c) = e {
-                if is_export(self.ch, c) {
-                    let named = |e: &Expr, names: &[&str]| matches!(e, Expr::Name(n) if names.contains(&n.id.as_str()));
-                    self.found |= match crate::rules::keyword(c, "opset_version") {
-                        Some(k) => named(&k.value, &self.params),
-                        None => self.kwargs.is_some_and(|kw| {
-                            c.arguments
-                                .keywords
-                                .iter()
-                                .any(|k| k.arg.is_none() && named(&k.value, &[kw]))
-                        }),
+                if self.found.is_none() && is_export(self.ch, c) {
+                    self.found = match crate::rules::keyword(c, "opset_version") {
+                        Some(k) => match &k.value {
+                            Expr::Name(n) => {
+                                self.params.iter().copied().find(|p| *p == n.id.as_str())
+                            }
+                            _ => None,
+                        },
+                        None => self
+                            .kwargs
+                            .filter(|kw| {
+                                c.arguments.keywords.iter().any(|k| {
+                                    k.arg.is_none()
+                                        && matches!(&k.value, Expr::Name(n) if n.id.as_str() == *kw)
+                                })
+                            })
+                            .map(|_| "opset_version"),
                     };
                 }
             }
@@ -493,10 +513,15 @@ fn forwards_opset(ch: &Checker, call: &ast::ExprCall) -> bool {
             .map(|p| p.parameter.name.id.as_str())
             .collect(),
         kwargs: def.parameters.kwarg.as_deref().map(|k| k.name.id.as_str()),
-        found: false,
+        found: None,
     };
     find.visit_body(&def.body);
-    find.found
+    let param = find.found?;
+    // `opset = max(opset, 16)` before the export: not what the caller passes.
+    if param != "opset_version" && rebinds(&def.body, param) {
+        return None;
+    }
+    crate::rules::keyword(call, param)
 }
 
 fn exported_classes(ch: &Checker, call: &ast::ExprCall) -> Vec<(String, bool)> {
