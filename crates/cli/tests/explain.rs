@@ -203,6 +203,34 @@ fn logs_saved_as_utf16_or_with_stray_bytes_are_read_and_binary_data_is_refused()
         out.contains("trt-no-optimization-profile") && !out.contains('\x1b'),
         "{out}"
     );
+    // Saved in a legacy code page (GBK), cut short with NULs, or with a spinner's backspaces:
+    // still a log.
+    let gbk_path: &[u8] = b"D:\\\xc9\xee\xb6\xc8\xd1\xa7\xcf\xb0\\\xcf\xee\xc4\xbf\\\xd5\xd2\xb2\xbb\xb5\xbd\xd6\xb8\xb6\xa8\xb5\xc4\xc4\xa3\xbf\xe9\xa1\xa3\n";
+    for (name, bytes) in [
+        ("gbk.txt", [gbk_path, message.as_bytes()].concat()),
+        ("nuls.txt", [message.as_bytes(), &[0u8; 4096][..]].concat()),
+        (
+            "spinner.txt",
+            [&b"\x08".repeat(50)[..], message.as_bytes()].concat(),
+        ),
+        (
+            "osc.txt",
+            [
+                &b"\x1b]8;;file:///x\x07link\x1b]8;;\x07 \x1b(B"[..],
+                message.as_bytes(),
+            ]
+            .concat(),
+        ),
+    ] {
+        let o = explain_file(name, &bytes);
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!(v["entry"]["id"], "trt-no-optimization-profile", "{name}");
+        assert!(
+            !v["error"].as_str().unwrap_or_default().contains('\x1b'),
+            "{name}"
+        );
+    }
     // An image or a model handed over by mistake.
     let binary: Vec<u8> = (0..4096u32)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)

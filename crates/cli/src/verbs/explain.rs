@@ -61,22 +61,25 @@ fn decode_error_text(bytes: &[u8]) -> Result<String, String> {
         _ if zero_high(bytes) => utf16(true, bytes),
         _ => String::from_utf8_lossy(bytes).into_owned(),
     };
-    // Logs hold text, line breaks, tabs and terminal colour codes; not NULs or other control
-    // bytes, nor many bytes that are no text at all.
+    // A log cut short after a crash ends in NULs.
+    let text = text.trim_end_matches('\0');
+    // Logs hold text, line breaks, tabs, terminal colour codes, a spinner's backspaces and
+    // bells, and in a legacy code page (GBK, cp1252) bytes that are not UTF-8; not NULs or other
+    // control bytes, which binary data is full of.
     let odd = text
         .chars()
         .filter(|&c| {
-            c == char::REPLACEMENT_CHARACTER
-                || (c.is_control() && !matches!(c, '\n' | '\r' | '\t' | '\x1b' | '\x0c'))
+            (c as u32) < 0x20
+                && !matches!(c, '\n' | '\r' | '\t' | '\x1b' | '\x0c' | '\x08' | '\x07')
         })
         .count();
     let total = text.chars().count();
     if odd >= 8 && odd * 20 > total {
         return Err(format!(
-            "not text ({odd} of {total} characters are control bytes or invalid UTF-8)"
+            "not text ({odd} of {total} characters are control bytes)"
         ));
     }
-    Ok(without_colours(&text))
+    Ok(without_colours(text))
 }
 
 /// `text` without terminal colour and style codes (`ESC [ 31 m`), which a log saved from a
@@ -88,17 +91,51 @@ fn without_colours(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
-        if c == '\x1b' && chars.peek() == Some(&'[') {
-            chars.next();
-            // Parameters and intermediates, up to the final byte (`m`, `K`, ...).
-            for c in chars.by_ref() {
-                if ('\x40'..='\x7e').contains(&c) {
-                    break;
-                }
-            }
+        if c != '\x1b' {
+            out.push(c);
             continue;
         }
-        out.push(c);
+        match chars.peek() {
+            // CSI: parameters and intermediates up to the final byte (`m`, `K`, ...); a cut-off
+            // one ends at the first character that cannot belong to it.
+            Some('[') => {
+                chars.next();
+                while let Some(&c) = chars.peek() {
+                    if !(' '..='~').contains(&c) {
+                        break;
+                    }
+                    chars.next();
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+            // OSC (a hyperlink, a window title): up to BEL or `ESC \`, within the line.
+            Some(']') => {
+                chars.next();
+                while let Some(&c) = chars.peek() {
+                    if c == '\n' {
+                        break;
+                    }
+                    chars.next();
+                    if c == '\x07' {
+                        break;
+                    }
+                    if c == '\x1b' {
+                        if chars.peek() == Some(&'\\') {
+                            chars.next();
+                        }
+                        break;
+                    }
+                }
+            }
+            // A character-set choice (`ESC ( B`, what `tput sgr0` sends).
+            Some('(' | ')') => {
+                chars.next();
+                chars.next();
+            }
+            _ => {}
+        }
     }
     out
 }
