@@ -2319,9 +2319,24 @@ pub(crate) fn spell_mode_locals(module: &mut [Stmt], source: &str) {
     }
     impl<'a> Visitor<'a> for Bindings<'a> {
         fn visit_stmt(&mut self, s: &'a Stmt) {
+            let mut bind = |name: &'a str| *self.all.entry(name).or_default() += 1;
             match s {
-                // A nested function's names are its own.
-                Stmt::FunctionDef(_) | Stmt::ClassDef(_) => return,
+                // A nested function's names are its own; its name is bound here.
+                Stmt::FunctionDef(f) => return bind(f.name.id.as_str()),
+                Stmt::ClassDef(c) => return bind(c.name.id.as_str()),
+                Stmt::Import(i) => {
+                    for a in &i.names {
+                        let name = a.asname.as_ref().unwrap_or(&a.name).id.as_str();
+                        bind(name.split('.').next().unwrap_or(name));
+                    }
+                }
+                Stmt::ImportFrom(i) => {
+                    for a in &i.names {
+                        bind(a.asname.as_ref().unwrap_or(&a.name).id.as_str());
+                    }
+                }
+                Stmt::Global(g) => g.names.iter().for_each(|n| bind(n.id.as_str())),
+                Stmt::Nonlocal(n) => n.names.iter().for_each(|n| bind(n.id.as_str())),
                 Stmt::Assign(a) => {
                     if let ([Expr::Name(n)], true) =
                         (&a.targets[..], Checker::is_self_attr(&a.value, "training"))
@@ -2340,6 +2355,25 @@ pub(crate) fn spell_mode_locals(module: &mut [Stmt], source: &str) {
                 }
             }
             visitor::walk_expr(self, e);
+        }
+        fn visit_except_handler(&mut self, h: &'a ast::ExceptHandler) {
+            let ast::ExceptHandler::ExceptHandler(h2) = h;
+            if let Some(name) = &h2.name {
+                *self.all.entry(name.id.as_str()).or_default() += 1;
+            }
+            visitor::walk_except_handler(self, h);
+        }
+        fn visit_pattern(&mut self, p: &'a ast::Pattern) {
+            let name = match p {
+                ast::Pattern::MatchAs(m) => m.name.as_ref(),
+                ast::Pattern::MatchStar(m) => m.name.as_ref(),
+                ast::Pattern::MatchMapping(m) => m.rest.as_ref(),
+                _ => None,
+            };
+            if let Some(name) = name {
+                *self.all.entry(name.id.as_str()).or_default() += 1;
+            }
+            visitor::walk_pattern(self, p);
         }
     }
     struct Spell<'n>(&'n HashSet<String>);

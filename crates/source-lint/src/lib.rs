@@ -155,24 +155,29 @@ fn parse(source: &str) -> Parsed {
     // The parser grows its own stack; the checks and the syntax tree's drop recurse as deep as
     // the code nests, on [`LINT_STACK`]. A file cannot nest deeper than it has bytes, so only
     // long ones are measured.
-    let parsed = ruff_python_parser::parse_module(source);
-    let too_deep = match &parsed {
-        Ok(p) if source.len() > NEST_FREE_BYTES => nested_too_deeply(p.syntax()),
-        _ => None,
+    // The tree is measured whether or not the file has syntax errors: a partial tree is
+    // dropped too.
+    let parsed =
+        ruff_python_parser::parse_unchecked_source(source, ruff_python_ast::PySourceType::Python);
+    let too_deep = if source.len() > NEST_FREE_BYTES {
+        nested_too_deeply(parsed.syntax())
+    } else {
+        None
     };
-    match too_deep {
-        None => parsed,
-        Some(at) => {
-            // Dropping the tree would recurse as deep as it nests: it is left to the end of the
-            // process (a file no CPython compiles).
-            std::mem::forget(parsed);
-            Err(ruff_python_parser::ParseError {
-                error: ruff_python_parser::ParseErrorType::OtherError(format!(
-                    "nested more than {MAX_NESTING} levels deep (CPython refuses such nesting)"
-                )),
-                location: ruff_text_size::TextRange::empty(at),
-            })
-        }
+    if let Some(at) = too_deep {
+        // Dropping the tree would recurse as deep as it nests: it is left to the end of the
+        // process (a file no CPython compiles).
+        std::mem::forget(parsed);
+        return Err(ruff_python_parser::ParseError {
+            error: ruff_python_parser::ParseErrorType::OtherError(format!(
+                "nested more than {MAX_NESTING} levels deep (CPython refuses such nesting)"
+            )),
+            location: ruff_text_size::TextRange::empty(at),
+        });
+    }
+    match parsed.errors().first() {
+        None => Ok(parsed),
+        Some(e) => Err(e.clone()),
     }
 }
 
@@ -213,6 +218,9 @@ fn nested_too_deeply(module: &ruff_python_ast::ModModule) -> Option<ruff_text_si
         }
         fn visit_expr(&mut self, e: &'a ruff_python_ast::Expr) {
             self.enter(e.range().start(), |v| visitor::walk_expr(v, e));
+        }
+        fn visit_pattern(&mut self, p: &'a ruff_python_ast::Pattern) {
+            self.enter(p.range().start(), |v| visitor::walk_pattern(v, p));
         }
     }
     let mut d = Depth { depth: 0, at: None };
@@ -617,7 +625,9 @@ pub fn context(paths: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
             .iter()
             .any(|m| d.join(m).exists())
     };
-    let cwd = std::env::current_dir().ok();
+    let cwd = std::env::current_dir()
+        .ok()
+        .and_then(|c| std::fs::canonicalize(c).ok());
     let mut imported: Vec<PathBuf> = Vec::new();
     for p in paths.iter().filter(|p| p.is_file() && python(p)) {
         let own = p.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -628,9 +638,15 @@ pub fn context(paths: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
                 d.to_path_buf()
             }
         };
+        // Where the path points, not how it is spelled (`onnx/fuzz/x.py` named from inside
+        // site-packages), and the current directory as `getcwd` gives it (symlinks resolved).
+        let real = |d: &Path| std::fs::canonicalize(listed(d)).ok();
+        let is_cwd = |d: &Path| cwd.is_some() && real(d) == cwd;
         if listed(&own).join("__init__.py").is_file()
             || installed(&own)
+            || real(&own).is_some_and(|r| installed(&r))
             || root_marked(&listed(&own))
+            || is_cwd(&own)
         {
             continue;
         }
@@ -641,11 +657,7 @@ pub fn context(paths: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
             dir = up.to_path_buf();
             let here = listed(&dir);
             above.push(here.clone());
-            if root_marked(&here)
-                || cwd
-                    .as_deref()
-                    .is_some_and(|c| dir.is_absolute() && dir == c)
-            {
+            if root_marked(&here) || is_cwd(&dir) {
                 break;
             }
         }

@@ -1634,6 +1634,21 @@ fn deeply_nested_files_are_linted_or_refused_never_a_crash() {
             format!("import torch\ny = f\"{{{}x}}\"\n", "-".repeat(200_000)),
             refused,
         ),
+        // With a syntax error too: the partial tree is as deep.
+        (
+            "unary_broken.py",
+            format!("import torch\ny = {}x)\n", "-".repeat(200_000)),
+            refused,
+        ),
+        (
+            "patterns.py",
+            format!(
+                "import torch\nmatch x:\n    case {}1{}:\n        pass\n",
+                "[".repeat(40_000),
+                "]".repeat(40_000)
+            ),
+            refused,
+        ),
         (
             "lambdas.py",
             format!("import torch\ny = {}x\n", "lambda a, b: ".repeat(20_000)),

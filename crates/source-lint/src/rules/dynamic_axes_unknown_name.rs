@@ -304,8 +304,24 @@ fn keys(ch: &Checker, value: &Expr, before: TextSize) -> Option<Vec<(String, Tex
                 out.push((arg.id.to_string(), k.range()));
             }
         }
-        // `{name: {0: "batch"} for name in input_names}`: keys checked only when added later.
-        Expr::DictComp(_) => {}
+        // `{name: {0: "batch"} for name in ("clip", "keypoints")}`: the names listed; over
+        // another value (`for name in input_names`), keys checked only when added later.
+        Expr::DictComp(comp) => {
+            if let ([g], Some(Expr::Name(key))) = (&comp.generators[..], comp.key.as_deref()) {
+                let listed = match &g.iter {
+                    Expr::List(l) => Some(&l.elts),
+                    Expr::Tuple(t) => Some(&t.elts),
+                    Expr::Set(s) => Some(&s.elts),
+                    _ => None,
+                };
+                let over_key = matches!(&g.target, Expr::Name(t) if t.id == key.id);
+                if let (Some(elts), true, true) = (listed, over_key, g.ifs.is_empty()) {
+                    for e in elts {
+                        out.push((string_literal(e)?.to_string(), e.range()));
+                    }
+                }
+            }
+        }
         _ => return None,
     }
     if let Expr::Name(n) = value {
@@ -411,9 +427,19 @@ fn check_wrapper_call(ch: &mut Checker, call: &ast::ExprCall) {
     }
     // The wrapper changes what it hands on (`input_names = input_names + ["mask"]`,
     // `axes.update(...)`): not known from the call.
-    // `input_names=list(input_names)`: the parameter itself, copied.
+    // `input_names=list(input_names)`: the parameter itself, copied; `dynamic_axes=axes or {}`:
+    // the parameter, or nothing.
     fn copied(e: &Expr) -> &Expr {
         match e {
+            Expr::BoolOp(b)
+                if matches!(b.op, ast::BoolOp::Or)
+                    && b.values.len() == 2
+                    && matches!(&b.values[1], Expr::Dict(d) if d.items.is_empty())
+                        | matches!(&b.values[1], Expr::List(l) if l.elts.is_empty())
+                        | b.values[1].is_none_literal_expr() =>
+            {
+                &b.values[0]
+            }
             Expr::Call(c)
                 if matches!(c.func.as_ref(), Expr::Name(f) if matches!(f.id.as_str(), "list" | "tuple"))
                     && c.arguments.keywords.is_empty()
@@ -484,7 +510,7 @@ fn check_wrapper_call(ch: &mut Checker, call: &ast::ExprCall) {
     let axes_from_caller = export
         .arguments
         .find_keyword("dynamic_axes")
-        .is_some_and(|k| is_param(&k.value));
+        .is_some_and(|k| is_param(copied(&k.value)));
     if !axes_from_caller {
         return;
     }

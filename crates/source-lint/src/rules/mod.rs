@@ -518,6 +518,36 @@ pub(crate) fn config_field_default<'a>(module: &'a [ast::Stmt], field: &str) -> 
             continue;
         }
         for s in &c.body {
+            // A Hugging Face–style config: `def __init__(self, ..., grasp_upsample="bilinear",
+            // **kwargs): self.grasp_upsample = grasp_upsample`.
+            if let ast::Stmt::FunctionDef(init) = s {
+                if init.name.id.as_str() != "__init__" {
+                    continue;
+                }
+                for stmt in &init.body {
+                    let ast::Stmt::Assign(a) = stmt else { continue };
+                    let ([ast::Expr::Attribute(t)], ast::Expr::Name(param)) =
+                        (&a.targets[..], a.value.as_ref())
+                    else {
+                        continue;
+                    };
+                    if t.attr.id.as_str() != field || !crate::checker::is_self(&t.value) {
+                        continue;
+                    }
+                    let default = init
+                        .parameters
+                        .iter_non_variadic_params()
+                        .find(|p| p.parameter.name.id == param.id)
+                        .and_then(|p| p.default.as_deref())
+                        .and_then(string_literal);
+                    let Some(v) = default else { continue };
+                    if found.is_some_and(|f| f != v) {
+                        return None;
+                    }
+                    found = Some(v);
+                }
+                continue;
+            }
             let (target, value) = match s {
                 ast::Stmt::AnnAssign(a) => (a.target.as_ref(), a.value.as_deref()),
                 ast::Stmt::Assign(a) if a.targets.len() == 1 => {
