@@ -8,7 +8,10 @@
 //! default (`def __init__(self, mode="bilinear"): self.mode = mode`) when some construction in
 //! the file leaves it out or passes a linear one, literally or as such a config field
 //! (`Decoder(64, cfg.upsample_mode)`) or an argparse option's default (`UNet(up_mode=args.up_mode)`
-//! with `add_argument("--up-mode", default="bilinear")`); the fix is then only suggested.
+//! with `add_argument("--up-mode", default="bilinear")`); the fix is then only suggested. A
+//! config dict spliced in (`F.interpolate(x, scale_factor=2, **self.upsample_cfg)` with
+//! `self.upsample_cfg = dict(mode="bilinear")`, MMCV's idiom) is read too, with no fix (the
+//! dict is where `align_corners` goes).
 //! `F.interpolate` in functions beside a model that export does not reach (data augmentation,
 //! evaluation) is left alone.
 //!
@@ -64,6 +67,22 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     }
     // A literal, or a name bound to one (a parameter's default: `mode="bilinear"`).
     let mode_arg = argument(call, "mode", mode_pos);
+    // MMCV's `F.interpolate(x, scale_factor=2, **self.upsample_cfg)` with `self.upsample_cfg =
+    // dict(mode="bilinear")` (or a choice of such dicts): the mode and corners it holds.
+    if mode_arg.is_none() && argument(call, "align_corners", corners_pos).is_none() {
+        if let Some(mode) = spliced_config_mode(ch, call) {
+            let i = ch.report(
+                &RULE,
+                call.func.range(),
+                format!("mode=\"{mode}\" without `align_corners`: the exported Resize coordinate mode is left implicit"),
+            );
+            ch.help(
+                i,
+                "add `align_corners=False` (the default) or `True` to the config dict",
+            );
+            return;
+        }
+    }
     // A mode that is not written at the call may be another at run time (a config, a flag): it
     // is reported when its linear value is the default or one of the choices, and the fix is
     // then only suggested (`align_corners` with a non-linear mode raises).
@@ -142,4 +161,70 @@ fn config_mode<'a>(ch: &Checker<'a>, a: &'a ast::ExprAttribute) -> Option<&'a st
         [v] => string_literal(v),
         _ => None,
     }
+}
+
+/// The linear mode a `**self.<attr>` spliced into the call sets, when the module's methods
+/// assign `<attr>` only dicts (`dict(mode="bilinear")`, `{"mode": "bilinear"}`, or a choice of
+/// them: `dict(mode="bilinear") if cfg is None else dict(cfg)`) and one such dict has a linear
+/// mode and no `align_corners`.
+fn spliced_config_mode<'a>(ch: &Checker<'a>, call: &ast::ExprCall) -> Option<&'a str> {
+    let attr = call
+        .arguments
+        .keywords
+        .iter()
+        .find_map(|k| match (&k.arg, &k.value) {
+            (None, ast::Expr::Attribute(a)) if is_self(&a.value) => Some(a.attr.id.as_str()),
+            _ => None,
+        })?;
+    let module = ch.bodies[0];
+    let class = module_class(module, ch.classes.last()?)?;
+    fn dict_mode(e: &ast::Expr) -> Option<Option<&str>> {
+        match e {
+            ast::Expr::Call(c) if matches!(c.func.as_ref(), ast::Expr::Name(n) if n.id.as_str() == "dict") =>
+            {
+                let get = |k: &str| {
+                    c.arguments
+                        .keywords
+                        .iter()
+                        .find(|kw| kw.arg.as_ref().is_some_and(|a| a.id.as_str() == k))
+                };
+                if get("align_corners").is_some() {
+                    return Some(None);
+                }
+                Some(get("mode").and_then(|k| string_literal(&k.value)))
+            }
+            ast::Expr::Dict(d) => {
+                let get = |k: &str| {
+                    d.items
+                        .iter()
+                        .find(|i| i.key.as_ref().and_then(string_literal) == Some(k))
+                };
+                if get("align_corners").is_some() {
+                    return Some(None);
+                }
+                Some(get("mode").and_then(|i| string_literal(&i.value)))
+            }
+            _ => None,
+        }
+    }
+    let mut found = None;
+    for (a, value) in self_assignments(&class.body) {
+        if a != attr {
+            continue;
+        }
+        let choices: Vec<&ast::Expr> = match value {
+            ast::Expr::If(i) => vec![i.body.as_ref(), i.orelse.as_ref()],
+            v => vec![v],
+        };
+        for c in choices {
+            // Anything but a dict (a config handed in) may hold `align_corners`: only dicts
+            // written here are read.
+            if let Some(Some(mode)) = dict_mode(c) {
+                if linear(mode) {
+                    found = Some(mode);
+                }
+            }
+        }
+    }
+    found
 }
