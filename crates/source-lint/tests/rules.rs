@@ -409,6 +409,9 @@ const CORPUS_DIRS: &[&str] = &[
     "kelp",
     "cranes",
     "bookbinding",
+    "saffron",
+    "velodrome",
+    "orchards",
 ];
 
 #[test]
