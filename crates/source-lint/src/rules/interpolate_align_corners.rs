@@ -71,13 +71,10 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     // dict(mode="bilinear")` (or a choice of such dicts): the mode and corners it holds.
     if mode_arg.is_none() && argument(call, "align_corners", corners_pos).is_none() {
         if let Some(mode) = spliced_config_mode(ch, call) {
-            let i = ch.report(
-                &RULE,
-                call.func.range(),
-                format!("mode=\"{mode}\" without `align_corners`: the exported Resize coordinate mode is left implicit"),
-            );
-            ch.help(
-                i,
+            report(
+                ch,
+                call,
+                mode,
                 "add `align_corners=False` (the default) or `True` to the config dict",
             );
             return;
@@ -114,13 +111,10 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         return;
     }
     let mode = mode.to_string();
-    let i = ch.report(
-        &RULE,
-        call.func.range(),
-        format!("mode=\"{mode}\" without `align_corners`: the exported Resize coordinate mode is left implicit"),
-    );
-    ch.help(
-        i,
+    let i = report(
+        ch,
+        call,
+        &mode,
         "pass `align_corners=False` (the default) or `True` explicitly",
     );
     // A mode read from a config default may be set otherwise at run time: then adding
@@ -129,6 +123,17 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     let edit = append_argument(ch.source, call, "align_corners=False");
     let safe = certain && !crate::rules::splices_arguments(call);
     ch.fix(i, "add `align_corners=False`", safe, vec![edit]);
+}
+
+/// Reports a linear `mode` used without `align_corners`, with `help`.
+fn report(ch: &mut Checker, call: &ast::ExprCall, mode: &str, help: &str) -> usize {
+    let i = ch.report(
+        &RULE,
+        call.func.range(),
+        format!("mode=\"{mode}\" without `align_corners`: the exported Resize coordinate mode is left implicit"),
+    );
+    ch.help(i, help);
+    i
 }
 
 fn linear(mode: &str) -> bool {
