@@ -2,9 +2,9 @@
 //! Flags `torch.onnx.export(model, ...)` where `model` is a local built in the same scope (or a
 //! loop variable over models) and nothing before the call puts it in eval mode (`model.eval()`,
 //! `model.train(False)`, `model = Net().eval()`), unless the call asks for the TorchScript
-//! exporter (`dynamo=False`), which switches to eval mode itself. A module bound to the name
-//! again after its `eval()` (`net = train(); evaluate(net)`, then `net = Net()`) is a new module,
-//! in training mode (not `model = model.cuda()`: the same one). A `model.train()` after the
+//! exporter (`dynamo=False`), which switches to eval mode itself. A module built anew under the
+//! name after its `eval()` (`net = train(); evaluate(net)`, then `net = Net()`) is a new module,
+//! in training mode (not `model = model.cuda()`, nor `model = ema`: the same one or a copy). A `model.train()` after the
 //! `eval()` (to re-estimate batch norm statistics, say) puts it back in training mode, and so
 //! does a helper of the file that calls `model.eval()` and then `model.train()` before returning
 //! (an accuracy function); an `eval()` in another clause of the `if` that holds the export does
@@ -578,9 +578,27 @@ fn mode_in(ch: &Checker, body: &[Stmt], name: &str, sub: Option<&str>, at: TextS
                     _ => false,
                 };
                 // `module = model` after `model.eval()`: another name for a module in eval mode.
+                // Read from the statements before, not followed further (a chain of names
+                // bound to each other in turns would be followed in exponential time).
                 let alias_of_evaluated = match a.value.as_ref() {
                     Expr::Name(other) if other.id.as_str() != name => {
-                        mode_in(ch, body, other.id.as_str(), None, s.range().start()).evaluated
+                        let other = other.id.as_str();
+                        stmts
+                            .iter()
+                            .filter(|b| b.range().start() < s.range().start())
+                            .any(|b| match b {
+                                Stmt::Expr(e) => {
+                                    has_eval(&e.value, Receiver::Name(other))
+                                        || (chain_evals(&e.value)
+                                            && chain_root(&e.value) == Some(other))
+                                }
+                                Stmt::Assign(x) => {
+                                    matches!(&x.targets[..], [Expr::Name(t)] if t.id.as_str() == other)
+                                        && (chain_evals(&x.value)
+                                            || has_eval(&x.value, Receiver::NameOrCall(other)))
+                                }
+                                _ => false,
+                            })
                     }
                     _ => false,
                 };
@@ -592,8 +610,12 @@ fn mode_in(ch: &Checker, body: &[Stmt], name: &str, sub: Option<&str>, at: TextS
                 // `net = train(); check(net)` (which calls `net.eval()`), then `net = Net()`: a
                 // new module, in training mode until put in eval mode itself. Not `model =
                 // model.cuda()` or `model = torch.jit.script(model)`: the same module.
-                let same_module = mentions(&a.value, &[name.to_string()]);
-                mode.evaluated = evaluated_now || (same_module && mode.evaluated);
+                // Only a module built anew (`Net()`, not `ema`, `get_model()`, a trace or a
+                // copy of it) is known to be another, in training mode.
+                let constructed = |e: &Expr| matches!(e, Expr::Call(c) if is_constructor(c));
+                let built_anew = (constructed(&a.value) || constructed(chain_start(&a.value)))
+                    && !mentions(&a.value, &[name.to_string()]);
+                mode.evaluated = evaluated_now || (!built_anew && mode.evaluated);
                 continue;
             }
         }

@@ -185,6 +185,15 @@ fn spliced_config_mode<'a>(ch: &Checker<'a>, call: &ast::ExprCall) -> Option<&'a
     let class = module_class(module, ch.classes.last()?)?;
     fn dict_mode(e: &ast::Expr) -> Option<Option<&str>> {
         match e {
+            // `dict(base, ...)`, `dict(mode=..., **cfg)`: what is spliced may hold the corners.
+            ast::Expr::Call(c)
+                if matches!(c.func.as_ref(), ast::Expr::Name(n) if n.id.as_str() == "dict")
+                    && (!c.arguments.args.is_empty()
+                        || c.arguments.keywords.iter().any(|k| k.arg.is_none())) =>
+            {
+                Some(None)
+            }
+            ast::Expr::Dict(d) if d.items.iter().any(|i| i.key.is_none()) => Some(None),
             ast::Expr::Call(c) if matches!(c.func.as_ref(), ast::Expr::Name(n) if n.id.as_str() == "dict") =>
             {
                 let get = |k: &str| {
@@ -212,10 +221,42 @@ fn spliced_config_mode<'a>(ch: &Checker<'a>, call: &ast::ExprCall) -> Option<&'a
             _ => None,
         }
     }
+    // `self.up.update(align_corners=False)`, `self.up["align_corners"] = False`: changed after
+    // it is built, so not known from its assignments.
+    let source = &ch.source[class.range()];
+    let spelled = format!("self.{attr}");
+    if [".update(", ".setdefault(", "["]
+        .iter()
+        .any(|m| source.contains(&format!("{spelled}{m}")))
+    {
+        return None;
+    }
     let mut found = None;
     for (a, value) in self_assignments(&class.body) {
         if a != attr {
             continue;
+        }
+        // `self.up = dict(self.up, align_corners=False)` replaces what came before.
+        let built_from_own = |e: &ast::Expr| match e {
+            ast::Expr::Call(c) => c
+                .arguments
+                .args
+                .iter()
+                .chain(
+                    c.arguments
+                        .keywords
+                        .iter()
+                        .filter(|k| k.arg.is_none())
+                        .map(|k| &k.value),
+                )
+                .any(|x| matches!(x, ast::Expr::Attribute(x) if is_self(&x.value))),
+            ast::Expr::Dict(d) => d.items.iter().any(|i| {
+                i.key.is_none() && matches!(&i.value, ast::Expr::Attribute(x) if is_self(&x.value))
+            }),
+            _ => false,
+        };
+        if built_from_own(value) {
+            return None;
         }
         let choices: Vec<&ast::Expr> = match value {
             ast::Expr::If(i) => vec![i.body.as_ref(), i.orelse.as_ref()],
