@@ -752,6 +752,18 @@ impl<'a> Checker<'a> {
                     {
                         return true;
                     }
+                    // `def _gate(t): ...` inside the function, then `_gate(torch.sigmoid(y))`:
+                    // a local helper without a return annotation, handed a tensor.
+                    let local_helper = self.fns.len() > 1
+                        && self.bodies.last().is_some_and(|body| {
+                            body.iter().any(|s| {
+                                matches!(s, Stmt::FunctionDef(f)
+                                if f.name.id == n.id && f.returns.is_none())
+                            })
+                        });
+                    if local_helper && c.arguments.args.iter().any(|a| self.is_tensor(a)) {
+                        return true;
+                    }
                 }
                 if let Some(callee) = imported_callee(c) {
                     if self.imported_returns.contains_key(&callee)
@@ -803,8 +815,12 @@ impl<'a> Checker<'a> {
                         return false;
                     }
                     // `super().forward(x)`: the parent module's computation.
+                    // `super().forward(*inputs)` too.
                     if matches!(recv, Expr::Call(r) if matches!(r.func.as_ref(), Expr::Name(n) if n.id.as_str() == "super"))
-                        && c.arguments.args.iter().any(|a| self.is_tensor(a))
+                        && c.arguments
+                            .args
+                            .iter()
+                            .any(|a| self.is_tensor(a) || a.is_starred_expr())
                     {
                         return true;
                     }
@@ -1486,6 +1502,11 @@ fn collect_imports(body: &[Stmt], out: &mut HashMap<String, String>) {
                 collect_imports(&t.finalbody, out);
             }
             Stmt::With(w) => collect_imports(&w.body, out),
+            Stmt::Match(m) => {
+                for c in &m.cases {
+                    collect_imports(&c.body, out);
+                }
+            }
             _ => {}
         }
     }
@@ -1740,6 +1761,24 @@ fn called_names(body: &[Stmt]) -> (HashSet<String>, HashSet<String>) {
                     {
                         methods.insert(a.attr.id.to_string());
                     }
+                    // `getattr(self, f"_score_{self.cfg.scorer}")(z, h)`: every method named
+                    // so, written `_score_*`.
+                    Expr::Call(g)
+                        if matches!(g.func.as_ref(), Expr::Name(n) if n.id.as_str() == "getattr")
+                            && matches!(g.arguments.args.first(), Some(Expr::Name(n)) if n.id.as_str() == "self") =>
+                    {
+                        match g.arguments.args.get(1) {
+                            Some(Expr::StringLiteral(s)) => {
+                                methods.insert(s.value.to_str().to_string());
+                            }
+                            Some(e) => {
+                                if let Some(prefix) = fstring_prefix(e).filter(|p| !p.is_empty()) {
+                                    methods.insert(format!("{prefix}*"));
+                                }
+                            }
+                            None => {}
+                        }
+                    }
                     Expr::Name(n) => {
                         funcs.insert(n.id.to_string());
                     }
@@ -1765,15 +1804,36 @@ fn model_functions(
     let mut classes: Vec<(String, HashMap<String, &[Stmt]>)> = Vec::new();
     // Parameters of each class's `forward` after its first input: the targets a loss takes.
     let mut forward_targets: HashMap<String, Vec<String>> = HashMap::default();
+    // The module functions each function decorates itself with (`@check_finite`, or the
+    // factory of `@check_finite(tol)`): their wrappers run in the trace around a model function.
+    let mut decorators: HashMap<(Option<String>, String), Vec<String>> = HashMap::default();
+    let decorator_names = |f: &ast::StmtFunctionDef| -> Vec<String> {
+        f.decorator_list
+            .iter()
+            .filter_map(|d| match &d.expression {
+                Expr::Name(n) => Some(n.id.to_string()),
+                Expr::Call(c) => match c.func.as_ref() {
+                    Expr::Name(n) => Some(n.id.to_string()),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect()
+    };
     for stmt in module {
         match stmt {
             Stmt::FunctionDef(f) => {
                 module_fns.insert(f.name.id.to_string(), &f.body);
+                decorators.insert((None, f.name.id.to_string()), decorator_names(f));
             }
             Stmt::ClassDef(c) => {
                 let mut methods = HashMap::default();
                 for s in &c.body {
                     if let Stmt::FunctionDef(f) = s {
+                        decorators.insert(
+                            (Some(c.name.id.to_string()), f.name.id.to_string()),
+                            decorator_names(f),
+                        );
                         methods.insert(f.name.id.to_string(), &f.body[..]);
                         if f.name.id.as_str() == "forward" {
                             let params: Vec<String> = f
@@ -2013,6 +2073,11 @@ fn model_functions(
         if !out.insert(item.clone()) {
             continue;
         }
+        for d in decorators.get(&item).into_iter().flatten() {
+            if module_fns.contains_key(d) && !training_only_name(d) {
+                work.push((None, d.clone()));
+            }
+        }
         let body = match &item.0 {
             Some(class) => classes
                 .iter()
@@ -2057,6 +2122,20 @@ fn model_functions(
                     }
                 }
             }
+            // `_score_*`: the methods of the class and its ancestors named so.
+            let methods: Vec<String> = methods
+                .into_iter()
+                .flat_map(|name| match name.strip_suffix('*') {
+                    Some(prefix) => lineage(bases, class)
+                        .into_iter()
+                        .filter_map(|c| classes.iter().find(|(k, _)| k == c))
+                        .flat_map(|(_, m)| m.keys())
+                        .filter(|m| m.starts_with(prefix))
+                        .cloned()
+                        .collect(),
+                    None => vec![name],
+                })
+                .collect();
             for name in methods {
                 if name.starts_with("__") || training_only_name(&name) {
                     continue;
@@ -3493,6 +3572,10 @@ fn scan_locals(ch: &mut Checker, body: &[Stmt], function: Option<&ast::StmtFunct
         let mut stmts: Vec<&Stmt> = Vec::new();
         flatten(body, &mut stmts);
         for stmt in stmts {
+            // `if (n := len(x)) > 1:`: the walrus binds in the function's scope.
+            for named in walrus_bindings(stmt) {
+                bind(ch, &named.target, &named.value);
+            }
             match stmt {
                 Stmt::Assign(a) => {
                     let generators = match a.value.as_ref() {
@@ -3507,6 +3590,19 @@ fn scan_locals(ch: &mut Checker, body: &[Stmt], function: Option<&ast::StmtFunct
                         bind(ch, t, &a.value);
                         // `canvas[ys, xs] = v` with `v` or the indices from the inputs.
                         if let Expr::Subscript(sub) = t {
+                            // `kw["dynamic_axes"] = axes` on a dict of export arguments.
+                            if let (Expr::Name(n), Some(_)) =
+                                (sub.value.as_ref(), rules::string_literal(&sub.slice))
+                            {
+                                grow_dict(
+                                    ch,
+                                    n.id.as_str(),
+                                    vec![ast::DictItem {
+                                        key: Some((*sub.slice).clone()),
+                                        value: (*a.value).clone(),
+                                    }],
+                                );
+                            }
                             if let Expr::Name(n) = sub.value.as_ref() {
                                 let from_inputs = |e: &Expr| ch.depends_on_inputs(e);
                                 let index_from_inputs = match sub.slice.as_ref() {
@@ -3526,6 +3622,16 @@ fn scan_locals(ch: &mut Checker, body: &[Stmt], function: Option<&ast::StmtFunct
                         bind(ch, &a.target, v);
                     }
                 }
+                // `kw |= {"opset_version": 12}` on a dict of export arguments.
+                Stmt::AugAssign(a) if matches!(a.op, ast::Operator::BitOr) => {
+                    if let Expr::Name(n) = a.target.as_ref() {
+                        let item = ast::DictItem {
+                            key: None,
+                            value: (*a.value).clone(),
+                        };
+                        grow_dict(ch, n.id.as_str(), vec![item]);
+                    }
+                }
                 Stmt::For(f) => {
                     frozen_loop(ch, &f.target, &f.iter);
                     bind_loop(ch, &f.target, &f.iter);
@@ -3534,6 +3640,22 @@ fn scan_locals(ch: &mut Checker, body: &[Stmt], function: Option<&ast::StmtFunct
                 // `hist[idx] = v`: filled from the inputs in place, no longer a constant.
                 Stmt::Expr(e) => {
                     if let Expr::Call(c) = e.value.as_ref() {
+                        // `kw.update(opset_version=12)` or `kw.update({...})` on a dict of
+                        // export arguments: what it adds, read as `**` entries.
+                        if let Some(("update", Expr::Name(n))) = ch.method(c) {
+                            let item = if c.arguments.keywords.is_empty() {
+                                c.arguments.args.first().cloned()
+                            } else {
+                                Some(e.value.as_ref().clone())
+                            };
+                            if let Some(value) = item.filter(|_| c.arguments.args.len() <= 1) {
+                                grow_dict(
+                                    ch,
+                                    n.id.as_str(),
+                                    vec![ast::DictItem { key: None, value }],
+                                );
+                            }
+                        }
                         // `outs = []` then `outs.append(self.head(h))`: a list of tensors.
                         if let (Some(("append", Expr::Name(n))), [item]) =
                             (ch.method(c), &c.arguments.args[..])
@@ -3648,6 +3770,11 @@ pub(crate) fn flatten<'s>(body: &'s [Stmt], out: &mut Vec<&'s Stmt>) {
                 flatten(&w.orelse, out);
             }
             Stmt::With(w) => flatten(&w.body, out),
+            Stmt::Match(m) => {
+                for c in &m.cases {
+                    flatten(&c.body, out);
+                }
+            }
             Stmt::Try(t) => {
                 flatten(&t.body, out);
                 for ast::ExceptHandler::ExceptHandler(h) in &t.handlers {
@@ -3658,6 +3785,139 @@ pub(crate) fn flatten<'s>(body: &'s [Stmt], out: &mut Vec<&'s Stmt>) {
             }
             _ => {}
         }
+    }
+}
+
+/// Names a body hands over as a padding mask (`key_padding_mask=pad`, `src_key_padding_mask=m`):
+/// boolean masks by the callee's word (not `attn_mask=`, which may be an additive float mask).
+fn mask_keyword_names(body: &[Stmt]) -> Vec<String> {
+    struct Find(Vec<String>);
+    impl<'a> Visitor<'a> for Find {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if let Expr::Call(c) = e {
+                for k in &c.arguments.keywords {
+                    if let (Some(arg), Expr::Name(n)) = (&k.arg, &k.value) {
+                        if arg.id.as_str().ends_with("padding_mask") {
+                            self.0.push(n.id.to_string());
+                        }
+                    }
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut f = Find(Vec::new());
+    f.visit_body(body);
+    f.0
+}
+
+/// Whether a body calls `<name>.<attr>(...)`.
+fn calls_attribute(body: &[Stmt], attr: &str) -> bool {
+    struct Find<'s> {
+        attr: &'s str,
+        found: bool,
+    }
+    impl<'a> Visitor<'a> for Find<'_> {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if let Expr::Call(c) = e {
+                if matches!(c.func.as_ref(), Expr::Attribute(a)
+                    if a.attr.id.as_str() == self.attr && matches!(a.value.as_ref(), Expr::Name(_)))
+                {
+                    self.found = true;
+                }
+            }
+            if !self.found {
+                visitor::walk_expr(self, e);
+            }
+        }
+    }
+    let mut f = Find { attr, found: false };
+    f.visit_body(body);
+    f.found
+}
+
+/// The text an f-string starts with before its first interpolation (`"_score_"` of
+/// `f"_score_{kind}"`).
+fn fstring_prefix(e: &Expr) -> Option<String> {
+    let Expr::FString(f) = e else { return None };
+    let mut out = String::new();
+    for part in f.value.iter() {
+        match part {
+            ast::FStringPart::Literal(l) => out.push_str(&l.value),
+            ast::FStringPart::FString(f) => {
+                for element in f.elements.iter() {
+                    match element {
+                        ast::InterpolatedStringElement::Literal(l) => out.push_str(&l.value),
+                        ast::InterpolatedStringElement::Interpolation(_) => return Some(out),
+                    }
+                }
+            }
+        }
+    }
+    Some(out)
+}
+
+/// The assignment expressions (`n := len(x)`) in what a statement evaluates itself (a compound
+/// statement's header; [`flatten`] lists the statements of its body), outside lambdas.
+fn walrus_bindings(stmt: &Stmt) -> Vec<&ast::ExprNamed> {
+    struct Find<'a>(Vec<&'a ast::ExprNamed>);
+    impl<'a> Visitor<'a> for Find<'a> {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            match e {
+                Expr::Named(n) => self.0.push(n),
+                Expr::Lambda(_) => return,
+                _ => {}
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let header: Vec<&Expr> = match stmt {
+        Stmt::Assign(a) => vec![&a.value],
+        Stmt::AnnAssign(a) => a.value.as_deref().into_iter().collect(),
+        Stmt::AugAssign(a) => vec![&a.value],
+        Stmt::Expr(e) => vec![&e.value],
+        Stmt::Return(r) => r.value.as_deref().into_iter().collect(),
+        Stmt::If(i) => std::iter::once(&*i.test)
+            .chain(i.elif_else_clauses.iter().filter_map(|c| c.test.as_ref()))
+            .collect(),
+        Stmt::While(w) => vec![&w.test],
+        Stmt::For(f) => vec![&f.iter],
+        Stmt::With(w) => w.items.iter().map(|i| &i.context_expr).collect(),
+        Stmt::Match(m) => vec![&m.subject],
+        _ => return Vec::new(),
+    };
+    // Most statements hold none: only walk those whose text could.
+    let mut f = Find(Vec::new());
+    for e in header {
+        f.visit_expr(e);
+    }
+    f.0
+}
+
+/// A dict of export arguments bound by name (`kw = dict(...)` or `{...}`) given more entries
+/// afterwards (`kw["dynamic_axes"] = axes`, `kw.update(...)`): its literal grows, so that a
+/// `**kw` splice shows what the call gets, later entries last. Read in the order the
+/// statements are written, whichever branch holds them.
+fn grow_dict(ch: &mut Checker, name: &str, items: Vec<ast::DictItem>) {
+    let st = ch.fns.last_mut().expect("scope");
+    let Some(old) = st.literals.get_mut(name) else {
+        return;
+    };
+    match old {
+        Expr::Dict(d) => d.items.extend(items),
+        Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(f) if f.id.as_str() == "dict") => {
+            let range = ruff_text_size::Ranged::range(&*c);
+            let first = ast::DictItem {
+                key: None,
+                value: old.clone(),
+            };
+            *old = Expr::Dict(ast::ExprDict {
+                node_index: Default::default(),
+                range,
+                items: std::iter::once(first).chain(items).collect(),
+            });
+        }
+        _ => {}
     }
 }
 
@@ -3694,6 +3954,9 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                     && matches!(i.orelse.as_ref(), Expr::List(_)))
                     || (i.body.is_string_literal_expr() && i.orelse.is_string_literal_expr()))
                 || matches!(value, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "dict"))
+                // `export = partial(torch.onnx.export, opset_version=11)`, `MHA =
+                // partial(nn.MultiheadAttention, batch_first=True)`: the bound arguments.
+                || matches!(value, Expr::Call(c) if rules::partial_of_torch(ch, c).is_some())
                 // `cache_in = [f"cache{i}_in" for i in range(n)]`: names by a pattern.
                 || matches!(value, Expr::ListComp(l)
                     if matches!(l.elt.as_ref(), Expr::FString(_) | Expr::StringLiteral(_)))
@@ -4559,6 +4822,7 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
             Stmt::While(w) => vec![&w.test],
             Stmt::For(f) => vec![&f.iter],
             Stmt::With(w) => w.items.iter().map(|i| &i.context_expr).collect(),
+            Stmt::Match(m) => vec![&m.subject],
             _ => Vec::new(),
         }
     }
@@ -5231,9 +5495,16 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         st.frozen = outer.frozen.clone();
                         st.frozen_sizes = outer.frozen_sizes.clone();
                         st.containers = outer.containers.clone();
-                        // Its own parameters shadow the enclosing function's names.
+                        // Its own parameters shadow the enclosing function's names (`def
+                        // helper(pair, a=True)` inside a function with a tensor `a`).
                         for p in parameters(f) {
-                            st.frozen.remove(p.parameter.name.id.as_str());
+                            let name = p.parameter.name.id.as_str();
+                            st.frozen.remove(name);
+                            st.frozen_sizes.remove(name);
+                            st.tensors.remove(name);
+                            st.bools.remove(name);
+                            st.sizes.remove(name);
+                            st.containers.remove(name);
                         }
                     }
                 }
@@ -5338,6 +5609,8 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         st.tensors.insert(name.to_string());
                         st.params.insert(name.to_string());
                     }
+                    // `self.attn(q, h, h, key_padding_mask=pad)`: `pad` is a boolean mask.
+                    st.bools.extend(mask_keyword_names(&f.body));
                 }
                 for d in &f.decorator_list {
                     self.visit_expr(&d.expression);
@@ -5463,7 +5736,16 @@ impl<'a> Visitor<'a> for Checker<'a> {
             Stmt::Assign(a) => {
                 for t in &a.targets {
                     if let Expr::Subscript(s) = t {
+                        rules::keep_initializers_as_inputs::check_store(self, s, &a.value);
                         self.on_subscript_store(s, stmt, false);
+                    }
+                }
+                // `self.up = lambda t: F.interpolate(t, ...)` in `__init__`, called as
+                // `self.up(x)` by model code: the lambda's body runs in the trace.
+                if let (Expr::Lambda(l), [Expr::Attribute(t)]) = (a.value.as_ref(), &a.targets[..])
+                {
+                    if !self.in_model() && self.model_calls_attribute(t) {
+                        self.visit_lambda(l);
                     }
                 }
                 visitor::walk_stmt(self, stmt);
@@ -5522,6 +5804,21 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 }
                 self.eval_only -= u32::from(eval_else);
             }
+            // `case "auto" if lengths.min() < 8:`: a guard is a test like an `if`'s.
+            Stmt::Match(m) => {
+                for c in &m.cases {
+                    if let Some(guard) = &c.guard {
+                        self.on_test(
+                            guard,
+                            "case ... if",
+                            &c.body,
+                            &[],
+                            ruff_text_size::Ranged::start(&**guard),
+                        );
+                    }
+                }
+                visitor::walk_stmt(self, stmt);
+            }
             Stmt::While(w) => {
                 self.on_test(&w.test, "while", &[], &[], w.range.start());
                 visitor::walk_stmt(self, stmt);
@@ -5547,7 +5844,14 @@ impl<'a> Visitor<'a> for Checker<'a> {
             Expr::Subscript(s) if matches!(s.ctx, ast::ExprContext::Load) => {
                 rules::data_dependent_shape::check_subscript_load(self, s)
             }
-            Expr::Lambda(_) => return,
+            // A lambda in model code (`widen = lambda t: t.repeat_interleave(2, -1)`) runs in
+            // the trace when it is called; elsewhere it is not model code.
+            Expr::Lambda(l) => {
+                if self.in_model() {
+                    self.visit_lambda(l);
+                }
+                return;
+            }
             // Export arguments may be built in a file that does not import torch.
             Expr::Dict(d) => {
                 rules::keep_initializers_as_inputs::check_dict(self, d);
@@ -5739,6 +6043,11 @@ pub(crate) fn is_self(e: &Expr) -> bool {
 fn is_self_chain(e: &Expr) -> bool {
     match e {
         Expr::Name(n) => n.id.as_str() == "self",
+        // `super().forward(*inputs)`: the module's own method, as `self.forward` is.
+        Expr::Call(c) => {
+            matches!(c.func.as_ref(), Expr::Name(f) if f.id.as_str() == "super")
+                && c.arguments.is_empty()
+        }
         Expr::Attribute(a) => is_self_chain(&a.value),
         Expr::Subscript(s) => is_self_chain(&s.value),
         _ => false,
@@ -5756,6 +6065,64 @@ fn collect_names(e: &Expr, out: &mut Vec<String>) {
 }
 
 impl<'a> Checker<'a> {
+    /// Visits a lambda's body as model code, its parameters tensors (unless named for sizes or
+    /// numbers), seeing the enclosing function's names.
+    fn visit_lambda(&mut self, l: &'a ast::ExprLambda) {
+        let mut st = FnState {
+            in_model: true,
+            name: "<lambda>".into(),
+            ..FnState::default()
+        };
+        if let Some(outer) = self.fns.last().filter(|f| f.in_model) {
+            st.tensors = outer.tensors.clone();
+            st.bools = outer.bools.clone();
+            st.sizes = outer.sizes.clone();
+            st.frozen = outer.frozen.clone();
+            st.frozen_sizes = outer.frozen_sizes.clone();
+            st.containers = outer.containers.clone();
+        }
+        if let Some(params) = &l.parameters {
+            for p in params.iter_non_variadic_params() {
+                let name = p.parameter.name.id.as_str();
+                st.frozen.remove(name);
+                st.frozen_sizes.remove(name);
+                st.sizes.remove(name);
+                if p.default.is_some() || names_a_size(name) || names_a_number(name) {
+                    st.tensors.remove(name);
+                    continue;
+                }
+                st.tensors.insert(name.to_string());
+                st.params.insert(name.to_string());
+            }
+        }
+        self.fns.push(st);
+        self.visit_expr(&l.body);
+        self.fns.pop();
+    }
+
+    /// Whether `<self>.<attr>` (the enclosing method's first parameter, `self` or `s`) is called
+    /// by a method of the class that is model code (`self.up(x)` in `forward`).
+    fn model_calls_attribute(&self, target: &ast::ExprAttribute) -> bool {
+        let (Some(class), Some(def)) = (self.classes.last(), self.defs.last()) else {
+            return false;
+        };
+        let Some(first) = def.parameters.args.first() else {
+            return false;
+        };
+        if !matches!(target.value.as_ref(), Expr::Name(n) if n.id == first.parameter.name.id) {
+            return false;
+        }
+        let Some(methods) = self.class_methods.last() else {
+            return false;
+        };
+        let attr = target.attr.id.as_str();
+        methods.iter().any(|(name, body)| {
+            self.model_fns
+                .contains(&(Some(class.clone()), name.clone()))
+                && calls_attribute(body, attr)
+        })
+    }
+
     /// Visits a branch; with `on == false` the branch is not model code (training-only or
     /// eager-only), so no rule that needs model code fires inside it.
     fn visit_guarded(&mut self, body: &'a [Stmt], on: bool) {

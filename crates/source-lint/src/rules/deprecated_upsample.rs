@@ -1,6 +1,7 @@
 //! ## What it does
 //! Flags the deprecated `F.upsample`, `F.upsample_nearest` and `F.upsample_bilinear`, and the
-//! deprecated modules `nn.UpsamplingNearest2d` and `nn.UpsamplingBilinear2d`.
+//! deprecated modules `nn.UpsamplingNearest2d` and `nn.UpsamplingBilinear2d`, also bound for later
+//! calls by `functools.partial(F.upsample_bilinear, scale_factor=2)`.
 //!
 //! ## Why is this bad?
 //! They are thin deprecated wrappers over `F.interpolate` (`torch/nn/functional.py`:
@@ -42,7 +43,10 @@ pub(crate) const RULE: Rule = Rule {
 };
 
 pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
-    let Some(q) = ch.torch_fn(call) else { return };
+    let Some(q) = ch.torch_fn(call) else {
+        check_partial(ch, call);
+        return;
+    };
     let (extra, replacement) = match q.as_str() {
         "torch.nn.functional.upsample" => ("", "interpolate"),
         "torch.nn.functional.upsample_nearest" => (", mode=\"nearest\"", "interpolate"),
@@ -111,5 +115,34 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         format!("replace with `interpolate(...{extra})`"),
         safe,
         edits,
+    );
+}
+
+/// `partial(F.upsample_bilinear, scale_factor=2)`: the deprecated function bound for later
+/// calls, reported where it is named (renaming it alone would drop the mode it implies, so the
+/// fix is only described).
+fn check_partial(ch: &mut Checker, call: &ast::ExprCall) {
+    let Some(q) = crate::rules::partial_of_torch(ch, call) else {
+        return;
+    };
+    let spelled = match q.as_str() {
+        "torch.nn.functional.upsample"
+        | "torch.nn.functional.upsample_nearest"
+        | "torch.nn.functional.upsample_bilinear" => "F.interpolate",
+        "torch.nn.UpsamplingNearest2d"
+        | "torch.nn.modules.upsampling.UpsamplingNearest2d"
+        | "torch.nn.UpsamplingBilinear2d"
+        | "torch.nn.modules.upsampling.UpsamplingBilinear2d" => "nn.Upsample",
+        _ => return,
+    };
+    let name = q.rsplit('.').next().unwrap_or("upsample").to_string();
+    let i = ch.report(
+        &RULE,
+        call.arguments.args[0].range(),
+        format!("`{name}` is deprecated; `{spelled}` is the supported spelling"),
+    );
+    ch.help(
+        i,
+        format!("bind `{spelled}` instead, with the mode (and `align_corners`) `{name}` implies"),
     );
 }

@@ -32,7 +32,7 @@
 use crate::checker::Checker;
 use crate::registry::{FixKind, Rule};
 use crate::rules::export_without_eval::{collect, is_export};
-use crate::rules::{spliced_dict, spliced_keyword, string_literal};
+use crate::rules::{spliced_keyword, string_literal};
 use diagnostics::Severity;
 use ruff_python_ast::{self as ast, Expr, Stmt};
 use ruff_text_size::{Ranged, TextRange, TextSize};
@@ -292,6 +292,10 @@ fn keys(ch: &Checker, value: &Expr, before: TextSize) -> Option<Vec<(String, Tex
                 let Some(key) = item.key.as_ref() else {
                     continue;
                 };
+                // Keys given afterwards are read from the statements before the export below.
+                if !dict.range.contains(key.range().start()) {
+                    continue;
+                }
                 out.push((string_literal(key)?.to_string(), key.range()));
             }
         }
@@ -326,6 +330,21 @@ fn keys(ch: &Checker, value: &Expr, before: TextSize) -> Option<Vec<(String, Tex
     }
     if let Expr::Name(n) = value {
         for s in statements_before(ch, before) {
+            // `axes |= {"ukc": {0: "batch"}}`
+            if let Stmt::AugAssign(a) = s {
+                if let (Expr::Name(m), ast::Operator::BitOr, Expr::Dict(d)) =
+                    (a.target.as_ref(), a.op, a.value.as_ref())
+                {
+                    if m.id == n.id {
+                        for key in d.items.iter().filter_map(|i| i.key.as_ref()) {
+                            if let Some(k) = string_literal(key) {
+                                out.push((k.to_string(), key.range()));
+                            }
+                        }
+                    }
+                }
+                continue;
+            }
             // `axes.update({"gauge_values": {0: "batch"}, ...})`
             if let Stmt::Expr(e) = s {
                 if let Expr::Call(c) = e.value.as_ref() {
@@ -371,12 +390,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     // Without `output_names` (and no `**kwargs` that could hold it) the outputs get generated
     // names, so a key naming an output matches nothing.
     let unnamed_outputs = spliced_keyword(ch, call, "output_names").is_none()
-        && call
-            .arguments
-            .keywords
-            .iter()
-            .filter(|k| k.arg.is_none())
-            .all(|k| spliced_dict(ch, &k.value).is_some());
+        && crate::rules::splices_shown(ch, call);
     let outputs = if unnamed_outputs {
         Some(Vec::new())
     } else {

@@ -9,7 +9,9 @@
 //! does a helper of the file that calls `model.eval()` and then `model.train()` before returning
 //! (an accuracy function); an `eval()` in another clause of the `if` that holds the export does
 //! not count. The
-//! exporter may be imported under another name (`from torch.onnx import export as onnx_export`).
+//! exporter may be imported under another name (`from torch.onnx import export as onnx_export`)
+//! or called through a `functools.partial` of it, and Lightning's `model.to_onnx(path, sample)`
+//! is an export too (it does not switch modes).
 //! A module built by a constructor inside the call (`torch.onnx.export(Wrapper(Net()), ...)`)
 //! without `.eval()` on it is flagged too, also when handed through a function of the same file
 //! that never calls `.eval()` (`torch.onnx.export(_load(Net(), ckpt), ...)`), and so is a submodule of a local (`reg.matcher`) when
@@ -60,13 +62,26 @@ pub(crate) const RULE: Rule = Rule {
     source: include_str!("export_without_eval.rs"),
 };
 
+/// An export: `torch.onnx.export(...)` under any name it is imported as, a call through a
+/// `functools.partial` of it (`export = partial(torch.onnx.export, opset_version=17)`, then
+/// `export(model, args, path)`), or a module's own `to_onnx(path, sample, **kwargs)` method
+/// (PyTorch Lightning's `LightningModule.to_onnx`, which hands its keyword arguments to
+/// `torch.onnx.export` and does not put the module in eval mode: lightning 2.5,
+/// `lightning/pytorch/core/module.py`).
 pub(crate) fn is_export(ch: &Checker, call: &ast::ExprCall) -> bool {
     ch.torch_fn(call).is_some_and(|q| {
         matches!(
             q.as_str(),
             "torch.onnx.export" | "torch.onnx.utils.export" | "torch.onnx.dynamo_export"
         )
-    })
+    }) || crate::rules::bound_partial(ch, call).is_some()
+        || is_to_onnx(ch, call)
+}
+
+/// `model.to_onnx(path, sample, ...)`: a method of a value, not a function of an imported
+/// package (`skl2onnx.to_onnx(...)` converts a scikit-learn model).
+fn is_to_onnx(ch: &Checker, call: &ast::ExprCall) -> bool {
+    matches!(ch.method(call), Some(("to_onnx", _)))
 }
 
 /// Which receivers of `.eval()` / `.train(False)` count.
@@ -127,6 +142,12 @@ fn has_eval(e: &Expr, receiver: Receiver) -> bool {
 
 /// The module an export call exports: its first argument, or `model=`.
 pub(crate) fn exported_module(call: &ast::ExprCall) -> Option<&Expr> {
+    // `model.to_onnx(path, sample)` exports its receiver.
+    if let Expr::Attribute(a) = call.func.as_ref() {
+        if a.attr.id.as_str() == "to_onnx" {
+            return Some(&a.value);
+        }
+    }
     call.arguments
         .args
         .first()
@@ -326,8 +347,8 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     if !is_export(ch, call) {
         return;
     }
-    if keyword(call, "dynamo")
-        .is_some_and(|k| matches!(k.value, Expr::BooleanLiteral(ref b) if !b.value))
+    if crate::rules::spliced_keyword(ch, call, "dynamo")
+        .is_some_and(|(v, _)| matches!(v, Expr::BooleanLiteral(ref b) if !b.value))
     {
         return;
     }
@@ -414,7 +435,12 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         call.func.range(),
         format!("`{shown}` is exported without `{name}.eval()`: dropout and batch-norm statistics export in training mode", shown = ch.text(model.range())),
     );
-    ch.help(i, format!("call `{name}.eval()` before `torch.onnx.export` (the default dynamo exporter does not switch modes)"));
+    let help = if is_to_onnx(ch, call) {
+        format!("call `{name}.eval()` before `to_onnx` (Lightning's `to_onnx` exports the module in the mode it is in)")
+    } else {
+        format!("call `{name}.eval()` before `torch.onnx.export` (the default dynamo exporter does not switch modes)")
+    };
+    ch.help(i, help);
 }
 
 /// What the statements of the enclosing function before `at` do to a local `name` (or to its
@@ -679,6 +705,18 @@ pub(crate) fn collect<'s>(body: &'s [Stmt], at: TextSize, out: &mut Vec<&'s Stmt
                 }
             }
             Stmt::With(w) => collect(&w.body, at, out),
+            // `match args.cmd: case "export": ...`: the arms are alternatives, as an `if`'s
+            // clauses are.
+            Stmt::Match(m) => {
+                let holds = |b: &[Stmt]| {
+                    b.first().is_some_and(|f| f.range().start() <= at)
+                        && b.last().is_some_and(|l| at < l.range().end())
+                };
+                match m.cases.iter().find(|c| holds(&c.body)) {
+                    Some(c) => collect(&c.body, at, out),
+                    None => m.cases.iter().for_each(|c| collect(&c.body, at, out)),
+                }
+            }
             Stmt::Try(t) => {
                 collect(&t.body, at, out);
                 collect(&t.orelse, at, out);

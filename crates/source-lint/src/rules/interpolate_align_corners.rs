@@ -2,7 +2,9 @@
 //! Flags `F.interpolate(...)` and `nn.Upsample(...)` in a linear mode (`linear`, `bilinear`,
 //! `bicubic`, `trilinear`) without an explicit `align_corners`, and the deprecated
 //! `F.upsample(...)` likewise (ODL013 also reports it; fixing both gives
-//! `F.interpolate(..., align_corners=False)`). The mode may be a literal or a
+//! `F.interpolate(..., align_corners=False)`); also bound by `functools.partial(F.interpolate,
+//! mode="bilinear")` or written in a lambda that model code calls (`self.up = lambda t:
+//! F.interpolate(t, ...)`, which every rule reads as model code). The mode may be a literal or a
 //! name bound to one, such as a parameter's default (`def resize(x, size, mode="bilinear")`);
 //! `self.mode` read from a config class's field default or from an `__init__` parameter's
 //! default (`def __init__(self, mode="bilinear"): self.mode = mode`) when some construction in
@@ -53,16 +55,26 @@ pub(crate) const RULE: Rule = Rule {
 };
 
 pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
-    let Some(q) = ch.torch_fn(call) else { return };
+    // `partial(F.interpolate, scale_factor=2, mode="bilinear")`: the arguments it binds, each
+    // positional one a place further on.
+    let (q, shift) = match ch.torch_fn(call) {
+        Some(q) => (q, 0),
+        None => match crate::rules::partial_of_torch(ch, call) {
+            Some(q) => (q, 1),
+            None => return,
+        },
+    };
     let (mode_pos, corners_pos) = match q.as_str() {
         // `F.upsample` is `F.interpolate` under its deprecated name (ODL013 renames it), with
         // the same arguments and the same implicit default.
-        "torch.nn.functional.interpolate" | "torch.nn.functional.upsample" => (3, 4),
-        "torch.nn.Upsample" | "torch.nn.modules.upsampling.Upsample" => (2, 3),
+        "torch.nn.functional.interpolate" | "torch.nn.functional.upsample" => {
+            (3 + shift, 4 + shift)
+        }
+        "torch.nn.Upsample" | "torch.nn.modules.upsampling.Upsample" => (2 + shift, 3 + shift),
         _ => return,
     };
     // Resizing in data or evaluation code does not reach the exported graph.
-    if mode_pos == 3 && ch.in_side_code() {
+    if mode_pos == 3 + shift && ch.in_side_code() {
         return;
     }
     // A literal, or a name bound to one (a parameter's default: `mode="bilinear"`).

@@ -2,8 +2,11 @@
 //! Flags `torch.onnx.export(..., keep_initializers_as_inputs=True)`, and the same setting in a
 //! dict of export arguments wherever it is written (`EXPORT_KW = dict(keep_initializers_as_inputs=
 //! True)` spliced into the call as `**EXPORT_KW`, or `{"keep_initializers_as_inputs": True, ...}`
-//! returned by a helper that another file's export splices), reported at the dict entry: the
-//! argument belongs to `torch.onnx.export` alone.
+//! returned by a helper that another file's export splices, `kw.update(keep_initializers_as_inputs=
+//! True)`, `kw["keep_initializers_as_inputs"] = True`), reported at the dict entry: the argument
+//! belongs to `torch.onnx.export` alone. So is the keyword handed to whatever passes it on to the
+//! exporter: `functools.partial(torch.onnx.export, ...)`, a wrapper of the project, Lightning's
+//! `model.to_onnx(path, sample, ...)`.
 //!
 //! ## Why is this bad?
 //! Every weight becomes a graph input as well as an initializer. Since IR version 4 ONNX does not
@@ -27,7 +30,6 @@
 
 use crate::checker::Checker;
 use crate::registry::{FixKind, Rule};
-use crate::rules::export_without_eval::is_export;
 use crate::rules::{keyword, string_literal};
 use crate::Edit;
 use diagnostics::Severity;
@@ -45,16 +47,24 @@ pub(crate) const RULE: Rule = Rule {
 };
 
 pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
-    // `dict(COMMON, keep_initializers_as_inputs=True)`: export arguments wherever they are built.
-    let in_dict = matches!(call.func.as_ref(), Expr::Name(f) if f.id.as_str() == "dict");
-    if !in_dict && !is_export(ch, call) {
-        return;
-    }
-    // A dict spliced into the export (`**EXPORT_KW`) is reported where it is written.
+    // The keyword is the exporter's alone: wherever a call is handed it (the export, `dict(...)`,
+    // `kw.update(...)`, a partial or wrapper of the export, `model.to_onnx(...)`), it ends up
+    // there. A dict spliced into the export (`**EXPORT_KW`) is reported where it is written.
     let Some(k) = keyword(call, "keep_initializers_as_inputs") else {
         return;
     };
     report(ch, &k.value, k.range());
+}
+
+/// `kw["keep_initializers_as_inputs"] = True`.
+pub(crate) fn check_store(ch: &mut Checker, target: &ast::ExprSubscript, value: &Expr) {
+    if string_literal(&target.slice) == Some("keep_initializers_as_inputs") {
+        report(
+            ch,
+            value,
+            TextRange::new(target.slice.range().start(), value.range().end()),
+        );
+    }
 }
 
 /// `{"keep_initializers_as_inputs": True, ...}`.

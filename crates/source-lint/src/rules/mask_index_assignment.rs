@@ -1,6 +1,7 @@
 //! ## What it does
 //! Flags writes through a boolean mask: `x[mask] = v`, `x[x < 0] = 0`, `x[~m] += v`, when the
-//! index is a comparison, an inverted or combined mask, or a local bound to one (also a loop's
+//! index is a comparison, an inverted or combined mask, a name the function also hands over as
+//! a padding mask (`key_padding_mask=pad`), or a local bound to one (also a loop's
 //! target over a list of masks: `for m in [p > t for t in ts]: x[m] = v`, or a parameter a
 //! caller fills with a mask, also in a subclass's override of the method called); also through a
 //! mask's indices, `x[torch.where(m)] = v` (one-argument `where`), which is the same write.
@@ -81,10 +82,20 @@ pub(crate) fn check_store(
                 && ch.torch_fn(c).is_some_and(|q| q == "torch.where"))
     };
     let via_where = elements.iter().any(|e| where_indices(e));
+    // `change[change < 0.1] = 0.0`: a comparison of the tensor itself (a NumPy array in a
+    // helper does the same, which is not traced).
+    let self_compared = |e: &Expr| {
+        matches!(e, Expr::Compare(c)
+            if c.comparators.len() == 1
+                && matches!(c.ops[0], ast::CmpOp::Lt | ast::CmpOp::LtE | ast::CmpOp::Gt
+                    | ast::CmpOp::GtE | ast::CmpOp::Eq | ast::CmpOp::NotEq)
+                && ch.text(c.left.range()) == ch.text(target.value.range()))
+            && ch.is_tensor(&target.value)
+    };
     if !via_where
         && !elements
             .iter()
-            .any(|e| ch.is_bool_mask(e) || receiver_shaped(e))
+            .any(|e| ch.is_bool_mask(e) || receiver_shaped(e) || self_compared(e))
     {
         return false;
     }

@@ -1,8 +1,9 @@
 //! ## What it does
 //! Flags `nn.MultiheadAttention`, `nn.TransformerEncoderLayer` and `nn.TransformerEncoder`
 //! built with `batch_first=True` (also through keyword arguments unpacked from a dict of the same
-//! function: `enc_kw = dict(..., batch_first=True)`, `nn.TransformerEncoderLayer(**enc_kw)`), the
-//! configuration that can take PyTorch's fused "fast path".
+//! function: `enc_kw = dict(..., batch_first=True)`, `nn.TransformerEncoderLayer(**enc_kw)`, or
+//! bound by a `functools.partial`: `MHA = partial(nn.MultiheadAttention, batch_first=True)`, then
+//! `MHA(d, heads)`), the configuration that can take PyTorch's fused "fast path".
 //!
 //! ## Why is this bad?
 //! In eval mode, with autograd off (`torch.no_grad()`/`inference_mode`, or parameters that do
@@ -44,7 +45,20 @@ pub(crate) const RULE: Rule = Rule {
 };
 
 pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
-    let Some(q) = ch.torch_fn(call) else { return };
+    // `MHA = partial(nn.MultiheadAttention, batch_first=True)` at module level, then
+    // `MHA(d, heads)`: the constructor, with the arguments the partial binds.
+    let partial = match call.func.as_ref() {
+        Expr::Name(n) if ch.torch_fn(call).is_none() => match ch.literal(n.id.as_str()) {
+            Some(Expr::Call(p)) => crate::rules::partial_of_torch(ch, p).map(|q| (q, p)),
+            _ => None,
+        },
+        _ => None,
+    };
+    let (q, bound) = match (ch.torch_fn(call), partial) {
+        (Some(q), _) => (q, None),
+        (None, Some((q, p))) => (q, Some(p)),
+        (None, None) => return,
+    };
     let short = match q.as_str() {
         "torch.nn.MultiheadAttention" | "torch.nn.modules.activation.MultiheadAttention" => {
             "MultiheadAttention"
@@ -53,7 +67,9 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         "torch.nn.TransformerEncoder" => "TransformerEncoder",
         _ => return,
     };
-    let batch_first = keyword(call, "batch_first").is_some_and(|k| match &k.value {
+    let batch_first = keyword(call, "batch_first")
+        .or_else(|| bound.and_then(|p| keyword(p, "batch_first")))
+        .is_some_and(|k| match &k.value {
         // `batch_first=BATCH_FIRST` with `BATCH_FIRST = True` in the function or the module.
         Expr::Name(n) => values_of(ch, n.id.as_str(), call).into_iter().any(is_true),
         v => is_true(v),

@@ -35,53 +35,200 @@ pub(crate) fn keyword<'a>(call: &'a ast::ExprCall, name: &str) -> Option<&'a ast
         .find(|k| k.arg.as_ref().is_some_and(|a| a.id.as_str() == name))
 }
 
-/// The dict a `**kwargs` splice expands, when the file shows it: a `{...}` display or a
-/// `dict(...)` call, written inline or bound to the spliced name.
-pub(crate) fn spliced_dict<'e>(ch: &'e crate::checker::Checker, e: &'e Expr) -> Option<&'e Expr> {
-    let dict = match e {
-        Expr::Name(n) => ch.literal(n.id.as_str())?,
-        e => e,
-    };
-    let shown = matches!(dict, Expr::Dict(_))
-        || matches!(dict, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(f) if f.id.as_str() == "dict"));
-    shown.then_some(dict)
-}
-
 /// The value of keyword argument `name` of a call, looking through `**kwargs` splices of a
 /// dict the file binds by name (`EXPORT_KW = dict(opset_version=13)` or `{"opset_version": 13}`,
-/// then `torch.onnx.export(..., **EXPORT_KW)`) or writes inline: the value and the range to
-/// report (the keyword, or the dict entry).
+/// then `torch.onnx.export(..., **EXPORT_KW)`) or writes inline, through what such a dict was
+/// given afterwards (`kw.update(opset_version=12)`, `kw["dynamic_axes"] = axes`), and through
+/// the arguments a `functools.partial` of the exporter binds (`export = partial(torch.onnx.export,
+/// opset_version=11)`, then `export(model, args, path)`): the value and the range to report (the
+/// keyword, or the dict entry).
 pub(crate) fn spliced_keyword(
     ch: &crate::checker::Checker,
     call: &ast::ExprCall,
     name: &str,
 ) -> Option<(Expr, ruff_text_size::TextRange)> {
-    use ruff_text_size::{Ranged, TextRange};
+    use ruff_text_size::Ranged;
+    let before = call.range().start();
+    call_keyword(ch, call, name, 0, before).or_else(|| {
+        let partial = bound_partial(ch, call)?;
+        call_keyword(ch, partial, name, 0, before)
+    })
+}
+
+/// How deep [`spliced_keyword`] follows splices of splices (`a = dict(b)`, `b = dict(a)` must
+/// not loop).
+const SPLICE_DEPTH: usize = 6;
+
+/// `name=` among a call's keywords, then in the dicts its `**` splices and (for `dict(base,
+/// ...)`) its positional mapping show; a keyword wins over a splice, as at run time.
+fn call_keyword(
+    ch: &crate::checker::Checker,
+    call: &ast::ExprCall,
+    name: &str,
+    depth: usize,
+    before: ruff_text_size::TextSize,
+) -> Option<(Expr, ruff_text_size::TextRange)> {
+    use ruff_text_size::Ranged;
     if let Some(k) = keyword(call, name) {
         return Some((k.value.clone(), k.range()));
     }
-    for k in call.arguments.keywords.iter().filter(|k| k.arg.is_none()) {
-        match spliced_dict(ch, &k.value) {
-            Some(Expr::Call(c)) if matches!(c.func.as_ref(), Expr::Name(f) if f.id.as_str() == "dict") => {
-                if let Some(k) = keyword(c, name) {
-                    return Some((k.value.clone(), k.range()));
-                }
-            }
-            Some(Expr::Dict(d)) => {
-                for item in &d.items {
-                    if let Some(key) = &item.key {
-                        if string_literal(key) == Some(name) {
-                            let range =
-                                TextRange::new(key.range().start(), item.value.range().end());
-                            return Some((item.value.clone(), range));
-                        }
-                    }
-                }
-            }
-            _ => {}
+    if depth >= SPLICE_DEPTH {
+        return None;
+    }
+    let splices = call.arguments.keywords.iter().filter(|k| k.arg.is_none());
+    let positional = call
+        .arguments
+        .args
+        .first()
+        .filter(|_| is_dict_like_call(call));
+    for e in splices.map(|k| &k.value).rev().chain(positional) {
+        if let Some(found) = dict_keyword(ch, e, name, depth + 1, before) {
+            return Some(found);
         }
     }
     None
+}
+
+/// `dict(...)` or `<dict>.update(...)`: a call whose keywords are dict entries.
+fn is_dict_like_call(call: &ast::ExprCall) -> bool {
+    match call.func.as_ref() {
+        Expr::Name(f) => f.id.as_str() == "dict",
+        Expr::Attribute(a) => a.attr.id.as_str() == "update",
+        _ => false,
+    }
+}
+
+/// `name` in the dict `e` shows (a display, a `dict(...)` call, a name bound to one, or a
+/// `.update(...)` call a grown dict holds); the last entry wins. Entries a dict was given after
+/// offset `before` (`kw["opset_version"] = 17` below the export) do not reach it.
+fn dict_keyword(
+    ch: &crate::checker::Checker,
+    e: &Expr,
+    name: &str,
+    depth: usize,
+    before: ruff_text_size::TextSize,
+) -> Option<(Expr, ruff_text_size::TextRange)> {
+    use ruff_text_size::{Ranged, TextRange};
+    if depth > SPLICE_DEPTH {
+        return None;
+    }
+    let dict = match e {
+        Expr::Name(n) => ch.literal(n.id.as_str())?,
+        e => e,
+    };
+    match dict {
+        Expr::Call(c) if is_dict_like_call(c) => call_keyword(ch, c, name, depth, before),
+        Expr::Dict(d) => d
+            .items
+            .iter()
+            .rev()
+            .filter(|item| !grown_after(d, item, before))
+            .find_map(|item| match &item.key {
+                Some(key) => (string_literal(key) == Some(name)).then(|| {
+                    let range = TextRange::new(key.range().start(), item.value.range().end());
+                    (item.value.clone(), range)
+                }),
+                None => dict_keyword(ch, &item.value, name, depth + 1, before),
+            }),
+        _ => None,
+    }
+}
+
+/// Whether `item` was given to dict `d` after it was written (it lies outside the display:
+/// `kw["k"] = v`, `kw.update(...)`), below offset `before`.
+pub(crate) fn grown_after(
+    d: &ast::ExprDict,
+    item: &ast::DictItem,
+    before: ruff_text_size::TextSize,
+) -> bool {
+    use ruff_text_size::Ranged;
+    let at = item.value.range().start();
+    !d.range().contains(at) && at > before
+}
+
+/// Whether every `**` splice of a call (and of the partial it calls through) shows its dict,
+/// so that a keyword not found is really absent.
+pub(crate) fn splices_shown(ch: &crate::checker::Checker, call: &ast::ExprCall) -> bool {
+    fn shown(ch: &crate::checker::Checker, e: &Expr, depth: usize) -> bool {
+        if depth > SPLICE_DEPTH {
+            return false;
+        }
+        let dict = match e {
+            Expr::Name(n) => match ch.literal(n.id.as_str()) {
+                Some(d) => d,
+                None => return false,
+            },
+            e => e,
+        };
+        match dict {
+            Expr::Call(c) if is_dict_like_call(c) => call_shown(ch, c, depth + 1),
+            Expr::Dict(d) => d
+                .items
+                .iter()
+                .all(|i| i.key.is_some() || shown(ch, &i.value, depth + 1)),
+            _ => false,
+        }
+    }
+    fn call_shown(ch: &crate::checker::Checker, call: &ast::ExprCall, depth: usize) -> bool {
+        let positional = call
+            .arguments
+            .args
+            .first()
+            .filter(|_| is_dict_like_call(call));
+        call.arguments
+            .keywords
+            .iter()
+            .filter(|k| k.arg.is_none())
+            .map(|k| &k.value)
+            .chain(positional)
+            .all(|e| shown(ch, e, depth))
+    }
+    call_shown(ch, call, 0) && bound_partial(ch, call).is_none_or(|p| call_shown(ch, p, 0))
+}
+
+/// The `functools.partial(torch.onnx.export, ...)` a call goes through: `export(model, ...)`
+/// with `export` bound to one.
+pub(crate) fn bound_partial<'e>(
+    ch: &'e crate::checker::Checker,
+    call: &ast::ExprCall,
+) -> Option<&'e ast::ExprCall> {
+    let Expr::Name(f) = call.func.as_ref() else {
+        return None;
+    };
+    match ch.literal(f.id.as_str())? {
+        Expr::Call(p) if is_export_partial(ch, p) => Some(p),
+        _ => None,
+    }
+}
+
+/// The torch function a `functools.partial(...)` call binds (`partial(F.interpolate,
+/// mode="bilinear")`), qualified.
+pub(crate) fn partial_of_torch(
+    ch: &crate::checker::Checker,
+    call: &ast::ExprCall,
+) -> Option<String> {
+    if call.arguments.args.is_empty()
+        || ch.qualify(&call.func).as_deref() != Some("functools.partial")
+    {
+        return None;
+    }
+    ch.qualify(&call.arguments.args[0])
+        .filter(|q| q.starts_with("torch."))
+}
+
+/// `functools.partial(torch.onnx.export, opset_version=11, ...)`.
+pub(crate) fn is_export_partial(ch: &crate::checker::Checker, call: &ast::ExprCall) -> bool {
+    ch.qualify(&call.func).as_deref() == Some("functools.partial")
+        && matches!(
+            call.arguments.args.first(),
+            Some(Expr::Name(_) | Expr::Attribute(_))
+        )
+        && ch.qualify(&call.arguments.args[0]).is_some_and(|q| {
+            matches!(
+                q.as_str(),
+                "torch.onnx.export" | "torch.onnx.utils.export" | "torch.onnx.dynamo_export"
+            )
+        })
 }
 
 /// The argument bound to parameter `name` at `position` (keyword first, then positional).

@@ -1,6 +1,7 @@
 //! ## What it does
 //! Flags Python control flow on tensor values in model code: `if x.sum() > 0:`,
-//! `while (x > eps).any():`, `a if mask.all() else b`, `if not valid.all():`, and conditions
+//! `while (x > eps).any():`, `a if mask.all() else b`, `if not valid.all():`, a `match` arm's
+//! guard (`case "auto" if lengths.min() < 8:`), and conditions
 //! that read a tensor through Python (`if bool(t.any()):`, `if t.item() < 0.01:`). Tensors made
 //! only from Python numbers or random draws (`if torch.rand(1) < self.p:`) do not depend on the
 //! inputs and are left alone, and so is a test export never evaluates (`if not
