@@ -412,6 +412,9 @@ const CORPUS_DIRS: &[&str] = &[
     "saffron",
     "velodrome",
     "orchards",
+    "canals",
+    "organs",
+    "locksmith",
 ];
 
 #[test]
