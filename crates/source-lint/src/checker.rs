@@ -120,6 +120,11 @@ pub(crate) struct Checker<'a> {
     pub index: &'a LineIndex,
     pub imports: HashMap<String, String>,
     pub torch_imported: bool,
+    /// What the file's text holds at all, so that per-call and per-statement checks for rare
+    /// forms cost nothing in files without them: `partial` (partials of torch functions), `:=`
+    /// (walrus bindings).
+    pub has_partial: bool,
+    pub has_walrus: bool,
     /// The statements after the `if` being visited, in its block: after `if not
     /// self.training: return x` they are the training side.
     rest_after_if: &'a [Stmt],
@@ -393,12 +398,16 @@ impl<'a> Checker<'a> {
                 }
             }
         }
+        let has =
+            |needle: &str| memchr::memmem::find(source.as_bytes(), needle.as_bytes()).is_some();
         Checker {
             source,
             file,
             index,
             imports,
             torch_imported,
+            has_partial: has("partial"),
+            has_walrus: has(":="),
             rest_after_if: &[],
             eval_only: 0,
             model_fns,
@@ -3573,8 +3582,10 @@ fn scan_locals(ch: &mut Checker, body: &[Stmt], function: Option<&ast::StmtFunct
         flatten(body, &mut stmts);
         for stmt in stmts {
             // `if (n := len(x)) > 1:`: the walrus binds in the function's scope.
-            for named in walrus_bindings(stmt) {
-                bind(ch, &named.target, &named.value);
+            if ch.has_walrus {
+                for named in walrus_bindings(stmt) {
+                    bind(ch, &named.target, &named.value);
+                }
             }
             match stmt {
                 Stmt::Assign(a) => {
@@ -3642,7 +3653,11 @@ fn scan_locals(ch: &mut Checker, body: &[Stmt], function: Option<&ast::StmtFunct
                     if let Expr::Call(c) = e.value.as_ref() {
                         // `kw.update(opset_version=12)` or `kw.update({...})` on a dict of
                         // export arguments: what it adds, read as `**` entries.
-                        if let Some(("update", Expr::Name(n))) = ch.method(c) {
+                        let update = matches!(c.func.as_ref(), Expr::Attribute(a)
+                            if a.attr.id.as_str() == "update" && a.value.is_name_expr());
+                        if let Some(("update", Expr::Name(n))) =
+                            update.then(|| ch.method(c)).flatten()
+                        {
                             let item = if c.arguments.keywords.is_empty() {
                                 c.arguments.args.first().cloned()
                             } else {

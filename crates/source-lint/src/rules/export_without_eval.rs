@@ -81,7 +81,8 @@ pub(crate) fn is_export(ch: &Checker, call: &ast::ExprCall) -> bool {
 /// `model.to_onnx(path, sample, ...)`: a method of a value, not a function of an imported
 /// package (`skl2onnx.to_onnx(...)` converts a scikit-learn model).
 fn is_to_onnx(ch: &Checker, call: &ast::ExprCall) -> bool {
-    matches!(ch.method(call), Some(("to_onnx", _)))
+    matches!(call.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "to_onnx")
+        && matches!(ch.method(call), Some(("to_onnx", _)))
 }
 
 /// Which receivers of `.eval()` / `.train(False)` count.

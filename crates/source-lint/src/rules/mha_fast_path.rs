@@ -48,10 +48,12 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     // `MHA = partial(nn.MultiheadAttention, batch_first=True)` at module level, then
     // `MHA(d, heads)`: the constructor, with the arguments the partial binds.
     let partial = match call.func.as_ref() {
-        Expr::Name(n) if ch.torch_fn(call).is_none() => match ch.literal(n.id.as_str()) {
-            Some(Expr::Call(p)) => crate::rules::partial_of_torch(ch, p).map(|q| (q, p)),
-            _ => None,
-        },
+        Expr::Name(n) if ch.has_partial && ch.torch_fn(call).is_none() => {
+            match ch.literal(n.id.as_str()) {
+                Some(Expr::Call(p)) => crate::rules::partial_of_torch(ch, p).map(|q| (q, p)),
+                _ => None,
+            }
+        }
         _ => None,
     };
     let (q, bound) = match (ch.torch_fn(call), partial) {

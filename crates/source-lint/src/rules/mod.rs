@@ -195,6 +195,9 @@ pub(crate) fn bound_partial<'e>(
     let Expr::Name(f) = call.func.as_ref() else {
         return None;
     };
+    if !ch.has_partial {
+        return None;
+    }
     match ch.literal(f.id.as_str())? {
         Expr::Call(p) if is_export_partial(ch, p) => Some(p),
         _ => None,
@@ -207,7 +210,15 @@ pub(crate) fn partial_of_torch(
     ch: &crate::checker::Checker,
     call: &ast::ExprCall,
 ) -> Option<String> {
-    if call.arguments.args.is_empty()
+    let spelled = match call.func.as_ref() {
+        Expr::Name(n) => n.id.as_str(),
+        Expr::Attribute(a) => a.attr.id.as_str(),
+        _ => return None,
+    };
+    // Cheap tests first: this runs for every call that is not a torch function.
+    if !ch.has_partial
+        || call.arguments.args.is_empty()
+        || !spelled.contains("partial")
         || ch.qualify(&call.func).as_deref() != Some("functools.partial")
     {
         return None;
