@@ -767,7 +767,8 @@ impl<'a> Checker<'a> {
                         && self.bodies.last().is_some_and(|body| {
                             body.iter().any(|s| {
                                 matches!(s, Stmt::FunctionDef(f)
-                                if f.name.id == n.id && f.returns.is_none())
+                                if f.name.id == n.id && f.returns.is_none()
+                                    && returns_no_number(&f.body))
                             })
                         });
                     if local_helper && c.arguments.args.iter().any(|a| self.is_tensor(a)) {
@@ -1411,6 +1412,17 @@ impl<'a> Checker<'a> {
     pub fn literal(&self, name: &str) -> Option<&Expr> {
         self.fns.iter().rev().find_map(|f| f.literals.get(name))
     }
+
+    /// [`Checker::literal`], but a binding of the enclosing function written after offset `at`
+    /// does not count (`save = torch.save; save(m, p)`, later `save = partial(...)`); an outer
+    /// scope's binding runs before the function does, wherever it is written.
+    pub fn literal_before(&self, name: &str, at: TextSize) -> Option<&Expr> {
+        let (last, outer) = self.fns.split_last()?;
+        if let Some(e) = last.literals.get(name) {
+            return (ruff_text_size::Ranged::start(e) < at).then_some(e);
+        }
+        outer.iter().rev().find_map(|f| f.literals.get(name))
+    }
 }
 
 /// Whether `torch.<q>(...)` returns a tensor.
@@ -1781,7 +1793,10 @@ fn called_names(body: &[Stmt]) -> (HashSet<String>, HashSet<String>) {
                                 methods.insert(s.value.to_str().to_string());
                             }
                             Some(e) => {
-                                if let Some(prefix) = fstring_prefix(e).filter(|p| !p.is_empty()) {
+                                // `f"_score_{kind}"`, not `f"_{mode}"` (every private method).
+                                if let Some(prefix) = fstring_prefix(e).filter(|p| {
+                                    p.trim_matches('_').len() >= 2 && !p.starts_with("_init")
+                                }) {
                                     methods.insert(format!("{prefix}*"));
                                 }
                             }
@@ -1813,18 +1828,16 @@ fn model_functions(
     let mut classes: Vec<(String, HashMap<String, &[Stmt]>)> = Vec::new();
     // Parameters of each class's `forward` after its first input: the targets a loss takes.
     let mut forward_targets: HashMap<String, Vec<String>> = HashMap::default();
-    // The module functions each function decorates itself with (`@check_finite`, or the
-    // factory of `@check_finite(tol)`): their wrappers run in the trace around a model function.
+    // The module functions each function decorates itself with (`@check_finite`): their
+    // wrappers run in the trace around a model function.
     let mut decorators: HashMap<(Option<String>, String), Vec<String>> = HashMap::default();
+    // Plain decorators only: a factory's parameters (`@maybe_checkpoint(USE_CKPT)`) are
+    // settings bound when it is applied, which model code would read as tensors.
     let decorator_names = |f: &ast::StmtFunctionDef| -> Vec<String> {
         f.decorator_list
             .iter()
             .filter_map(|d| match &d.expression {
                 Expr::Name(n) => Some(n.id.to_string()),
-                Expr::Call(c) => match c.func.as_ref() {
-                    Expr::Name(n) => Some(n.id.to_string()),
-                    _ => None,
-                },
                 _ => None,
             })
             .collect()
@@ -2921,6 +2934,29 @@ pub(crate) fn imported_names(module: &[Stmt]) -> Vec<ImportedCall> {
 /// Every import of a module other than torch's, anywhere in the file (`from .ops import f`,
 /// `import box_ops as B`, `from . import utils`), as a module path to resolve against the
 /// linted files: for `from M import n` both `M` and `M.n` (which may name a submodule).
+/// The names a module takes from others at its top level (`from .ops import warp_by_flow as
+/// warp`, `from .attention import *`, also in `try` blocks): a package's `__init__.py` re-exports
+/// so. `name` is the name in the other module (`*` for a star import), `callee` the name here.
+pub(crate) fn reexports(module: &[Stmt]) -> Vec<ImportedCall> {
+    let mut top = Vec::new();
+    flatten(module, &mut top);
+    let mut out = Vec::new();
+    for s in top {
+        let Stmt::ImportFrom(i) = s else { continue };
+        let m = from_module(i);
+        for a in &i.names {
+            let local = a.asname.as_ref().unwrap_or(&a.name).id.to_string();
+            out.push(ImportedCall {
+                level: i.level,
+                module: m.clone(),
+                name: a.name.id.to_string(),
+                callee: local,
+            });
+        }
+    }
+    out
+}
+
 pub(crate) fn project_imports(module: &[Stmt]) -> Vec<ImportedCall> {
     let mut out = Vec::new();
     let mut push = |level: u32, module: String| {
@@ -3826,17 +3862,72 @@ fn mask_keyword_names(body: &[Stmt]) -> Vec<String> {
     f.0
 }
 
-/// Whether a body calls `<name>.<attr>(...)`.
-fn calls_attribute(body: &[Stmt], attr: &str) -> bool {
+/// Whether every `return` of a body gives something other than a Python number, a test or a
+/// size (`return t.shape[1]`, `return t.dim() == 4`, `return len(x)`), and one gives a value:
+/// a local helper that may return a tensor.
+fn returns_no_number(body: &[Stmt]) -> bool {
+    let mut stmts = Vec::new();
+    flatten(body, &mut stmts);
+    let mut any = false;
+    for s in stmts {
+        let Stmt::Return(r) = s else { continue };
+        let Some(v) = r.value.as_deref() else {
+            return false;
+        };
+        let numeric = match v {
+            Expr::Compare(_)
+            | Expr::BoolOp(_)
+            | Expr::NumberLiteral(_)
+            | Expr::BooleanLiteral(_)
+            | Expr::StringLiteral(_)
+            | Expr::NoneLiteral(_)
+            | Expr::Tuple(_)
+            | Expr::List(_) => true,
+            Expr::UnaryOp(u) => matches!(u.op, ast::UnaryOp::Not),
+            Expr::Attribute(a) => a.attr.id.as_str() == "shape",
+            Expr::Subscript(sub) => {
+                matches!(sub.value.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "shape")
+            }
+            Expr::Call(c) => match c.func.as_ref() {
+                Expr::Name(f) => matches!(
+                    f.id.as_str(),
+                    "len" | "int" | "float" | "bool" | "round" | "max" | "min"
+                ),
+                Expr::Attribute(a) => matches!(
+                    a.attr.id.as_str(),
+                    "size" | "dim" | "ndimension" | "numel" | "item" | "tolist" | "__len__"
+                ),
+                _ => false,
+            },
+            _ => false,
+        };
+        if numeric {
+            return false;
+        }
+        any = true;
+    }
+    any
+}
+
+/// Whether a body calls `<receiver>.<attr>(...)`.
+fn calls_attribute(body: &[Stmt], receiver: &str, attr: &str) -> bool {
     struct Find<'s> {
+        receiver: &'s str,
         attr: &'s str,
         found: bool,
     }
     impl<'a> Visitor<'a> for Find<'_> {
         fn visit_expr(&mut self, e: &'a Expr) {
             if let Expr::Call(c) = e {
+                // Handed a value of `forward`'s (`self.up(x)`), not a setting (`self.pad(3)`,
+                // `self.pad(self.k)`).
+                let value = |a: &Expr| {
+                    !a.is_literal_expr() && !matches!(a, Expr::Attribute(_) if is_self_chain(a))
+                };
                 if matches!(c.func.as_ref(), Expr::Attribute(a)
-                    if a.attr.id.as_str() == self.attr && matches!(a.value.as_ref(), Expr::Name(_)))
+                    if a.attr.id.as_str() == self.attr
+                        && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == self.receiver))
+                    && c.arguments.args.first().is_some_and(value)
                 {
                     self.found = true;
                 }
@@ -3846,7 +3937,11 @@ fn calls_attribute(body: &[Stmt], attr: &str) -> bool {
             }
         }
     }
-    let mut f = Find { attr, found: false };
+    let mut f = Find {
+        receiver,
+        attr,
+        found: false,
+    };
     f.visit_body(body);
     f.found
 }
@@ -3913,7 +4008,12 @@ fn walrus_bindings(stmt: &Stmt) -> Vec<&ast::ExprNamed> {
 /// afterwards (`kw["dynamic_axes"] = axes`, `kw.update(...)`): its literal grows, so that a
 /// `**kw` splice shows what the call gets, later entries last. Read in the order the
 /// statements are written, whichever branch holds them.
-fn grow_dict(ch: &mut Checker, name: &str, items: Vec<ast::DictItem>) {
+fn grow_dict(ch: &mut Checker, name: &str, mut items: Vec<ast::DictItem>) {
+    // `kw.update(kw)`, `kw |= kw`: nothing new.
+    items.retain(|i| !matches!(&i.value, Expr::Name(n) if n.id.as_str() == name));
+    if items.is_empty() {
+        return;
+    }
     let st = ch.fns.last_mut().expect("scope");
     let Some(old) = st.literals.get_mut(name) else {
         return;
@@ -5749,9 +5849,14 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 self.visit_body(&f.orelse);
             }
             Stmt::Assign(a) => {
+                // `x["k"] = y["k"] = True`: reported (and fixed) once.
+                let mut stored = false;
                 for t in &a.targets {
                     if let Expr::Subscript(s) = t {
-                        rules::keep_initializers_as_inputs::check_store(self, s, &a.value);
+                        if !stored {
+                            stored =
+                                rules::keep_initializers_as_inputs::check_store(self, s, &a.value);
+                        }
                         self.on_subscript_store(s, stmt, false);
                     }
                 }
@@ -5760,7 +5865,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 if let (Expr::Lambda(l), [Expr::Attribute(t)]) = (a.value.as_ref(), &a.targets[..])
                 {
                     if !self.in_model() && self.model_calls_attribute(t) {
-                        self.visit_lambda(l);
+                        self.visit_lambda(l, true);
                     }
                 }
                 visitor::walk_stmt(self, stmt);
@@ -5819,20 +5924,25 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 }
                 self.eval_only -= u32::from(eval_else);
             }
-            // `case "auto" if lengths.min() < 8:`: a guard is a test like an `if`'s.
+            // `case "auto" if lengths.min() < 8:`: a guard is a test like an `if`'s, and an arm
+            // guarded by `self.training` is training-only code.
             Stmt::Match(m) => {
+                self.visit_expr(&m.subject);
                 for c in &m.cases {
+                    self.visit_pattern(&c.pattern);
+                    let mut training = false;
                     if let Some(guard) = &c.guard {
-                        self.on_test(
-                            guard,
-                            "case ... if",
-                            &c.body,
-                            &[],
-                            ruff_text_size::Ranged::start(&**guard),
-                        );
+                        let at = ruff_text_size::Ranged::start(&**guard);
+                        self.on_test(guard, "case ... if", &c.body, &[], at);
+                        self.visit_expr(guard);
+                        training = guard_of(guard) == Guard::Training;
+                    }
+                    if training {
+                        self.visit_guarded(&c.body, false);
+                    } else {
+                        self.visit_body(&c.body);
                     }
                 }
-                visitor::walk_stmt(self, stmt);
             }
             Stmt::While(w) => {
                 self.on_test(&w.test, "while", &[], &[], w.range.start());
@@ -5863,7 +5973,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
             // the trace when it is called; elsewhere it is not model code.
             Expr::Lambda(l) => {
                 if self.in_model() {
-                    self.visit_lambda(l);
+                    self.visit_lambda(l, false);
                 }
                 return;
             }
@@ -6080,9 +6190,11 @@ fn collect_names(e: &Expr, out: &mut Vec<String>) {
 }
 
 impl<'a> Checker<'a> {
-    /// Visits a lambda's body as model code, its parameters tensors (unless named for sizes or
-    /// numbers), seeing the enclosing function's names.
-    fn visit_lambda(&mut self, l: &'a ast::ExprLambda) {
+    /// Visits a lambda's body as model code, seeing the enclosing function's names. With
+    /// `tensor_params` (a lambda model code calls as a submodule, `self.up(x)`) its parameters
+    /// are tensors unless named for sizes or numbers; a lambda written in `forward` may be a
+    /// `key=` over names or numbers, so its parameters are not taken for anything.
+    fn visit_lambda(&mut self, l: &'a ast::ExprLambda, tensor_params: bool) {
         let mut st = FnState {
             in_model: true,
             name: "<lambda>".into(),
@@ -6102,8 +6214,14 @@ impl<'a> Checker<'a> {
                 st.frozen.remove(name);
                 st.frozen_sizes.remove(name);
                 st.sizes.remove(name);
-                if p.default.is_some() || names_a_size(name) || names_a_number(name) {
-                    st.tensors.remove(name);
+                st.tensors.remove(name);
+                st.bools.remove(name);
+                st.containers.remove(name);
+                if !tensor_params
+                    || p.default.is_some()
+                    || names_a_size(name)
+                    || names_a_number(name)
+                {
                     continue;
                 }
                 st.tensors.insert(name.to_string());
@@ -6131,10 +6249,13 @@ impl<'a> Checker<'a> {
             return false;
         };
         let attr = target.attr.id.as_str();
+        // Called on the same receiver name (`self.up(x)`; `s.up(x)` in a class written with
+        // `s`), not `x.clip(-1, 1)` on a tensor.
+        let receiver = first.parameter.name.id.as_str();
         methods.iter().any(|(name, body)| {
             self.model_fns
                 .contains(&(Some(class.clone()), name.clone()))
-                && calls_attribute(body, attr)
+                && calls_attribute(body, receiver, attr)
         })
     }
 

@@ -136,6 +136,10 @@ pub struct FileLint {
     /// callee's spelling here (for the files defining them).
     #[serde(default, skip_serializing_if = "crate::HashMap::is_empty")]
     argument_kinds: crate::HashMap<String, checker::ArgumentKinds>,
+    /// Names this file takes from other modules at its top level (`from .ops import *`, `from
+    /// .ops import warp_by_flow as warp`): a package's re-exports, followed by importers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    reexports: Vec<checker::ImportedCall>,
 }
 
 /// Lints one file's text. `file` is the name findings carry. Unparseable Python is a finding
@@ -264,6 +268,7 @@ fn lint_parsed(file: &str, source: &str, parsed: Parsed, project: &checker::Proj
                 eval_helpers: Default::default(),
                 imported_names: Vec::new(),
                 argument_kinds: Default::default(),
+                reexports: Vec::new(),
             };
         }
     };
@@ -310,6 +315,7 @@ fn lint_parsed(file: &str, source: &str, parsed: Parsed, project: &checker::Proj
         eval_helpers,
         imported_names,
         argument_kinds,
+        reexports: checker::reexports(&module.body),
     }
 }
 
@@ -1067,11 +1073,51 @@ fn lint_on_pool(
     };
     // Each file learns which of its helpers other files' model code calls, and which of the
     // helpers its own model code imports are annotated as returning tensors.
+    // `from pkg.ops import peaks` where `pkg/ops/__init__.py` has `from .detect import *` (or
+    // `from .detect import find_peaks as peaks`): the files that define the name, through the
+    // re-exports of the files an import names (a few steps; a name may pass several packages).
+    let resolve_through = |j: usize, call: &checker::ImportedCall| -> Vec<(usize, String)> {
+        let mut out: Vec<(usize, String)> = Vec::new();
+        let mut work: Vec<(usize, checker::ImportedCall, usize)> = vec![(j, call.clone(), 0)];
+        while let Some((from, call, depth)) = work.pop() {
+            for i in resolve(from, &call) {
+                if out.iter().any(|(k, n)| *k == i && *n == call.name) {
+                    continue;
+                }
+                out.push((i, call.name.clone()));
+                let Ok(target) = &read[i] else { continue };
+                if depth >= 4 {
+                    continue;
+                }
+                for re in &target.lint.reexports {
+                    let name = if re.name == "*" {
+                        call.name.clone()
+                    } else if re.callee == call.name {
+                        re.name.clone()
+                    } else {
+                        continue;
+                    };
+                    let next = checker::ImportedCall {
+                        level: re.level,
+                        module: re.module.clone(),
+                        name,
+                        callee: call.callee.clone(),
+                    };
+                    work.push((i, next, depth + 1));
+                }
+            }
+        }
+        out
+    };
     let mut extra: Vec<checker::Project> = vec![checker::Project::default(); read.len()];
     for (j, r) in read.iter().enumerate() {
         let Ok(r) = r else { continue };
         for call in &r.lint.calls {
-            for i in resolve(j, call) {
+            for (i, name) in resolve_through(j, call) {
+                let call = &checker::ImportedCall {
+                    name,
+                    ..call.clone()
+                };
                 extra[i].roots.insert(call.name.clone());
                 // `stations_to_grid(v, r, c, H, W)` with `H = int(x.shape[-2])`: the defining
                 // file learns which of its parameters are frozen numbers or sizes.

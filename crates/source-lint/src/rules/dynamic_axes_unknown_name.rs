@@ -288,6 +288,24 @@ fn keys(ch: &Checker, value: &Expr, before: TextSize) -> Option<Vec<(String, Tex
     match bound {
         Expr::Dict(dict) => {
             for item in &dict.items {
+                // `axes = dict(frame={0: "b"})` grown afterwards (`axes["depth"] = ...`) holds
+                // the `dict(...)` it started as, and `axes.update(depth=...)` the update: their
+                // keywords are keys (an update below the export is not).
+                if item.key.is_none() {
+                    if let Expr::Call(c) = &item.value {
+                        let grown_update = matches!(c.func.as_ref(), Expr::Attribute(a)
+                            if a.attr.id.as_str() == "update")
+                            && !crate::rules::grown_after(dict, item, before);
+                        let original = matches!(c.func.as_ref(), Expr::Name(f) if f.id.as_str() == "dict")
+                            && c.arguments.args.is_empty();
+                        if grown_update || original {
+                            for k in &c.arguments.keywords {
+                                let arg = k.arg.as_ref()?;
+                                out.push((arg.id.to_string(), k.range()));
+                            }
+                        }
+                    }
+                }
                 // `**{n: {0: "batch"} for n in names}` splices keys it cannot name: skipped.
                 let Some(key) = item.key.as_ref() else {
                     continue;

@@ -79,10 +79,53 @@ pub(crate) fn is_export(ch: &Checker, call: &ast::ExprCall) -> bool {
 }
 
 /// `model.to_onnx(path, sample, ...)`: a method of a value, not a function of an imported
-/// package (`skl2onnx.to_onnx(...)` converts a scikit-learn model).
+/// package (`skl2onnx.to_onnx(...)` converts a scikit-learn model). Not skl2onnx's algebra
+/// (`OnnxMul(...).to_onnx({"X": x})`: a dict of inputs first, in a file importing skl2onnx),
+/// nor a class of this file with its own `to_onnx` (which is what runs).
 fn is_to_onnx(ch: &Checker, call: &ast::ExprCall) -> bool {
-    matches!(call.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "to_onnx")
-        && matches!(ch.method(call), Some(("to_onnx", _)))
+    if !matches!(call.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "to_onnx")
+        || !matches!(ch.method(call), Some(("to_onnx", _)))
+    {
+        return false;
+    }
+    let path = call
+        .arguments
+        .args
+        .first()
+        .or_else(|| keyword(call, "file_path").map(|k| &k.value));
+    if matches!(
+        path,
+        None | Some(Expr::Dict(_) | Expr::List(_) | Expr::Tuple(_))
+    ) {
+        return false;
+    }
+    let converters = ch.imports.values().any(|q| {
+        q.starts_with("skl2onnx") || q.starts_with("onnxmltools") || q.starts_with("onnxconverter")
+    });
+    // `exporter = OnnxExporter(net)` with `class OnnxExporter` of this file defining `to_onnx`.
+    let own_class = |name: &str| {
+        ch.bodies[0].iter().any(|s| {
+            matches!(s, Stmt::ClassDef(c) if c.name.id.as_str() == name
+                && c.body.iter().any(|m|
+                    matches!(m, Stmt::FunctionDef(f) if f.name.id.as_str() == "to_onnx")))
+        })
+    };
+    let own = match call.func.as_ref() {
+        Expr::Attribute(a) => match a.value.as_ref() {
+            Expr::Name(n) => ch.bodies.last().is_some_and(|body| {
+                crate::rules::bound_values(body, n.id.as_str())
+                    .iter()
+                    .any(|v| {
+                        matches!(v, Expr::Call(c)
+                        if matches!(c.func.as_ref(), Expr::Name(f) if own_class(f.id.as_str())))
+                    })
+            }),
+            Expr::Call(c) => matches!(c.func.as_ref(), Expr::Name(f) if own_class(f.id.as_str())),
+            _ => false,
+        },
+        _ => false,
+    };
+    !converters && !own
 }
 
 /// Which receivers of `.eval()` / `.train(False)` count.
@@ -107,7 +150,10 @@ impl<'a> Visitor<'a> for EvalFind<'_> {
     fn visit_expr(&mut self, e: &'a Expr) {
         if let Expr::Call(c) = e {
             if let Expr::Attribute(a) = c.func.as_ref() {
-                let eval = a.attr.id.as_str() == "eval";
+                // Lightning's `model.freeze()` calls `self.eval()` (lightning 2.5,
+                // `lightning/pytorch/core/module.py`).
+                let eval =
+                    matches!(a.attr.id.as_str(), "eval" | "freeze") && c.arguments.args.is_empty();
                 let train_false = a.attr.id.as_str() == "train"
                     && matches!(c.arguments.args.first(), Some(Expr::BooleanLiteral(b)) if !b.value);
                 let on_name =
@@ -142,11 +188,23 @@ fn has_eval(e: &Expr, receiver: Receiver) -> bool {
 }
 
 /// The module an export call exports: its first argument, or `model=`.
-pub(crate) fn exported_module(call: &ast::ExprCall) -> Option<&Expr> {
+pub(crate) fn exported_module<'e>(ch: &'e Checker, call: &'e ast::ExprCall) -> Option<&'e Expr> {
     // `model.to_onnx(path, sample)` exports its receiver.
     if let Expr::Attribute(a) = call.func.as_ref() {
         if a.attr.id.as_str() == "to_onnx" {
             return Some(&a.value);
+        }
+    }
+    // `export = partial(torch.onnx.export, net, ...)` then `export(sample, path)`: the model
+    // the partial binds.
+    if let Some(p) = crate::rules::bound_partial(ch, call) {
+        if let Some(m) = p
+            .arguments
+            .args
+            .get(1)
+            .or_else(|| keyword(p, "model").map(|k| &k.value))
+        {
+            return Some(m);
         }
     }
     call.arguments
@@ -353,7 +411,9 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     {
         return;
     }
-    let Some(model) = exported_module(call) else {
+    // Owned: a module bound by a partial lives in the checker, which reports below.
+    let exported = exported_module(ch, call).cloned();
+    let Some(model) = exported.as_ref() else {
         return;
     };
     // `torch.onnx.export(net.cpu(), ...)`: moving or casting a module keeps its mode, so the

@@ -122,6 +122,14 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     if argument(call, "align_corners", corners_pos).is_some() {
         return;
     }
+    // A partial's calls may pass the mode or `align_corners` themselves (`resize(mask,
+    // mode="nearest")`): then it is left alone, and the fix is never safe.
+    if shift == 1 {
+        certain = false;
+        if partial_calls_override(ch, call) {
+            return;
+        }
+    }
     let mode = mode.to_string();
     let i = report(
         ch,
@@ -135,6 +143,54 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     let edit = append_argument(ch.source, call, "align_corners=False");
     let safe = certain && !crate::rules::splices_arguments(call);
     ch.fix(i, "add `align_corners=False`", safe, vec![edit]);
+}
+
+/// Whether a call of what the partial `call` is bound to (`resize = partial(...)` or
+/// `self.up = partial(...)`), anywhere in the file, passes `mode` or `align_corners`.
+fn partial_calls_override(ch: &Checker, call: &ast::ExprCall) -> bool {
+    use ruff_python_ast::visitor::{self, Visitor};
+    let mut stmts = Vec::new();
+    crate::checker::flatten(
+        ch.bodies.last().copied().unwrap_or(ch.bodies[0]),
+        &mut stmts,
+    );
+    let target = stmts.iter().find_map(|s| match s {
+        ast::Stmt::Assign(a) if a.value.range() == call.range() && a.targets.len() == 1 => {
+            Some(ch.text(a.targets[0].range()))
+        }
+        _ => None,
+    });
+    let Some(target) = target else { return false };
+    struct Find<'t> {
+        ch: &'t Checker<'t>,
+        target: &'t str,
+        found: bool,
+    }
+    impl<'a> Visitor<'a> for Find<'_> {
+        fn visit_expr(&mut self, e: &'a ast::Expr) {
+            if let ast::Expr::Call(c) = e {
+                if self.ch.text(c.func.range()) == self.target
+                    && c.arguments.keywords.iter().any(|k| {
+                        k.arg
+                            .as_ref()
+                            .is_none_or(|a| matches!(a.id.as_str(), "mode" | "align_corners"))
+                    })
+                {
+                    self.found = true;
+                }
+            }
+            if !self.found {
+                visitor::walk_expr(self, e);
+            }
+        }
+    }
+    let mut f = Find {
+        ch,
+        target,
+        found: false,
+    };
+    f.visit_body(ch.bodies[0]);
+    f.found
 }
 
 /// Reports a linear `mode` used without `align_corners`, with `help`.

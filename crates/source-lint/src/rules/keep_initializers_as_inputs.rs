@@ -56,15 +56,19 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     report(ch, &k.value, k.range());
 }
 
-/// `kw["keep_initializers_as_inputs"] = True`.
-pub(crate) fn check_store(ch: &mut Checker, target: &ast::ExprSubscript, value: &Expr) {
-    if string_literal(&target.slice) == Some("keep_initializers_as_inputs") {
+/// `kw["keep_initializers_as_inputs"] = True`; whether it reported.
+pub(crate) fn check_store(ch: &mut Checker, target: &ast::ExprSubscript, value: &Expr) -> bool {
+    if string_literal(&target.slice) == Some("keep_initializers_as_inputs")
+        && matches!(value, Expr::BooleanLiteral(b) if b.value)
+    {
         report(
             ch,
             value,
             TextRange::new(target.slice.range().start(), value.range().end()),
         );
+        return true;
     }
+    false
 }
 
 /// `{"keep_initializers_as_inputs": True, ...}`.

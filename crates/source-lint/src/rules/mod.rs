@@ -49,24 +49,27 @@ pub(crate) fn spliced_keyword(
 ) -> Option<(Expr, ruff_text_size::TextRange)> {
     use ruff_text_size::Ranged;
     let before = call.range().start();
-    call_keyword(ch, call, name, 0, before).or_else(|| {
+    let mut seen = Vec::new();
+    call_keyword(ch, call, name, 0, before, &mut seen).or_else(|| {
         let partial = bound_partial(ch, call)?;
-        call_keyword(ch, partial, name, 0, before)
+        call_keyword(ch, partial, name, 0, before, &mut seen)
     })
 }
 
-/// How deep [`spliced_keyword`] follows splices of splices (`a = dict(b)`, `b = dict(a)` must
-/// not loop).
+/// How deep [`spliced_keyword`] follows splices of splices.
 const SPLICE_DEPTH: usize = 6;
 
 /// `name=` among a call's keywords, then in the dicts its `**` splices and (for `dict(base,
-/// ...)`) its positional mapping show; a keyword wins over a splice, as at run time.
-fn call_keyword(
-    ch: &crate::checker::Checker,
-    call: &ast::ExprCall,
+/// ...)`) its positional mapping show; a keyword wins over a splice, as at run time. `seen`
+/// holds the names already searched: each is searched once (`a = dict(**b)`, `b = dict(**a)`,
+/// or `kw.update(other)` written many times, must neither loop nor multiply the work).
+fn call_keyword<'e>(
+    ch: &'e crate::checker::Checker,
+    call: &'e ast::ExprCall,
     name: &str,
     depth: usize,
     before: ruff_text_size::TextSize,
+    seen: &mut Vec<&'e str>,
 ) -> Option<(Expr, ruff_text_size::TextRange)> {
     use ruff_text_size::Ranged;
     if let Some(k) = keyword(call, name) {
@@ -82,7 +85,7 @@ fn call_keyword(
         .first()
         .filter(|_| is_dict_like_call(call));
     for e in splices.map(|k| &k.value).rev().chain(positional) {
-        if let Some(found) = dict_keyword(ch, e, name, depth + 1, before) {
+        if let Some(found) = dict_keyword(ch, e, name, depth + 1, before, seen) {
             return Some(found);
         }
     }
@@ -101,35 +104,48 @@ fn is_dict_like_call(call: &ast::ExprCall) -> bool {
 /// `name` in the dict `e` shows (a display, a `dict(...)` call, a name bound to one, or a
 /// `.update(...)` call a grown dict holds); the last entry wins. Entries a dict was given after
 /// offset `before` (`kw["opset_version"] = 17` below the export) do not reach it.
-fn dict_keyword(
-    ch: &crate::checker::Checker,
-    e: &Expr,
+fn dict_keyword<'e>(
+    ch: &'e crate::checker::Checker,
+    e: &'e Expr,
     name: &str,
     depth: usize,
     before: ruff_text_size::TextSize,
+    seen: &mut Vec<&'e str>,
 ) -> Option<(Expr, ruff_text_size::TextRange)> {
     use ruff_text_size::{Ranged, TextRange};
     if depth > SPLICE_DEPTH {
         return None;
     }
     let dict = match e {
-        Expr::Name(n) => ch.literal(n.id.as_str())?,
+        Expr::Name(n) => {
+            if seen.contains(&n.id.as_str()) {
+                return None;
+            }
+            seen.push(n.id.as_str());
+            ch.literal(n.id.as_str())?
+        }
         e => e,
     };
     match dict {
-        Expr::Call(c) if is_dict_like_call(c) => call_keyword(ch, c, name, depth, before),
-        Expr::Dict(d) => d
-            .items
-            .iter()
-            .rev()
-            .filter(|item| !grown_after(d, item, before))
-            .find_map(|item| match &item.key {
-                Some(key) => (string_literal(key) == Some(name)).then(|| {
-                    let range = TextRange::new(key.range().start(), item.value.range().end());
-                    (item.value.clone(), range)
-                }),
-                None => dict_keyword(ch, &item.value, name, depth + 1, before),
-            }),
+        Expr::Call(c) if is_dict_like_call(c) => call_keyword(ch, c, name, depth, before, seen),
+        Expr::Dict(d) => {
+            for item in d.items.iter().rev() {
+                if grown_after(d, item, before) {
+                    continue;
+                }
+                let found = match &item.key {
+                    Some(key) => (string_literal(key) == Some(name)).then(|| {
+                        let range = TextRange::new(key.range().start(), item.value.range().end());
+                        (item.value.clone(), range)
+                    }),
+                    None => dict_keyword(ch, &item.value, name, depth + 1, before, seen),
+                };
+                if found.is_some() {
+                    return found;
+                }
+            }
+            None
+        }
         _ => None,
     }
 }
@@ -147,29 +163,45 @@ pub(crate) fn grown_after(
 }
 
 /// Whether every `**` splice of a call (and of the partial it calls through) shows its dict,
-/// so that a keyword not found is really absent.
+/// so that a keyword not found is really absent. Each name is looked at once.
 pub(crate) fn splices_shown(ch: &crate::checker::Checker, call: &ast::ExprCall) -> bool {
-    fn shown(ch: &crate::checker::Checker, e: &Expr, depth: usize) -> bool {
+    fn shown<'e>(
+        ch: &'e crate::checker::Checker,
+        e: &'e Expr,
+        depth: usize,
+        seen: &mut Vec<&'e str>,
+    ) -> bool {
         if depth > SPLICE_DEPTH {
             return false;
         }
         let dict = match e {
-            Expr::Name(n) => match ch.literal(n.id.as_str()) {
-                Some(d) => d,
-                None => return false,
-            },
+            Expr::Name(n) => {
+                if seen.contains(&n.id.as_str()) {
+                    return true;
+                }
+                seen.push(n.id.as_str());
+                match ch.literal(n.id.as_str()) {
+                    Some(d) => d,
+                    None => return false,
+                }
+            }
             e => e,
         };
         match dict {
-            Expr::Call(c) if is_dict_like_call(c) => call_shown(ch, c, depth + 1),
+            Expr::Call(c) if is_dict_like_call(c) => call_shown(ch, c, depth + 1, seen),
             Expr::Dict(d) => d
                 .items
                 .iter()
-                .all(|i| i.key.is_some() || shown(ch, &i.value, depth + 1)),
+                .all(|i| i.key.is_some() || shown(ch, &i.value, depth + 1, seen)),
             _ => false,
         }
     }
-    fn call_shown(ch: &crate::checker::Checker, call: &ast::ExprCall, depth: usize) -> bool {
+    fn call_shown<'e>(
+        ch: &'e crate::checker::Checker,
+        call: &'e ast::ExprCall,
+        depth: usize,
+        seen: &mut Vec<&'e str>,
+    ) -> bool {
         let positional = call
             .arguments
             .args
@@ -181,9 +213,11 @@ pub(crate) fn splices_shown(ch: &crate::checker::Checker, call: &ast::ExprCall) 
             .filter(|k| k.arg.is_none())
             .map(|k| &k.value)
             .chain(positional)
-            .all(|e| shown(ch, e, depth))
+            .all(|e| shown(ch, e, depth, seen))
     }
-    call_shown(ch, call, 0) && bound_partial(ch, call).is_none_or(|p| call_shown(ch, p, 0))
+    let mut seen = Vec::new();
+    call_shown(ch, call, 0, &mut seen)
+        && bound_partial(ch, call).is_none_or(|p| call_shown(ch, p, 0, &mut seen))
 }
 
 /// The `functools.partial(torch.onnx.export, ...)` a call goes through: `export(model, ...)`
@@ -198,7 +232,8 @@ pub(crate) fn bound_partial<'e>(
     if !ch.has_partial {
         return None;
     }
-    match ch.literal(f.id.as_str())? {
+    use ruff_text_size::Ranged;
+    match ch.literal_before(f.id.as_str(), call.range().start())? {
         Expr::Call(p) if is_export_partial(ch, p) => Some(p),
         _ => None,
     }

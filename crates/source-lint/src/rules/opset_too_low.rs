@@ -526,7 +526,7 @@ fn forwarded_opset<'c>(ch: &Checker, call: &'c ast::ExprCall) -> Option<&'c ast:
 
 fn exported_classes(ch: &Checker, call: &ast::ExprCall) -> Vec<(String, bool)> {
     use ruff_python_ast::{Expr, Stmt};
-    let Some(module) = exported_module(call) else {
+    let Some(module) = exported_module(ch, call) else {
         return Vec::new();
     };
     let mut stmts = Vec::new();
