@@ -1672,12 +1672,13 @@ impl<'a, F: FnMut(&'a Expr)> Visitor<'a> for ModelPath<F> {
         for stmt in body {
             self.visit_stmt(stmt);
             // `if not self.training: return x`: the rest of the block runs in training;
-            // `if torch.onnx.is_in_onnx_export(): return x`: the rest only outside export.
+            // `if torch.onnx.is_in_onnx_export(): return x`: the rest only outside export, on
+            // either path (the checker reads such a rest as eager code too).
             if let Stmt::If(i) = stmt {
                 let exits = i.elif_else_clauses.is_empty() && always_exits(&i.body);
                 if exits
                     && (guard_of(&i.test) == Guard::NotTraining
-                        || (self.export_path && export_polarity(&i.test) == Some(true)))
+                        || export_polarity(&i.test) == Some(true))
                 {
                     return;
                 }
@@ -2723,12 +2724,17 @@ fn imported_callee(c: &ast::ExprCall) -> Option<String> {
     }
 }
 
-/// The imported functions and classes this file's model code calls, so that the project pass
-/// can treat them as model code in the files that define them.
-pub(crate) fn imported_model_calls(
-    module: &[Stmt],
-    roots: &HashSet<(Option<String>, String)>,
-) -> Vec<ImportedCall> {
+/// What a module's imports bind, for [`imported_model_calls`]: `from M import name [as local]`,
+/// `import M [as local]`, star imports, and the names the module binds itself.
+struct ImportMaps<'m> {
+    from_imports: HashMap<String, (u32, String, String)>,
+    module_imports: HashMap<String, String>,
+    star_imports: Vec<(u32, String)>,
+    local: HashSet<&'m str>,
+}
+
+/// The module's [`ImportMaps`]; `None` when it imports nothing.
+fn import_maps(module: &[Stmt]) -> Option<ImportMaps<'_>> {
     // local name -> (level, module, name) for `from M import name [as local]`;
     // local name -> module for `import M [as local]`.
     let mut from_imports: HashMap<String, (u32, String, String)> = HashMap::default();
@@ -2765,7 +2771,7 @@ pub(crate) fn imported_model_calls(
         }
     }
     if from_imports.is_empty() && module_imports.is_empty() && star_imports.is_empty() {
-        return Vec::new();
+        return None;
     }
     // Names the module binds itself (functions, classes, assignments): not from a star import.
     let local: HashSet<&str> = module
@@ -2785,7 +2791,56 @@ pub(crate) fn imported_model_calls(
             _ => Vec::new(),
         })
         .collect();
+    Some(ImportMaps {
+        from_imports,
+        module_imports,
+        star_imports,
+        local,
+    })
+}
+
+/// The imported functions and classes this file's model code calls, so that the project pass
+/// can treat them as model code in the files that define them.
+pub(crate) fn imported_model_calls(
+    module: &[Stmt],
+    roots: &HashSet<(Option<String>, String)>,
+) -> Vec<ImportedCall> {
+    let Some(maps) = import_maps(module) else {
+        return Vec::new();
+    };
     let mut out: HashSet<ImportedCall> = HashSet::default();
+    // Only the model path of each root: a helper called under `if self.training:` is not
+    // model code in the file that defines it.
+    for stmt in module {
+        match stmt {
+            Stmt::FunctionDef(f) if roots.contains(&(None, f.name.id.to_string())) => {
+                calls_in(&maps, &f.body, &mut out);
+            }
+            Stmt::ClassDef(c) => {
+                for s in &c.body {
+                    if let Stmt::FunctionDef(f) = s {
+                        if roots.contains(&(Some(c.name.id.to_string()), f.name.id.to_string())) {
+                            calls_in(&maps, &f.body, &mut out);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out.into_iter()
+        .filter(|c| c.module != "torch" && !c.module.starts_with("torch."))
+        .collect()
+}
+
+/// The imported calls on the model path of `body` (an export-aware branch's export side).
+fn calls_in(maps: &ImportMaps<'_>, body: &[Stmt], out: &mut HashSet<ImportedCall>) {
+    let ImportMaps {
+        from_imports,
+        module_imports,
+        star_imports,
+        local,
+    } = maps;
     // Another file's helper follows the export path of an export-aware branch: written
     // with export in mind applies to this file's own code, not to what it calls.
     let mut calls = ModelPath {
@@ -2803,7 +2858,7 @@ pub(crate) fn imported_model_calls(
                         });
                     } else if !local.contains(n.id.as_str()) {
                         // Perhaps from a star import: the file that defines it is told.
-                        for (level, module) in &star_imports {
+                        for (level, module) in star_imports.iter() {
                             out.insert(ImportedCall {
                                 level: *level,
                                 module: module.clone(),
@@ -2843,28 +2898,7 @@ pub(crate) fn imported_model_calls(
             }
         },
     };
-    // Only the model path of each root: a helper called under `if self.training:` is not
-    // model code in the file that defines it.
-    for stmt in module {
-        match stmt {
-            Stmt::FunctionDef(f) if roots.contains(&(None, f.name.id.to_string())) => {
-                calls.visit_body(&f.body);
-            }
-            Stmt::ClassDef(c) => {
-                for s in &c.body {
-                    if let Stmt::FunctionDef(f) = s {
-                        if roots.contains(&(Some(c.name.id.to_string()), f.name.id.to_string())) {
-                            calls.visit_body(&f.body);
-                        }
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    out.into_iter()
-        .filter(|c| c.module != "torch" && !c.module.starts_with("torch."))
-        .collect()
+    calls.visit_body(body);
 }
 
 /// The module of `from M import ...` (empty for `from . import x`).

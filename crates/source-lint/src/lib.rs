@@ -570,6 +570,10 @@ const CONTEXT_LEVELS: usize = 4;
 const SCRIPT_LEVELS: usize = 3;
 /// At most this many files are read as context, the nearest directories first.
 const CONTEXT_FILES: usize = 2_000;
+/// At most this many rounds of checking files again with what other files' model code calls.
+const SECOND_ROUNDS: usize = 4;
+/// At most this many more files of the top package (its other subpackages) are read, last.
+const TOP_PACKAGE_FILES: usize = 400;
 
 /// Files read with the linted ones but not reported. For each Python file named directly (as a
 /// pre-commit hook or an editor does, rather than a directory walked): the other Python files
@@ -590,6 +594,14 @@ pub fn context(paths: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
     // another's under the limit.
     let mut levels: Vec<Vec<PathBuf>> = vec![Vec::new(); CONTEXT_LEVELS + 1];
     let mut packages_below: Vec<PathBuf> = Vec::new();
+    // The top package of each named file of a project's package (`kit/` for
+    // `kit/ops/masks.py`): its other subpackages hold the models that call the file's helpers.
+    let mut top_packages: Vec<PathBuf> = Vec::new();
+    let installed = |d: &Path| {
+        d.components().any(|c| {
+            matches!(c, std::path::Component::Normal(n) if n == "site-packages" || n == "dist-packages")
+        })
+    };
     for p in paths.iter().filter(|p| p.is_file() && python(p)) {
         let mut dir = p.parent().map(Path::to_path_buf).unwrap_or_default();
         packages_below.push(if dir.as_os_str().is_empty() {
@@ -597,6 +609,7 @@ pub fn context(paths: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
         } else {
             dir.clone()
         });
+        let mut top: Option<PathBuf> = None;
         for level in levels.iter_mut() {
             let listed = if dir.as_os_str().is_empty() {
                 PathBuf::from(".")
@@ -608,9 +621,16 @@ pub fn context(paths: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
             if dir.file_name().is_none() || !listed.join("__init__.py").is_file() {
                 break;
             }
+            top = Some(listed.clone());
             match dir.parent() {
                 Some(up) => dir = up.to_path_buf(),
                 None => break,
+            }
+        }
+        if let Some(top) = top {
+            let real = std::fs::canonicalize(&top).unwrap_or_else(|_| top.clone());
+            if !installed(&top) && !installed(&real) {
+                top_packages.push(top);
             }
         }
     }
@@ -622,11 +642,6 @@ pub fn context(paths: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
     // outside any package, and not in installed packages: a file of a package imports the rest
     // of its package, read above, and third-party packages (`numpy` beside `torch` in
     // site-packages) are not the project.
-    let installed = |d: &Path| {
-        d.components().any(|c| {
-            matches!(c, std::path::Component::Normal(n) if n == "site-packages" || n == "dist-packages")
-        })
-    };
     let root_marked = |d: &Path| {
         [".git", "pyproject.toml", "setup.py", "setup.cfg"]
             .iter()
@@ -706,7 +721,17 @@ pub fn context(paths: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
     packages_below.retain(|d| once.insert(normalize(d)));
     levels.push(imported);
     levels.push(packages_below);
+    let mut once: HashSet<PathBuf> = HashSet::default();
+    top_packages.retain(|d| once.insert(normalize(d)));
+    let top_level = levels.len();
+    levels.push(top_packages);
     for (depth, dirs) in levels.into_iter().enumerate() {
+        // A large package is read only in part: at most this many of its files.
+        let cap = if depth == top_level {
+            found.len() + TOP_PACKAGE_FILES
+        } else {
+            CONTEXT_FILES
+        };
         let mut lists: Vec<std::vec::IntoIter<PathBuf>> = Vec::new();
         for dir in dirs {
             let mut walk = ignore::WalkBuilder::new(&dir);
@@ -745,6 +770,9 @@ pub fn context(paths: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
                 let Some(p) = list.next() else { continue };
                 took = true;
                 if found.len() == CONTEXT_FILES {
+                    return found;
+                }
+                if found.len() >= cap {
                     return found;
                 }
                 if seen.insert(normalize(&p)) {
@@ -1080,7 +1108,35 @@ fn lint_on_pool(
         let mut out: Vec<(usize, String)> = Vec::new();
         let mut work: Vec<(usize, checker::ImportedCall, usize)> = vec![(j, call.clone(), 0)];
         while let Some((from, call, depth)) = work.pop() {
-            for i in resolve(from, &call) {
+            let found = resolve(from, &call);
+            // `from ..ops import masks as fmask`, then `fmask.center(...)`, with `masks` a
+            // submodule alias of `ops/__init__.py` (`from . import hazard_masks as masks`):
+            // the package's file names the module.
+            if found.is_empty() && depth < 4 {
+                if let Some((parent, last)) = call.module.rsplit_once('.') {
+                    let up = checker::ImportedCall {
+                        module: parent.to_string(),
+                        ..call.clone()
+                    };
+                    for p in resolve(from, &up) {
+                        let Ok(pkg) = &read[p] else { continue };
+                        for re in pkg.lint.reexports.iter().filter(|re| re.callee == last) {
+                            let module = if re.module.is_empty() {
+                                re.name.clone()
+                            } else {
+                                format!("{}.{}", re.module, re.name)
+                            };
+                            let next = checker::ImportedCall {
+                                level: re.level,
+                                module,
+                                ..call.clone()
+                            };
+                            work.push((p, next, depth + 1));
+                        }
+                    }
+                }
+            }
+            for i in found {
                 if out.iter().any(|(k, n)| *k == i && *n == call.name) {
                     continue;
                 }
@@ -1172,7 +1228,36 @@ fn lint_on_pool(
             continue;
         }
         for imp in &r.lint.imports {
-            for i in resolve(j, imp) {
+            // `from ..layers import SegmentPool` with `layers/__init__.py` re-exporting it:
+            // the modules a package's `__init__.py` takes names from count too.
+            let mut targets = resolve(j, imp);
+            let mut k = 0;
+            while k < targets.len() && k < 32 {
+                let i = targets[k];
+                k += 1;
+                let Ok(t) = &read[i] else { continue };
+                if !t.path.ends_with("__init__.py") {
+                    continue;
+                }
+                for re in &t.lint.reexports {
+                    let module = match (re.module.is_empty(), re.name == "*") {
+                        (true, _) => re.name.clone(),
+                        (false, _) => re.module.clone(),
+                    };
+                    let next = checker::ImportedCall {
+                        level: re.level,
+                        module,
+                        name: String::new(),
+                        callee: String::new(),
+                    };
+                    for n in resolve(i, &next) {
+                        if !targets.contains(&n) {
+                            targets.push(n);
+                        }
+                    }
+                }
+            }
+            for i in targets {
                 if let Ok(target) = &read[i] {
                     for m in &calls {
                         if target.lint.module_methods.contains(*m) {
@@ -1280,6 +1365,68 @@ fn lint_on_pool(
             model_files[j].push(files);
         }
     }
+    // Pass 2 and after: the files with extra roots are checked again; what their new model code
+    // calls in other files (a helper of a helper: a model calls `profile_edges` of one ops file,
+    // which calls `zero_invalid` of another) is model code there, checked again in turn, for a
+    // few rounds. Files no other file's model code reaches are checked once.
+    let mut seconds: Vec<Option<(u64, FileLint, bool)>> = (0..read.len()).map(|_| None).collect();
+    let mut dirty: Vec<bool> = extra.iter().map(|e| !e.is_empty()).collect();
+    for round in 0..SECOND_ROUNDS {
+        let checked: Vec<(usize, (u64, FileLint, bool))> = (0..read.len())
+            .into_par_iter()
+            .filter(|&i| dirty[i])
+            .filter_map(|i| {
+                let r = read[i].as_ref().ok()?;
+                let digest = extra[i].digest();
+                if let Some(lint) = r
+                    .stamp
+                    .and_then(|s| from_cache?.get_second(&r.display, s, digest))
+                {
+                    return Some((i, (digest, lint.clone(), false)));
+                }
+                // A file that cannot be read now is reported by the last pass.
+                let text = match &r.source {
+                    Some(s) => std::borrow::Cow::Borrowed(s.as_str()),
+                    None => std::borrow::Cow::Owned(read_source(&r.path).ok()?),
+                };
+                let lint = lint_parsed(&r.display, &text, parse(&text), &extra[i]);
+                Some((i, (digest, lint, true)))
+            })
+            .collect();
+        dirty.iter_mut().for_each(|d| *d = false);
+        let last = round + 1 == SECOND_ROUNDS;
+        for (i, second) in checked {
+            if !last {
+                // What this check found new model code calling, in the files that define it.
+                let before: crate::HashSet<&checker::ImportedCall> = read[i]
+                    .as_ref()
+                    .map(|r| r.lint.calls.iter().collect())
+                    .unwrap_or_default();
+                let old: crate::HashSet<&checker::ImportedCall> = seconds[i]
+                    .as_ref()
+                    .map(|(_, l, _)| l.calls.iter().collect())
+                    .unwrap_or_default();
+                let mut grown: Vec<(usize, String)> = Vec::new();
+                for call in &second.1.calls {
+                    if before.contains(call) || old.contains(call) {
+                        continue;
+                    }
+                    grown.extend(resolve_through(i, call));
+                }
+                for (k, name) in grown {
+                    if extra[k].roots.insert(name) {
+                        dirty[k] = true;
+                    }
+                }
+            }
+            let prior = seconds[i].take();
+            let computed = second.2 || prior.is_some_and(|p| p.2);
+            seconds[i] = Some((second.0, second.1, computed));
+        }
+        if !dirty.iter().any(|d| *d) {
+            break;
+        }
+    }
     // Pass 2: check again the files with extra roots (the cache keeps that check too, by a
     // digest of what the other files told the file).
     struct Kept {
@@ -1297,11 +1444,15 @@ fn lint_on_pool(
         .zip(extra.into_par_iter())
         .zip(imports.into_par_iter())
         .zip(model_files.into_par_iter())
-        .map(|(((r, extra), imports), model_files)| {
+        .zip(seconds.into_par_iter())
+        .map(|((((r, extra), imports), model_files), checked)| {
             let r = r?;
             let mut computed = r.source.is_some();
             let mut source = r.source;
-            let second = if extra.is_empty() {
+            let second = if let Some((digest, lint, now)) = checked {
+                computed |= now;
+                Some((digest, lint))
+            } else if extra.is_empty() {
                 None
             } else {
                 let digest = extra.digest();

@@ -1684,3 +1684,66 @@ fn deeply_nested_files_are_linted_or_refused_never_a_crash() {
         .unwrap();
     assert_eq!(model.findings.len(), 1);
 }
+
+#[test]
+fn helpers_behind_a_packages_reexports_are_model_code() {
+    // kit/ops/__init__.py re-exports its modules (`*`, an alias, a submodule alias); the model
+    // reaches `peaks` through the package, `warp` through the alias, `center` through the
+    // submodule alias, and `trim` through `center` (a helper of a helper in another file).
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("repo");
+    for d in ["kit/ops", "kit/models"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    let write = |name: &str, text: &str| std::fs::write(root.join(name), text).unwrap();
+    write("kit/__init__.py", "from . import ops\n");
+    write("kit/models/__init__.py", "");
+    write(
+        "kit/ops/__init__.py",
+        "from .detect import *\nfrom .detect import warp_by_flow as warp\nfrom . import masks as masks\n",
+    );
+    write(
+        "kit/ops/detect.py",
+        "import torch\nimport torch.nn.functional as F\n\n__all__ = ['peaks', 'warp_by_flow', 'trim']\n\n\ndef peaks(heat):\n    return heat.nonzero()\n\n\ndef warp_by_flow(x, grid):\n    return F.grid_sample(x, grid, align_corners=False)\n\n\ndef trim(x, valid):\n    x = x.clone()\n    x[~valid] = 0.0\n    return x\n",
+    );
+    write(
+        "kit/ops/masks.py",
+        "import torch\nfrom .detect import trim\n\n\ndef center(z, ids):\n    return trim(z, ids > 0)\n",
+    );
+    write(
+        "kit/models/net.py",
+        "import torch\nimport torch.nn as nn\nfrom kit.ops import peaks\nfrom .. import ops\nfrom ..ops import masks as fmask\n\n\nclass Net(nn.Module):\n    def forward(self, x, grid, ids):\n        y = ops.warp(x, grid)\n        return peaks(y), fmask.center(y, ids)\n",
+    );
+    let detect = root.join("kit/ops/detect.py");
+    let expected = vec![
+        (8, "ODL007".to_string()),
+        (12, "ODL010".to_string()),
+        (17, "ODL001".to_string()),
+    ];
+    let sel = Selection::default();
+    let got = |reports: &[source_lint::FileReport]| -> Vec<(usize, String)> {
+        let r = reports
+            .iter()
+            .find(|r| r.path.ends_with("kit/ops/detect.py"))
+            .unwrap();
+        let mut v: Vec<(usize, String)> = r
+            .findings
+            .iter()
+            .map(|f| (f.line(), f.diagnostic.code.clone()))
+            .collect();
+        v.sort();
+        v
+    };
+    // The repository walked.
+    let files = discover(std::slice::from_ref(&root)).unwrap();
+    let (whole, errors) = lint_files(&files, &sel);
+    assert!(errors.is_empty());
+    assert_eq!(got(&whole), expected);
+    // The helper file named alone: its package's other subpackages are read with it.
+    let alone = std::slice::from_ref(&detect);
+    let context = source_lint::context(alone, alone);
+    assert!(context.iter().any(|p| p.ends_with("kit/models/net.py")));
+    let (own, errors) = source_lint::lint_files_with_context(alone, &context, &sel, None);
+    assert!(errors.is_empty());
+    assert_eq!(got(&own), expected);
+}

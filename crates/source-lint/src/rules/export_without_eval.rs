@@ -294,6 +294,21 @@ fn is_constructor(c: &ast::ExprCall) -> bool {
     }
 }
 
+/// `build_model("fibreseg", **cfg)`, `timm.create_model(...)`, `get_model(...)`: a registry's
+/// or a library's factory, which returns a module in training mode as `nn.Module` leaves it
+/// (one that ends in `.eval()`, of a linted file, is an eval helper instead).
+fn is_factory(c: &ast::ExprCall) -> bool {
+    let name = match c.func.as_ref() {
+        Expr::Name(f) => f.id.as_str(),
+        Expr::Attribute(a) => a.attr.id.as_str(),
+        _ => return false,
+    };
+    matches!(
+        name,
+        "build_model" | "create_model" | "get_model" | "make_model" | "build_detector"
+    )
+}
+
 /// Whether `e` calls `<name>.train()` or `<name>.train(True)`.
 fn has_train(e: &Expr, name: &str) -> bool {
     struct Find<'n> {
@@ -434,11 +449,11 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         let local_helper = matches!(c.func.as_ref(), Expr::Name(f)
             if ch.bodies.first().is_some_and(|m| m.iter().any(|s|
                 matches!(s, Stmt::FunctionDef(d) if d.name.id == f.id))));
-        let built = if is_constructor(c) {
+        let built = if is_constructor(c) || is_factory(c) {
             Some(c)
         } else if local_helper {
             c.arguments.args.iter().find_map(|a| match a {
-                Expr::Call(inner) if is_constructor(inner) => Some(inner),
+                Expr::Call(inner) if is_constructor(inner) || is_factory(inner) => Some(inner),
                 _ => None,
             })
         } else {
