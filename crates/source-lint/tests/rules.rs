@@ -415,6 +415,9 @@ const CORPUS_DIRS: &[&str] = &[
     "canals",
     "organs",
     "locksmith",
+    "falconry",
+    "papermaking",
+    "cables",
 ];
 
 #[test]
