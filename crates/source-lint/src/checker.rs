@@ -3983,22 +3983,12 @@ fn calls_attribute(body: &[Stmt], receiver: &str, attr: &str) -> bool {
 /// The text an f-string starts with before its first interpolation (`"_score_"` of
 /// `f"_score_{kind}"`).
 fn fstring_prefix(e: &Expr) -> Option<String> {
-    let Expr::FString(f) = e else { return None };
-    let mut out = String::new();
-    for part in f.value.iter() {
-        match part {
-            ast::FStringPart::Literal(l) => out.push_str(&l.value),
-            ast::FStringPart::FString(f) => {
-                for element in f.elements.iter() {
-                    match element {
-                        ast::InterpolatedStringElement::Literal(l) => out.push_str(&l.value),
-                        ast::InterpolatedStringElement::Interpolation(_) => return Some(out),
-                    }
-                }
-            }
-        }
+    use rules::dynamic_axes_unknown_name::{name_pattern, ANY};
+    if !matches!(e, Expr::FString(_)) {
+        return None;
     }
-    Some(out)
+    let pattern = name_pattern(e, None);
+    Some(pattern.split(ANY).next().unwrap_or_default().to_string())
 }
 
 /// The assignment expressions (`n := len(x)`) in what a statement evaluates itself (a compound

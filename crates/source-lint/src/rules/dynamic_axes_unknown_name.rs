@@ -67,7 +67,7 @@ fn statements_before<'s>(ch: &Checker<'s>, before: TextSize) -> Vec<&'s Stmt> {
 
 /// Stands for the text an f-string's `{...}` (or a name not known) puts in an input or output
 /// name: `f"hm_{t}"` is `hm_` then [`ANY`].
-const ANY: char = '\u{0}';
+pub(crate) const ANY: char = '\u{0}';
 
 /// The names of an `input_names`/`output_names` value: a list or tuple of strings, or a name
 /// bound to one (every binding before the export counts, in whichever branch) and grown with
@@ -217,7 +217,7 @@ fn literal_names(ch: &Checker, v: &Expr) -> Option<Vec<String>> {
 
 /// A name as written: a string literal itself, an f-string with [`ANY`] for its interpolations
 /// (but `value` for an interpolation of the comprehension variable `var`), anything else [`ANY`].
-fn name_pattern(e: &Expr, bound: Option<(&str, &str)>) -> String {
+pub(crate) fn name_pattern(e: &Expr, bound: Option<(&str, &str)>) -> String {
     match e {
         Expr::StringLiteral(s) => s.value.to_str().to_string(),
         Expr::FString(f) => {
