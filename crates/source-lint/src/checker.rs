@@ -2965,9 +2965,6 @@ pub(crate) fn imported_names(module: &[Stmt]) -> Vec<ImportedCall> {
     out
 }
 
-/// Every import of a module other than torch's, anywhere in the file (`from .ops import f`,
-/// `import box_ops as B`, `from . import utils`), as a module path to resolve against the
-/// linted files: for `from M import n` both `M` and `M.n` (which may name a submodule).
 /// The names a module takes from others at its top level (`from .ops import warp_by_flow as
 /// warp`, `from .attention import *`, also in `try` blocks): a package's `__init__.py` re-exports
 /// so. `name` is the name in the other module (`*` for a star import), `callee` the name here.
@@ -2991,6 +2988,9 @@ pub(crate) fn reexports(module: &[Stmt]) -> Vec<ImportedCall> {
     out
 }
 
+/// Every import of a module other than torch's, anywhere in the file (`from .ops import f`,
+/// `import box_ops as B`, `from . import utils`), as a module path to resolve against the
+/// linted files: for `from M import n` both `M` and `M.n` (which may name a submodule).
 pub(crate) fn project_imports(module: &[Stmt]) -> Vec<ImportedCall> {
     let mut out = Vec::new();
     let mut push = |level: u32, module: String| {

@@ -570,9 +570,32 @@ const CONTEXT_LEVELS: usize = 4;
 const SCRIPT_LEVELS: usize = 3;
 /// At most this many files are read as context, the nearest directories first.
 const CONTEXT_FILES: usize = 2_000;
+/// Whether the package at `dir` (its Python files, in it and its subpackages, honouring
+/// `.gitignore`) holds at most `limit` files: counted until one more is seen.
+fn package_files_at_most(dir: &Path, limit: usize) -> bool {
+    let mut walk = ignore::WalkBuilder::new(dir);
+    walk.require_git(false)
+        .follow_links(false)
+        .filter_entry(|e| {
+            e.depth() == 0
+                || !e.file_type().is_some_and(|t| t.is_dir())
+                || e.path().join("__init__.py").is_file()
+        });
+    walk.build()
+        .flatten()
+        .filter(|e| {
+            e.file_type().is_some_and(|t| t.is_file())
+                && e.path().extension().is_some_and(|x| x == "py")
+        })
+        .nth(limit)
+        .is_none()
+}
+
 /// At most this many rounds of checking files again with what other files' model code calls.
 const SECOND_ROUNDS: usize = 4;
-/// At most this many more files of the top package (its other subpackages) are read, last.
+/// A file named alone is read with its top package's other subpackages only when the package
+/// holds at most this many Python files (a large one would make every single-file run slow,
+/// and a part of it chosen by name would be arbitrary).
 const TOP_PACKAGE_FILES: usize = 400;
 
 /// Files read with the linted ones but not reported. For each Python file named directly (as a
@@ -584,8 +607,10 @@ const TOP_PACKAGE_FILES: usize = 400;
 /// export script that imports them: so `lint ops.py` reports in `ops.py` what `lint .` reports
 /// there; then, for a script outside any package, the modules it imports that sit in a
 /// directory above its own, up to three levels and as far as the path given reaches
-/// (`tools/export.py` importing `models.net` of the repository root); last, the packages below each named file's directory (`pkg/models/net.py` calling
-/// `pkg/ops.py`). Directories are listed, and those packages walked, honouring `.gitignore`;
+/// (`tools/export.py` importing `models.net` of the repository root); then the packages below each named file's directory (`pkg/models/net.py` calling
+/// `pkg/ops.py`); last, for a file of a project's package (not in site-packages) holding at
+/// most 400 Python files, the package's other subpackages (`kit/models/` calling a helper of
+/// `kit/ops/masks.py`). Directories are listed, and those packages walked, honouring `.gitignore`;
 /// files already in `files` are left out.
 pub fn context(paths: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
     let python = |p: &Path| p.extension().is_some_and(|e| e == "py" || e == "pyi");
@@ -629,7 +654,10 @@ pub fn context(paths: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
         }
         if let Some(top) = top {
             let real = std::fs::canonicalize(&top).unwrap_or_else(|_| top.clone());
-            if !installed(&top) && !installed(&real) {
+            if !installed(&top)
+                && !installed(&real)
+                && package_files_at_most(&top, TOP_PACKAGE_FILES)
+            {
                 top_packages.push(top);
             }
         }
@@ -723,15 +751,8 @@ pub fn context(paths: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
     levels.push(packages_below);
     let mut once: HashSet<PathBuf> = HashSet::default();
     top_packages.retain(|d| once.insert(normalize(d)));
-    let top_level = levels.len();
     levels.push(top_packages);
     for (depth, dirs) in levels.into_iter().enumerate() {
-        // A large package is read only in part: at most this many of its files.
-        let cap = if depth == top_level {
-            found.len() + TOP_PACKAGE_FILES
-        } else {
-            CONTEXT_FILES
-        };
         let mut lists: Vec<std::vec::IntoIter<PathBuf>> = Vec::new();
         for dir in dirs {
             let mut walk = ignore::WalkBuilder::new(&dir);
@@ -770,9 +791,6 @@ pub fn context(paths: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
                 let Some(p) = list.next() else { continue };
                 took = true;
                 if found.len() == CONTEXT_FILES {
-                    return found;
-                }
-                if found.len() >= cap {
                     return found;
                 }
                 if seen.insert(normalize(&p)) {
@@ -1041,8 +1059,11 @@ fn lint_on_pool(
         .collect();
     // Each file's import root, computed when first needed.
     let roots: Vec<std::cell::OnceCell<PathBuf>> = vec![std::cell::OnceCell::new(); paths.len()];
-    // The linted files an import of file `j` names.
-    let resolve = |j: usize, imp: &checker::ImportedCall| -> Vec<usize> {
+    // The linted files an import of file `j` names (by its level and module only: a package's
+    // re-exports are resolved for every name its importers call, so the answers are kept).
+    let resolved: std::cell::RefCell<crate::HashMap<(usize, u32, String), Vec<usize>>> =
+        Default::default();
+    let resolve_uncached = |j: usize, imp: &checker::ImportedCall| -> Vec<usize> {
         let Some(from) = paths[j] else {
             return Vec::new();
         };
@@ -1099,15 +1120,47 @@ fn lint_on_pool(
             .filter(|&i| shared(i) == nearest)
             .collect()
     };
+    let resolve = |j: usize, imp: &checker::ImportedCall| -> Vec<usize> {
+        let key = (j, imp.level, imp.module.clone());
+        if let Some(found) = resolved.borrow().get(&key) {
+            return found.clone();
+        }
+        let found = resolve_uncached(j, imp);
+        resolved.borrow_mut().insert(key, found.clone());
+        found
+    };
     // Each file learns which of its helpers other files' model code calls, and which of the
     // helpers its own model code imports are annotated as returning tensors.
     // `from pkg.ops import peaks` where `pkg/ops/__init__.py` has `from .detect import *` (or
     // `from .detect import find_peaks as peaks`): the files that define the name, through the
     // re-exports of the files an import names (a few steps; a name may pass several packages).
+    // Each file's re-exports by the name they bind here, and its star imports.
+    type Reexports<'r> = (
+        crate::HashMap<&'r str, Vec<&'r checker::ImportedCall>>,
+        Vec<&'r checker::ImportedCall>,
+    );
+    let reexports: Vec<Reexports> = read
+        .iter()
+        .map(|r| {
+            let mut named: crate::HashMap<&str, Vec<&checker::ImportedCall>> = Default::default();
+            let mut stars = Vec::new();
+            for re in r.iter().flat_map(|r| &r.lint.reexports) {
+                if re.name == "*" {
+                    stars.push(re);
+                } else {
+                    named.entry(re.callee.as_str()).or_default().push(re);
+                }
+            }
+            (named, stars)
+        })
+        .collect();
     let resolve_through = |j: usize, call: &checker::ImportedCall| -> Vec<(usize, String)> {
         let mut out: Vec<(usize, String)> = Vec::new();
-        let mut work: Vec<(usize, checker::ImportedCall, usize)> = vec![(j, call.clone(), 0)];
-        while let Some((from, call, depth)) = work.pop() {
+        // The third field: whether the name was reached through a star re-export, where a
+        // module that does not define it is not where it comes from.
+        let mut work: Vec<(usize, checker::ImportedCall, usize, bool)> =
+            vec![(j, call.clone(), 0, false)];
+        while let Some((from, call, depth, starred)) = work.pop() {
             let found = resolve(from, &call);
             // `from ..ops import masks as fmask`, then `fmask.center(...)`, with `masks` a
             // submodule alias of `ops/__init__.py` (`from . import hazard_masks as masks`):
@@ -1119,8 +1172,7 @@ fn lint_on_pool(
                         ..call.clone()
                     };
                     for p in resolve(from, &up) {
-                        let Ok(pkg) = &read[p] else { continue };
-                        for re in pkg.lint.reexports.iter().filter(|re| re.callee == last) {
+                        for re in reexports[p].0.get(last).into_iter().flatten() {
                             let module = if re.module.is_empty() {
                                 re.name.clone()
                             } else {
@@ -1131,7 +1183,7 @@ fn lint_on_pool(
                                 module,
                                 ..call.clone()
                             };
-                            work.push((p, next, depth + 1));
+                            work.push((p, next, depth + 1, false));
                         }
                     }
                 }
@@ -1140,18 +1192,29 @@ fn lint_on_pool(
                 if out.iter().any(|(k, n)| *k == i && *n == call.name) {
                     continue;
                 }
-                out.push((i, call.name.clone()));
                 let Ok(target) = &read[i] else { continue };
-                if depth >= 4 {
+                // A name the file defines itself is that definition, whatever it imports.
+                let defines = target.lint.unannotated.contains(&call.name)
+                    || target.lint.returns.contains_key(&call.name);
+                let named = !starred || defines || target.lint.module_methods.contains(&call.name);
+                if named {
+                    out.push((i, call.name.clone()));
+                }
+                if depth >= 4 || defines {
                     continue;
                 }
-                for re in &target.lint.reexports {
-                    let name = if re.name == "*" {
+                let (named, stars) = &reexports[i];
+                let via = named
+                    .get(call.name.as_str())
+                    .into_iter()
+                    .flatten()
+                    .map(|re| (*re, false))
+                    .chain(stars.iter().map(|re| (*re, true)));
+                for (re, star) in via {
+                    let name = if star {
                         call.name.clone()
-                    } else if re.callee == call.name {
-                        re.name.clone()
                     } else {
-                        continue;
+                        re.name.clone()
                     };
                     let next = checker::ImportedCall {
                         level: re.level,
@@ -1159,7 +1222,7 @@ fn lint_on_pool(
                         name,
                         callee: call.callee.clone(),
                     };
-                    work.push((i, next, depth + 1));
+                    work.push((i, next, depth + 1, star));
                 }
             }
         }
@@ -1227,10 +1290,29 @@ fn lint_on_pool(
         if calls.is_empty() {
             continue;
         }
+        let mut seen_imports: HashSet<(u32, &str)> = HashSet::default();
         for imp in &r.lint.imports {
+            if !seen_imports.insert((imp.level, imp.module.as_str())) {
+                continue;
+            }
             // `from ..layers import SegmentPool` with `layers/__init__.py` re-exporting it:
             // the modules a package's `__init__.py` takes names from count too.
+            // Only the names this file imports from the package (`from pkg.models import
+            // Vocoder` is `pkg.models.Vocoder` among the imports), and star re-exports.
+            let names: Vec<&str> = r
+                .lint
+                .imports
+                .iter()
+                .filter(|other| other.level == imp.level)
+                .filter_map(|other| {
+                    other
+                        .module
+                        .strip_prefix(imp.module.as_str())
+                        .and_then(|rest| rest.strip_prefix('.'))
+                })
+                .collect();
             let mut targets = resolve(j, imp);
+            let mut followed: HashSet<(usize, u32, String)> = HashSet::default();
             let mut k = 0;
             while k < targets.len() && k < 32 {
                 let i = targets[k];
@@ -1239,11 +1321,20 @@ fn lint_on_pool(
                 if !t.path.ends_with("__init__.py") {
                     continue;
                 }
-                for re in &t.lint.reexports {
-                    let module = match (re.module.is_empty(), re.name == "*") {
-                        (true, _) => re.name.clone(),
-                        (false, _) => re.module.clone(),
+                let (named, stars) = &reexports[i];
+                let via = names
+                    .iter()
+                    .flat_map(|n| named.get(n).into_iter().flatten())
+                    .chain(stars.iter());
+                for re in via {
+                    let module = if re.module.is_empty() {
+                        re.name.clone()
+                    } else {
+                        re.module.clone()
                     };
+                    if !followed.insert((i, re.level, module.clone())) {
+                        continue;
+                    }
                     let next = checker::ImportedCall {
                         level: re.level,
                         module,
@@ -1274,16 +1365,23 @@ fn lint_on_pool(
     for (j, r) in read.iter().enumerate() {
         let Ok(r) = r else { continue };
         for imp in &r.lint.imported_names {
-            for i in resolve(j, imp) {
-                let Ok(t) = &read[i] else { continue };
-                if imp.name.is_empty() {
+            if imp.name.is_empty() {
+                for i in resolve(j, imp) {
+                    let Ok(t) = &read[i] else { continue };
                     // `import hazard_blade as blade` then `blade.load_model(path)`.
                     for helper in &t.lint.eval_helpers {
                         extra[j]
                             .eval_helpers
                             .insert(format!("{}.{helper}", imp.callee));
                     }
-                } else if t.lint.eval_helpers.contains(&imp.name) {
+                }
+                continue;
+            }
+            // `from kit.models import build_model` with `models/__init__.py` re-exporting it
+            // from the file that defines it.
+            for (i, name) in resolve_through(j, imp) {
+                let Ok(t) = &read[i] else { continue };
+                if t.lint.eval_helpers.contains(&name) {
                     extra[j].eval_helpers.insert(imp.callee.clone());
                 }
             }

@@ -1747,3 +1747,53 @@ fn helpers_behind_a_packages_reexports_are_model_code() {
     assert!(errors.is_empty());
     assert_eq!(got(&own), expected);
 }
+
+#[test]
+fn reexports_name_the_definition_a_python_import_would_find() {
+    // An eval-ing factory re-exported by `kit/models/__init__.py` leaves the model in eval mode
+    // (ODL017 stays quiet); `kit/utils.py` star-imports `legacy` but defines `resize` itself, so
+    // `legacy.resize` is never called (its tensor test is not model code).
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("repo");
+    for d in ["kit/models", "tools"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    let write = |name: &str, text: &str| std::fs::write(root.join(name), text).unwrap();
+    write("kit/__init__.py", "");
+    write(
+        "kit/models/__init__.py",
+        "from .factory import build_model\n",
+    );
+    write(
+        "kit/models/factory.py",
+        "import torch.nn as nn\n\n\ndef build_model(name):\n    model = nn.Sequential(nn.Linear(3, 4), nn.Dropout(0.1))\n    model.eval()\n    return model\n",
+    );
+    write(
+        "kit/legacy.py",
+        "import torch\n\n\ndef resize(x):\n    if x.sum() > 0:\n        return x\n    return -x\n",
+    );
+    write(
+        "kit/utils.py",
+        "import torch\nfrom .legacy import *\n\n\ndef resize(x):\n    return x * 2\n",
+    );
+    write(
+        "kit/net.py",
+        "import torch.nn as nn\nfrom .utils import resize\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return resize(x)\n",
+    );
+    write(
+        "tools/export.py",
+        "import torch\nfrom kit.models import build_model\n\ntorch.onnx.export(build_model('net'), (torch.zeros(1, 3),), 'n.onnx')\n",
+    );
+    let files = discover(std::slice::from_ref(&root)).unwrap();
+    let (reports, errors) = lint_files(&files, &Selection::default());
+    assert!(errors.is_empty());
+    let found: Vec<String> = reports
+        .iter()
+        .flat_map(|r| {
+            r.findings
+                .iter()
+                .map(move |f| format!("{}:{} {}", r.display, f.line(), f.diagnostic.code))
+        })
+        .collect();
+    assert!(found.is_empty(), "{found:?}");
+}

@@ -295,18 +295,46 @@ fn is_constructor(c: &ast::ExprCall) -> bool {
 }
 
 /// `build_model("fibreseg", **cfg)`, `timm.create_model(...)`, `get_model(...)`: a registry's
-/// or a library's factory, which returns a module in training mode as `nn.Module` leaves it
-/// (one that ends in `.eval()`, of a linted file, is an eval helper instead).
-fn is_factory(c: &ast::ExprCall) -> bool {
+/// or a library's factory, imported (a function of a module, or a name imported from one),
+/// which returns a module in training mode as `nn.Module` leaves it. Not a method of a value
+/// (`self.get_model()`, `trainer.get_model()`: a getter), not a function this file defines (what
+/// it returns is read from its body elsewhere), and not one of a linted file that ends in
+/// `.eval()` (an eval helper, checked by the caller).
+fn is_factory(ch: &Checker, c: &ast::ExprCall) -> bool {
     let name = match c.func.as_ref() {
         Expr::Name(f) => f.id.as_str(),
         Expr::Attribute(a) => a.attr.id.as_str(),
         _ => return false,
     };
-    matches!(
+    if !matches!(
         name,
         "build_model" | "create_model" | "get_model" | "make_model" | "build_detector"
-    )
+    ) {
+        return false;
+    }
+    // Imported by name (`from kit.models import build_model`), or a library's
+    // (`timm.create_model`); not a project module's by attribute (`M.build_model`, whose
+    // package may re-export a factory that evaluates).
+    let Some(q) = ch.qualify(&c.func) else {
+        return false;
+    };
+    match c.func.as_ref() {
+        Expr::Name(_) => true,
+        _ => {
+            let package = q.split('.').next().unwrap_or_default();
+            matches!(
+                package,
+                "timm"
+                    | "torchvision"
+                    | "segmentation_models_pytorch"
+                    | "mmdet"
+                    | "mmseg"
+                    | "detectron2"
+                    | "ultralytics"
+                    | "torch"
+            )
+        }
+    }
 }
 
 /// Whether `e` calls `<name>.train()` or `<name>.train(True)`.
@@ -449,11 +477,11 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         let local_helper = matches!(c.func.as_ref(), Expr::Name(f)
             if ch.bodies.first().is_some_and(|m| m.iter().any(|s|
                 matches!(s, Stmt::FunctionDef(d) if d.name.id == f.id))));
-        let built = if is_constructor(c) || is_factory(c) {
+        let built = if is_constructor(c) || is_factory(ch, c) {
             Some(c)
         } else if local_helper {
             c.arguments.args.iter().find_map(|a| match a {
-                Expr::Call(inner) if is_constructor(inner) || is_factory(inner) => Some(inner),
+                Expr::Call(inner) if is_constructor(inner) || is_factory(ch, inner) => Some(inner),
                 _ => None,
             })
         } else {
