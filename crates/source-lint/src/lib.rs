@@ -1196,8 +1196,8 @@ fn lint_on_pool(
                 // A name the file defines itself is that definition, whatever it imports.
                 let defines = target.lint.unannotated.contains(&call.name)
                     || target.lint.returns.contains_key(&call.name);
-                let named = !starred || defines || target.lint.module_methods.contains(&call.name);
-                if named {
+                let gives = !starred || defines || target.lint.module_methods.contains(&call.name);
+                if gives {
                     out.push((i, call.name.clone()));
                 }
                 if depth >= 4 || defines {
