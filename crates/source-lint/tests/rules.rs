@@ -418,6 +418,9 @@ const CORPUS_DIRS: &[&str] = &[
     "falconry",
     "papermaking",
     "cables",
+    "sailing",
+    "bonsai",
+    "escalators",
 ];
 
 #[test]
