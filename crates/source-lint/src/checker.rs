@@ -2726,7 +2726,7 @@ fn imported_callee(c: &ast::ExprCall) -> Option<String> {
 
 /// What a module's imports bind, for [`imported_model_calls`]: `from M import name [as local]`,
 /// `import M [as local]`, star imports, and the names the module binds itself.
-struct ImportMaps<'m> {
+pub(crate) struct ImportMaps<'m> {
     from_imports: HashMap<String, (u32, String, String)>,
     module_imports: HashMap<String, String>,
     star_imports: Vec<(u32, String)>,
@@ -2734,7 +2734,7 @@ struct ImportMaps<'m> {
 }
 
 /// The module's [`ImportMaps`]; `None` when it imports nothing.
-fn import_maps(module: &[Stmt]) -> Option<ImportMaps<'_>> {
+pub(crate) fn import_maps(module: &[Stmt]) -> Option<ImportMaps<'_>> {
     // local name -> (level, module, name) for `from M import name [as local]`;
     // local name -> module for `import M [as local]`.
     let mut from_imports: HashMap<String, (u32, String, String)> = HashMap::default();
@@ -2803,9 +2803,10 @@ fn import_maps(module: &[Stmt]) -> Option<ImportMaps<'_>> {
 /// can treat them as model code in the files that define them.
 pub(crate) fn imported_model_calls(
     module: &[Stmt],
+    maps: Option<&ImportMaps<'_>>,
     roots: &HashSet<(Option<String>, String)>,
 ) -> Vec<ImportedCall> {
-    let Some(maps) = import_maps(module) else {
+    let Some(maps) = maps else {
         return Vec::new();
     };
     let mut out: HashSet<ImportedCall> = HashSet::default();
@@ -2814,13 +2815,13 @@ pub(crate) fn imported_model_calls(
     for stmt in module {
         match stmt {
             Stmt::FunctionDef(f) if roots.contains(&(None, f.name.id.to_string())) => {
-                calls_in(&maps, &f.body, &mut out);
+                calls_in(maps, &f.body, &mut out);
             }
             Stmt::ClassDef(c) => {
                 for s in &c.body {
                     if let Stmt::FunctionDef(f) = s {
                         if roots.contains(&(Some(c.name.id.to_string()), f.name.id.to_string())) {
-                            calls_in(&maps, &f.body, &mut out);
+                            calls_in(maps, &f.body, &mut out);
                         }
                     }
                 }
@@ -2966,26 +2967,32 @@ pub(crate) fn imported_names(module: &[Stmt]) -> Vec<ImportedCall> {
 }
 
 /// The names a module takes from others at its top level (`from .ops import warp_by_flow as
-/// warp`, `from .attention import *`, also in `try` blocks): a package's `__init__.py` re-exports
-/// so. `name` is the name in the other module (`*` for a star import), `callee` the name here.
-pub(crate) fn reexports(module: &[Stmt]) -> Vec<ImportedCall> {
-    let mut top = Vec::new();
-    flatten(module, &mut top);
-    let mut out = Vec::new();
-    for s in top {
-        let Stmt::ImportFrom(i) = s else { continue };
-        let m = from_module(i);
-        for a in &i.names {
-            let local = a.asname.as_ref().unwrap_or(&a.name).id.to_string();
-            out.push(ImportedCall {
-                level: i.level,
-                module: m.clone(),
-                name: a.name.id.to_string(),
-                callee: local,
-            });
-        }
-    }
-    out
+/// warp`, `from .attention import *`, also in `try` blocks), read from its [`ImportMaps`]: a
+/// package's `__init__.py` re-exports so. `name` is the name in the other module (`*` for a star
+/// import), `callee` the name here.
+pub(crate) fn reexports(maps: Option<&ImportMaps<'_>>) -> Vec<ImportedCall> {
+    let Some(maps) = maps else {
+        return Vec::new();
+    };
+    let named = maps
+        .from_imports
+        .iter()
+        .map(|(local, (level, module, name))| ImportedCall {
+            level: *level,
+            module: module.clone(),
+            name: name.clone(),
+            callee: local.clone(),
+        });
+    let stars = maps
+        .star_imports
+        .iter()
+        .map(|(level, module)| ImportedCall {
+            level: *level,
+            module: module.clone(),
+            name: "*".into(),
+            callee: "*".into(),
+        });
+    named.chain(stars).collect()
 }
 
 /// Every import of a module other than torch's, anywhere in the file (`from .ops import f`,

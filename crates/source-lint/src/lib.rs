@@ -277,7 +277,10 @@ fn lint_parsed(file: &str, source: &str, parsed: Parsed, project: &checker::Proj
     checker::spell_mode_locals(&mut module.body, source);
     let module = &module;
     let mut ch = checker::Checker::new(source, file, &index, &module.body, project);
-    let calls = checker::imported_model_calls(&module.body, ch.model_functions());
+    // What the module's imports bind, read once for its model code's calls and its re-exports.
+    let import_maps = checker::import_maps(&module.body);
+    let calls =
+        checker::imported_model_calls(&module.body, import_maps.as_ref(), ch.model_functions());
     let returns = ch.module_returns();
     let unannotated = ch.unannotated_functions().clone();
     let frozen_returns = ch.module_frozen_returns();
@@ -315,7 +318,7 @@ fn lint_parsed(file: &str, source: &str, parsed: Parsed, project: &checker::Proj
         eval_helpers,
         imported_names,
         argument_kinds,
-        reexports: checker::reexports(&module.body),
+        reexports: checker::reexports(import_maps.as_ref()),
     }
 }
 
@@ -570,9 +573,9 @@ const CONTEXT_LEVELS: usize = 4;
 const SCRIPT_LEVELS: usize = 3;
 /// At most this many files are read as context, the nearest directories first.
 const CONTEXT_FILES: usize = 2_000;
-/// Whether the package at `dir` (its Python files, in it and its subpackages, honouring
-/// `.gitignore`) holds at most `limit` files: counted until one more is seen.
-fn package_files_at_most(dir: &Path, limit: usize) -> bool {
+/// A walk of the package at `dir`: its files and its subpackages' (directories with an
+/// `__init__.py`), honouring `.gitignore`, not following links.
+fn package_walk(dir: &Path) -> ignore::WalkBuilder {
     let mut walk = ignore::WalkBuilder::new(dir);
     walk.require_git(false)
         .follow_links(false)
@@ -581,7 +584,14 @@ fn package_files_at_most(dir: &Path, limit: usize) -> bool {
                 || !e.file_type().is_some_and(|t| t.is_dir())
                 || e.path().join("__init__.py").is_file()
         });
-    walk.build()
+    walk
+}
+
+/// Whether the package at `dir` holds at most `limit` Python files: counted until one more is
+/// seen.
+fn package_files_at_most(dir: &Path, limit: usize) -> bool {
+    package_walk(dir)
+        .build()
         .flatten()
         .filter(|e| {
             e.file_type().is_some_and(|t| t.is_file())
@@ -755,20 +765,18 @@ pub fn context(paths: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
     for (depth, dirs) in levels.into_iter().enumerate() {
         let mut lists: Vec<std::vec::IntoIter<PathBuf>> = Vec::new();
         for dir in dirs {
-            let mut walk = ignore::WalkBuilder::new(&dir);
-            walk.require_git(false).follow_links(false);
-            if depth >= below {
-                walk.filter_entry(|e| {
-                    e.depth() == 0
-                        || !e.file_type().is_some_and(|t| t.is_dir())
-                        || e.path().join("__init__.py").is_file()
-                });
+            let walk = if depth >= below {
+                package_walk(&dir)
             } else {
                 if !walked.insert(normalize(&dir)) {
                     continue;
                 }
-                walk.max_depth(Some(1));
-            }
+                let mut walk = ignore::WalkBuilder::new(&dir);
+                walk.require_git(false)
+                    .follow_links(false)
+                    .max_depth(Some(1));
+                walk
+            };
             let mut here: Vec<PathBuf> = walk
                 .build()
                 .flatten()
@@ -1467,29 +1475,32 @@ fn lint_on_pool(
     // calls in other files (a helper of a helper: a model calls `profile_edges` of one ops file,
     // which calls `zero_invalid` of another) is model code there, checked again in turn, for a
     // few rounds. Files no other file's model code reaches are checked once.
+    // A file checked again with what other files told it (the cache keeps that check too, by a
+    // digest of what it was told): the digest, the check, and whether it was computed now.
+    let check_again =
+        |r: &Read, extra: &checker::Project| -> Result<(u64, FileLint, bool), ReadError> {
+            let digest = extra.digest();
+            if let Some(lint) = r
+                .stamp
+                .and_then(|s| from_cache?.get_second(&r.display, s, digest))
+            {
+                return Ok((digest, lint.clone(), false));
+            }
+            let text = match &r.source {
+                Some(s) => std::borrow::Cow::Borrowed(s.as_str()),
+                None => std::borrow::Cow::Owned(read_source(&r.path)?),
+            };
+            let lint = lint_parsed(&r.display, &text, parse(&text), extra);
+            Ok((digest, lint, true))
+        };
     let mut seconds: Vec<Option<(u64, FileLint, bool)>> = (0..read.len()).map(|_| None).collect();
     let mut dirty: Vec<bool> = extra.iter().map(|e| !e.is_empty()).collect();
     for round in 0..SECOND_ROUNDS {
         let checked: Vec<(usize, (u64, FileLint, bool))> = (0..read.len())
             .into_par_iter()
             .filter(|&i| dirty[i])
-            .filter_map(|i| {
-                let r = read[i].as_ref().ok()?;
-                let digest = extra[i].digest();
-                if let Some(lint) = r
-                    .stamp
-                    .and_then(|s| from_cache?.get_second(&r.display, s, digest))
-                {
-                    return Some((i, (digest, lint.clone(), false)));
-                }
-                // A file that cannot be read now is reported by the last pass.
-                let text = match &r.source {
-                    Some(s) => std::borrow::Cow::Borrowed(s.as_str()),
-                    None => std::borrow::Cow::Owned(read_source(&r.path).ok()?),
-                };
-                let lint = lint_parsed(&r.display, &text, parse(&text), &extra[i]);
-                Some((i, (digest, lint, true)))
-            })
+            // A file that cannot be read now is reported by the last pass.
+            .filter_map(|i| Some((i, check_again(read[i].as_ref().ok()?, &extra[i]).ok()?)))
             .collect();
         dirty.iter_mut().for_each(|d| *d = false);
         let last = round + 1 == SECOND_ROUNDS;
@@ -1525,8 +1536,7 @@ fn lint_on_pool(
             break;
         }
     }
-    // Pass 2: check again the files with extra roots (the cache keeps that check too, by a
-    // digest of what the other files told the file).
+    // What each file reports: its last check.
     struct Kept {
         stamp: Option<cache::Stamp>,
         first: FileLint,
@@ -1546,32 +1556,18 @@ fn lint_on_pool(
         .map(|((((r, extra), imports), model_files), checked)| {
             let r = r?;
             let mut computed = r.source.is_some();
-            let mut source = r.source;
             let second = if let Some((digest, lint, now)) = checked {
                 computed |= now;
                 Some((digest, lint))
             } else if extra.is_empty() {
                 None
             } else {
-                let digest = extra.digest();
-                let known = r
-                    .stamp
-                    .and_then(|s| from_cache?.get_second(&r.display, s, digest));
-                let lint = match known {
-                    Some(lint) => lint.clone(),
-                    None => {
-                        let text = match source.take() {
-                            Some(s) => s,
-                            None => read_source(&r.path)?,
-                        };
-                        let lint = lint_parsed(&r.display, &text, parse(&text), &extra);
-                        source = Some(text);
-                        computed = true;
-                        lint
-                    }
-                };
+                // Only a file the rounds above could not read: its error is reported here.
+                let (digest, lint, now) = check_again(&r, &extra)?;
+                computed |= now;
                 Some((digest, lint))
             };
+            let source = r.source;
             let lint = second.as_ref().map_or(&r.lint, |(_, l)| l);
             // The text is needed to place findings and the opset check's export lines, and for
             // noqa comments; a file the cache answered without either is never read.
