@@ -10,6 +10,7 @@
 
 use crate::{Diagnostic, Location};
 use std::fmt::Write as _;
+use unicode_width::UnicodeWidthChar;
 
 /// Columns a tab takes in an excerpt.
 const TAB: usize = 4;
@@ -38,11 +39,17 @@ pub fn render_human(diagnostics: &[Diagnostic], source: &dyn Fn(&str) -> Option<
                 let gutter = line.to_string().len();
                 let pad = " ".repeat(gutter);
                 // Tabs shown as four spaces (as ruff does), so the caret lines up whatever the
-                // terminal's tab stops.
+                // terminal's tab stops; wide characters (CJK, full-width forms) take two columns.
                 let width: usize = text
                     .chars()
                     .take(column.saturating_sub(1))
-                    .map(|c| if c == '\t' { TAB } else { 1 })
+                    .map(|c| {
+                        if c == '\t' {
+                            TAB
+                        } else {
+                            UnicodeWidthChar::width(c).unwrap_or(0)
+                        }
+                    })
                     .sum();
                 let caret = " ".repeat(width);
                 let text = text.replace('\t', &" ".repeat(TAB));
@@ -91,5 +98,27 @@ mod tests {
         let caret = lines[3].strip_prefix("  | ").unwrap();
         assert_eq!(source, "        return x.tolist()");
         assert_eq!(&source[caret.len() - 1..caret.len() + 8], "x.tolist(");
+    }
+
+    #[test]
+    fn a_caret_after_wide_characters_points_at_its_column() {
+        // `print("结果", x.item())`: the two CJK characters take two terminal columns each.
+        let d = Diagnostic::new(
+            "ODL004",
+            crate::Severity::Error,
+            "frozen".to_string(),
+            Location::Source {
+                file: "m.py".into(),
+                line: 1,
+                column: 17,
+            },
+        );
+        let text = render_human(&[d], &|_| {
+            Some("    print(\"结果\", x.item())\n".to_string())
+        });
+        let lines: Vec<&str> = text.lines().collect();
+        let caret = lines[3].strip_prefix("  | ").unwrap();
+        // 4 spaces + `print("` (7) + 2 wide characters (4 columns) + `", ` (3) = 18 columns.
+        assert_eq!(caret, format!("{}^", " ".repeat(18)));
     }
 }
