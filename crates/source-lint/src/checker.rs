@@ -965,6 +965,59 @@ impl<'a> Checker<'a> {
             .filter(|v| !v.is_empty())
     }
 
+    /// For an unannotated function of this file or method of this class whose every `return`
+    /// builds elements with torch (`return torch.cat(boxes, 1), torch.cat(scores, 1)`): which
+    /// elements are tensors, whatever the call was handed (a list of feature maps).
+    pub fn torch_built_tuple(&self, c: &ast::ExprCall) -> Option<Vec<bool>> {
+        let body = match c.func.as_ref() {
+            Expr::Name(n) if self.unannotated_fns.contains(n.id.as_str()) => {
+                self.bodies[0].iter().find_map(|s| match s {
+                    Stmt::FunctionDef(f) if f.name.id == n.id => Some(&f.body[..]),
+                    _ => None,
+                })?
+            }
+            f => {
+                let name = self_attr(f)?;
+                let class = self.classes.last()?;
+                if !self
+                    .unannotated_methods
+                    .contains(&(class.clone(), name.to_string()))
+                {
+                    return None;
+                }
+                self.own_method(name)?
+            }
+        };
+        self.torch_built_returns(body)
+    }
+
+    /// Which elements of a body's returned tuple are built by a torch function that gives a
+    /// tensor (`torch.cat(...)`, `F.softmax(...)`), every `return` agreeing; None when none is,
+    /// when a `return` is not a tuple of the same length, or when there is no `return`.
+    fn torch_built_returns(&self, body: &[Stmt]) -> Option<Vec<bool>> {
+        let mut stmts = Vec::new();
+        flatten(body, &mut stmts);
+        let mut flags: Option<Vec<bool>> = None;
+        for s in stmts {
+            let Stmt::Return(r) = s else { continue };
+            let Some(Expr::Tuple(t)) = r.value.as_deref() else {
+                return None;
+            };
+            let these = t.elts.iter().map(|e| {
+                matches!(e, Expr::Call(c)
+                    if self.torch_fn(c).is_some_and(|q| torch_returns_tensor(&q)))
+            });
+            match &mut flags {
+                None => flags = Some(these.collect()),
+                Some(f) if f.len() == t.elts.len() => {
+                    f.iter_mut().zip(these).for_each(|(a, b)| *a &= b);
+                }
+                Some(_) => return None,
+            }
+        }
+        flags.filter(|f| f.iter().any(|&b| b))
+    }
+
     /// Whether a value comes from the model's inputs: a tensor that is not a constant one, a
     /// traced size, or a number frozen from either (what filling a constant tensor in place
     /// with makes it depend on the inputs).
@@ -4232,8 +4285,11 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                         }
                     }
                 }
-                if let Some(flags) = ch.tuple_return(c).filter(|f| f.len() == elts.len()) {
-                    let flags = flags.to_vec();
+                let flags = ch.tuple_return(c).map(<[bool]>::to_vec).or_else(|| {
+                    // Handed no tensor (a list of them): the returns tell.
+                    (!tensor).then(|| ch.torch_built_tuple(c)).flatten()
+                });
+                if let Some(flags) = flags.filter(|f| f.len() == elts.len()) {
                     for (elt, tensor) in elts.iter().zip(flags) {
                         if let (Expr::Name(n), true) = (elt, tensor) {
                             let st = ch.fns.last_mut().expect("scope");
