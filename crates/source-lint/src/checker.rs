@@ -98,6 +98,9 @@ pub(crate) struct FnState {
     pub params: HashSet<String>,
     /// Local names bound to literals (lists of strings for export arguments).
     pub literals: HashMap<String, Expr>,
+    /// Names holding an instance of a record class of this file (`out: SegOutput`, `out =
+    /// self.forward(x)` with `-> SegOutput`): its tensor fields are tensors.
+    pub records: HashMap<String, String>,
 }
 
 pub(crate) struct LoopInfo {
@@ -151,6 +154,11 @@ pub(crate) struct Checker<'a> {
     unannotated_fns: HashSet<String>,
     /// Methods of this file's classes without a return annotation: `self.span_scores(words)`.
     unannotated_methods: HashSet<(String, String)>,
+    /// Record classes of this file (a dataclass, a `NamedTuple`) and their fields annotated as
+    /// tensors: `seg_logits: torch.Tensor`.
+    record_fields: HashMap<String, HashSet<String>>,
+    /// Functions (class `None`) and methods annotated to return one of those records.
+    returns_record: HashMap<(Option<String>, String), String>,
     imported_unannotated: HashSet<String>,
     /// The same for imported callees, as this file spells them (`pad_mask`, `U.decode`).
     imported_returns: HashMap<String, Vec<bool>>,
@@ -367,6 +375,7 @@ impl<'a> Checker<'a> {
             &project.methods,
         );
         let returns_tensor = tensor_returning_functions(module);
+        let (record_fields, returns_record) = record_classes(module);
         let own_frozen_returns = frozen_returning_functions(module);
         let own_mask_returns = mask_returning_tuples(module);
         // Functions that return sizes as Python numbers are read like annotated ones: called on
@@ -419,6 +428,8 @@ impl<'a> Checker<'a> {
             returns_tensor,
             unannotated_fns,
             unannotated_methods,
+            record_fields,
+            returns_record,
             imported_unannotated: project.unannotated.clone(),
             imported_returns: project.returns.clone(),
             frozen_returns: {
@@ -909,6 +920,13 @@ impl<'a> Checker<'a> {
                         .last()
                         .is_some_and(|attrs| attrs.contains(attr));
                 }
+                // `out.seg_logits` with `out` a record of this file whose field is a tensor.
+                if let Some(class) = self.record_of(&a.value) {
+                    return self
+                        .record_fields
+                        .get(class)
+                        .is_some_and(|f| f.contains(a.attr.id.as_str()));
+                }
                 // `x.max(-1).values`, `t.topk(k).indices`: fields of a tensor op's result.
                 matches!(
                     a.attr.id.as_str(),
@@ -943,6 +961,30 @@ impl<'a> Checker<'a> {
             // `-d / t if self.training else -d`
             Expr::If(i) => self.is_tensor(&i.body) || self.is_tensor(&i.orelse),
             _ => false,
+        }
+    }
+
+    /// The record class of this file an expression holds: a name bound to one, a call of its
+    /// constructor, or a call of a function or method annotated to return it.
+    fn record_of(&self, e: &Expr) -> Option<&str> {
+        if self.record_fields.is_empty() {
+            return None;
+        }
+        match e {
+            Expr::Name(n) => self.state().records.get(n.id.as_str()).map(String::as_str),
+            Expr::Call(c) => {
+                let key = match c.func.as_ref() {
+                    Expr::Name(n) => {
+                        if let Some((class, _)) = self.record_fields.get_key_value(n.id.as_str()) {
+                            return Some(class);
+                        }
+                        (None, n.id.to_string())
+                    }
+                    f => (self.classes.last().cloned(), self_attr(f)?.to_string()),
+                };
+                self.returns_record.get(&key).map(String::as_str)
+            }
+            _ => None,
         }
     }
 
@@ -1957,6 +1999,9 @@ fn model_functions(
     };
     let mut out: HashSet<(Option<String>, String)> = HashSet::default();
     let mut work: Vec<(Option<String>, String)> = Vec::new();
+    // Losses, metrics and matchers: never roots, and not what a wrapper's `self.net.forward(x)`
+    // calls when `self.net` came in as an argument.
+    let mut beside_model: HashSet<&str> = HashSet::default();
     for (class, methods) in &classes {
         // Losses and metrics are modules too, but they run beside the exported model; so do
         // heads whose `forward` always computes a loss (`AAMSoftmax`, `OhemCrossEntropy`).
@@ -1987,6 +2032,7 @@ fn model_functions(
                 is_loss_forward(b, forward_targets.get(class).map_or(&[][..], |v| &v[..]))
             })
         {
+            beside_model.insert(class.as_str());
             continue;
         }
         for name in methods.keys() {
@@ -2114,13 +2160,42 @@ fn model_functions(
     for stmt in module {
         let Stmt::ClassDef(c) = stmt else { continue };
         let mut attrs = HashMap::default();
+        // `def __init__(self, net: BranchSegmenter)`: the parameters annotated with a class of
+        // this file.
+        let annotated: HashMap<&str, &str> = c
+            .body
+            .iter()
+            .filter_map(|s| match s {
+                Stmt::FunctionDef(f) if f.name.id.as_str() == "__init__" => Some(f),
+                _ => None,
+            })
+            .flat_map(|f| f.parameters.iter_non_variadic_params())
+            .filter_map(|p| {
+                let class = match p.parameter.annotation.as_deref()? {
+                    Expr::Name(n) => n.id.as_str(),
+                    Expr::StringLiteral(s) => s.value.to_str(),
+                    _ => return None,
+                };
+                class_names
+                    .contains(class)
+                    .then_some((p.parameter.name.id.as_str(), class))
+            })
+            .collect();
         for (attr, value) in self_assignments(&c.body) {
-            if let Expr::Call(call) = value {
-                if let Expr::Name(ctor) = call.func.as_ref() {
-                    if class_names.contains(ctor.id.as_str()) {
-                        attrs.insert(attr.to_string(), ctor.id.to_string());
+            match value {
+                Expr::Call(call) => {
+                    if let Expr::Name(ctor) = call.func.as_ref() {
+                        if class_names.contains(ctor.id.as_str()) {
+                            attrs.insert(attr.to_string(), ctor.id.to_string());
+                        }
                     }
                 }
+                Expr::Name(n) => {
+                    if let Some(class) = annotated.get(n.id.as_str()) {
+                        attrs.insert(attr.to_string(), class.to_string());
+                    }
+                }
+                _ => {}
             }
         }
         submodule_classes.insert(c.name.id.to_string(), attrs);
@@ -2179,7 +2254,7 @@ fn model_functions(
                         // `self.ac.split_heads(x)` where `self.ac = ac` came in as an argument:
                         // the classes of this file that define that method.
                         for (c, m) in &classes {
-                            if m.contains_key(&method) {
+                            if m.contains_key(&method) && !beside_model.contains(c.as_str()) {
                                 work.push((Some(c.clone()), method.clone()));
                             }
                         }
@@ -4163,6 +4238,7 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                 || matches!(value, Expr::Call(c) if ch.torch_fn(c).is_some_and(|q| q == "torch.device")
                     && matches!(c.arguments.args.first(), Some(Expr::StringLiteral(_))));
             let array = ch.is_array(value);
+            let record = ch.record_of(value).map(str::to_string);
             // `outputs_class = [self.class_embed(h) for h in hs]`: a list of tensors, whose
             // items (`outputs_class[-1]`) are tensors.
             let container = matches!(value, Expr::ListComp(l)
@@ -4173,6 +4249,15 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                 st.arrays.insert(id.clone());
             } else {
                 st.arrays.remove(&id);
+            }
+            match record {
+                Some(class) => {
+                    st.records.insert(id.clone(), class);
+                }
+                None if !st.records.is_empty() => {
+                    st.records.remove(&id);
+                }
+                None => {}
             }
             if container {
                 st.containers.insert(id.clone());
@@ -4449,25 +4534,7 @@ fn tensor_returning_functions(module: &[Stmt]) -> HashMap<(Option<String>, Strin
         }
     }
     fn returns_tensor(f: &ast::StmtFunctionDef) -> bool {
-        let Some(r) = f.returns.as_deref() else {
-            return false;
-        };
-        if let Expr::Subscript(s) = r {
-            if matches!(
-                generic_name(s),
-                "List"
-                    | "list"
-                    | "Dict"
-                    | "dict"
-                    | "Sequence"
-                    | "Mapping"
-                    | "Iterable"
-                    | "Iterator"
-            ) {
-                return false;
-            }
-        }
-        mentions_tensor_anywhere(r)
+        f.returns.as_deref().is_some_and(annotation_names_a_tensor)
     }
     functions_and_methods(module)
         .filter(|(_, f)| returns_tensor(f))
@@ -4478,6 +4545,70 @@ fn tensor_returning_functions(module: &[Stmt]) -> HashMap<(Option<String>, Strin
             )
         })
         .collect()
+}
+
+/// Whether an annotation is a tensor or a tuple of them (`Tensor`, `Optional[torch.Tensor]`,
+/// `Tuple[int, Tensor]`), not a container of them (`List[Tensor]`, `Dict[str, Tensor]`).
+fn annotation_names_a_tensor(r: &Expr) -> bool {
+    if let Expr::Subscript(s) = r {
+        if matches!(
+            generic_name(s),
+            "List" | "list" | "Dict" | "dict" | "Sequence" | "Mapping" | "Iterable" | "Iterator"
+        ) {
+            return false;
+        }
+    }
+    mentions_tensor_anywhere(r)
+}
+
+/// The record classes of a module (classes whose body annotates fields, as a dataclass or a
+/// `NamedTuple` does) with their fields annotated as tensors (`pruning_heatmap: torch.Tensor`,
+/// `Optional[Tensor]`; not `List[Tensor]`), and the functions and methods annotated to return
+/// one of them (`-> BranchSegOutput`).
+#[allow(clippy::type_complexity)]
+fn record_classes(
+    module: &[Stmt],
+) -> (
+    HashMap<String, HashSet<String>>,
+    HashMap<(Option<String>, String), String>,
+) {
+    let mut fields: HashMap<String, HashSet<String>> = HashMap::default();
+    for s in module {
+        let Stmt::ClassDef(c) = s else { continue };
+        let tensors: HashSet<String> = c
+            .body
+            .iter()
+            .filter_map(|s| match s {
+                Stmt::AnnAssign(a) => match (a.target.as_ref(), a.annotation.as_ref()) {
+                    (Expr::Name(n), ann) if annotation_names_a_tensor(ann) => {
+                        Some(n.id.to_string())
+                    }
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        if !tensors.is_empty() {
+            fields.insert(c.name.id.to_string(), tensors);
+        }
+    }
+    let mut returns = HashMap::default();
+    if !fields.is_empty() {
+        for (class, f) in functions_and_methods(module) {
+            let name = match f.returns.as_deref() {
+                Some(Expr::Name(n)) => n.id.as_str(),
+                Some(Expr::StringLiteral(s)) => s.value.to_str(),
+                _ => continue,
+            };
+            if fields.contains_key(name) {
+                returns.insert(
+                    (class.map(str::to_string), f.name.id.to_string()),
+                    name.to_string(),
+                );
+            }
+        }
+    }
+    (fields, returns)
 }
 
 /// The module-level functions of a module, with class `None`, and the methods of its classes,
@@ -5798,6 +5929,12 @@ impl<'a> Visitor<'a> for Checker<'a> {
                             continue;
                         }
                         if annotation.is_some_and(annotation_is_non_tensor) {
+                            // `out: SegOutput`, a record of this file.
+                            if let Some(Expr::Name(a)) = annotation {
+                                if self.record_fields.contains_key(a.id.as_str()) {
+                                    st.records.insert(name.to_string(), a.id.to_string());
+                                }
+                            }
                             // `bitmap: np.ndarray`
                             if matches!(annotation, Some(Expr::Attribute(a)) if a.attr.id.as_str() == "ndarray")
                             {

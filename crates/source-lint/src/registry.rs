@@ -137,7 +137,7 @@ pub fn rules_markdown() -> String {
          except training siblings such as `forward_train` and `forward_with_aux`, which count only \
          when `forward` calls them) method, the methods and module functions it calls (and `__init__`/`__call__` of helper \
          objects it builds and the methods it calls on them: `corr = CorrBlock(f); corr.sample(x)`, \
-         and methods called on submodules: `self.head.split(x)` (whose parameters take what the call passes: `self.gate.mask_other(cost, a != b)` hands it a mask), also through a loop over the module's lists: `for cell in self.cells: cell.init_hidden(b, h, w)`, and methods a class inherits from a base class of the same file, or overrides in a subclass \
+         and methods called on submodules: `self.head.split(x)` (whose parameters take what the call passes: `self.gate.mask_other(cost, a != b)` hands it a mask; for a submodule handed to `__init__`, the methods of the class its parameter is annotated with, or else of every class of the file that defines them except losses and metrics), also through a loop over the module's lists: `for cell in self.cells: cell.init_hidden(b, h, w)`, and methods a class inherits from a base class of the same file, or overrides in a subclass \
          of it; a method's first parameter is the module whatever its name: `def forward(s, x)`), functions and \
          classes of other linted files it calls through imports \
          (`from .utils import make_pad_mask`, `import box_ops as B; B.decode(...)`), functions \
@@ -159,7 +159,7 @@ pub fn rules_markdown() -> String {
          parameters a caller fills with a traced size or a frozen number (`int(x.size(0))`, or `len()` of the caller's own tensor parameter) are those, for callers in the same file and, for module-level functions, model code of another linted file that imports them; items of `List[Tensor]`/`Dict[str, Tensor]` \
          parameters and of lists built from tensors (`[self.head(h) for h in hs]`, `outs.append(self.head(h))`), loop variables over tensors (also a comprehension's: `[int(c) for c in valid.sum(1)]`, and pairs over `zip` of tensors or rows of `enumerate`: `[(int(h), int(m)) for h, m in zip(hours, mins)]`), buffers and `nn.Parameter`s on `self`, results of \
          functions annotated `-> Tensor` (here or in another linted file), of unannotated ones \
-         called on tensors and of submodules called on tensors or traced sizes are tensors; names like `mask`, `valid`, `is_*` and `done` hold boolean \
+         called on tensors (or whose every `return` builds its elements with torch, whatever they are handed: `return torch.cat(boxes, 1), torch.cat(scores, 1)`), of submodules called on tensors or traced sizes, and the fields annotated as tensors of a record class of the file (a dataclass or `NamedTuple`: `out.heatmap` with `out: SegOutput`, `out = self.forward(x)` annotated `-> SegOutput`, or `out = SegOutput(...)`) are tensors; names like `mask`, `valid`, `is_*` and `done` hold boolean \
          masks, and so do buffers made with `dtype=torch.bool` (directly or through a local) and results of functions of the file \
          that return comparisons (not of Python numbers: `return pad > 0` after `pad = (m - x.shape[-1] % m) % m` is a flag, and such a helper called on a tensor gives no tensor); a comparison with a string is a Python option, and `np.*` and \
          `cv2.*` results and `np.ndarray` parameters are arrays; `img_hw`-style parameters are an \
