@@ -159,6 +159,9 @@ pub(crate) struct Checker<'a> {
     record_fields: HashMap<String, HashSet<String>>,
     /// Functions (class `None`) and methods annotated to return one of those records.
     returns_record: HashMap<(Option<String>, String), String>,
+    /// [`Checker::torch_built_tuple`] per callee, as it is asked at every unpacking.
+    #[allow(clippy::type_complexity)]
+    torch_built: std::cell::RefCell<HashMap<(Option<String>, String), Option<Vec<bool>>>>,
     imported_unannotated: HashSet<String>,
     /// The same for imported callees, as this file spells them (`pad_mask`, `U.decode`).
     imported_returns: HashMap<String, Vec<bool>>,
@@ -430,6 +433,7 @@ impl<'a> Checker<'a> {
             unannotated_methods,
             record_fields,
             returns_record,
+            torch_built: Default::default(),
             imported_unannotated: project.unannotated.clone(),
             imported_returns: project.returns.clone(),
             frozen_returns: {
@@ -964,6 +968,14 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// The record class of this file an annotation names: `SegOutput`, `"SegOutput"`,
+    /// `Optional[SegOutput]`.
+    fn record_named(&self, a: &Expr) -> Option<&str> {
+        self.record_fields
+            .get_key_value(annotated_class(a)?)
+            .map(|(k, _)| k.as_str())
+    }
+
     /// The record class of this file an expression holds: a name bound to one, a call of its
     /// constructor, or a call of a function or method annotated to return it.
     fn record_of(&self, e: &Expr) -> Option<&str> {
@@ -1011,12 +1023,9 @@ impl<'a> Checker<'a> {
     /// builds elements with torch (`return torch.cat(boxes, 1), torch.cat(scores, 1)`): which
     /// elements are tensors, whatever the call was handed (a list of feature maps).
     pub fn torch_built_tuple(&self, c: &ast::ExprCall) -> Option<Vec<bool>> {
-        let body = match c.func.as_ref() {
+        let key = match c.func.as_ref() {
             Expr::Name(n) if self.unannotated_fns.contains(n.id.as_str()) => {
-                self.bodies[0].iter().find_map(|s| match s {
-                    Stmt::FunctionDef(f) if f.name.id == n.id => Some(&f.body[..]),
-                    _ => None,
-                })?
+                (None, n.id.to_string())
             }
             f => {
                 let name = self_attr(f)?;
@@ -1027,10 +1036,22 @@ impl<'a> Checker<'a> {
                 {
                     return None;
                 }
-                self.own_method(name)?
+                (Some(class.clone()), name.to_string())
             }
         };
-        self.torch_built_returns(body)
+        if let Some(known) = self.torch_built.borrow().get(&key) {
+            return known.clone();
+        }
+        let body = match &key {
+            (None, name) => self.bodies[0].iter().find_map(|s| match s {
+                Stmt::FunctionDef(f) if f.name.id.as_str() == name => Some(&f.body[..]),
+                _ => None,
+            }),
+            (Some(_), name) => self.own_method(name),
+        };
+        let flags = body.and_then(|b| self.torch_built_returns(b));
+        self.torch_built.borrow_mut().insert(key, flags.clone());
+        flags
     }
 
     /// Which elements of a body's returned tuple are built by a torch function that gives a
@@ -1045,9 +1066,12 @@ impl<'a> Checker<'a> {
             let Some(Expr::Tuple(t)) = r.value.as_deref() else {
                 return None;
             };
+            // Not a factory (`torch.tensor(strides)`, `torch.zeros(n)`): what those build need
+            // not depend on the inputs.
             let these = t.elts.iter().map(|e| {
                 matches!(e, Expr::Call(c)
-                    if self.torch_fn(c).is_some_and(|q| torch_returns_tensor(&q)))
+                    if self.torch_fn(c).is_some_and(|q| torch_returns_tensor(&q)
+                        && !CONSTANT_FACTORIES.contains(&q.as_str())))
             });
             match &mut flags {
                 None => flags = Some(these.collect()),
@@ -2171,11 +2195,7 @@ fn model_functions(
             })
             .flat_map(|f| f.parameters.iter_non_variadic_params())
             .filter_map(|p| {
-                let class = match p.parameter.annotation.as_deref()? {
-                    Expr::Name(n) => n.id.as_str(),
-                    Expr::StringLiteral(s) => s.value.to_str(),
-                    _ => return None,
-                };
+                let class = annotated_class(p.parameter.annotation.as_deref()?)?;
                 class_names
                     .contains(class)
                     .then_some((p.parameter.name.id.as_str(), class))
@@ -2244,17 +2264,24 @@ fn model_functions(
             if let Some(attrs) = submodule_classes.get(class) {
                 for (attr, method) in submodule_calls(body) {
                     if let Some(sub) = attrs.get(&attr) {
-                        if classes
-                            .iter()
-                            .any(|(c, m)| c == sub && m.contains_key(&method))
-                        {
-                            work.push((Some(sub.clone()), method));
+                        // The method as the class defines or inherits it, and as its subclasses
+                        // of this file override it (`net: BaseSeg` handed a `Seg`).
+                        if let Some(o) = owner(sub, &method) {
+                            work.push((Some(o), method.clone()));
+                        }
+                        for (c, m) in &classes {
+                            if m.contains_key(&method) && inherits(c, sub) {
+                                work.push((Some(c.clone()), method.clone()));
+                            }
                         }
                     } else if !method.starts_with("__") && !training_only_name(&method) {
                         // `self.ac.split_heads(x)` where `self.ac = ac` came in as an argument:
-                        // the classes of this file that define that method.
+                        // the classes of this file that define that method (for `forward`,
+                        // not a loss's or a metric's).
                         for (c, m) in &classes {
-                            if m.contains_key(&method) && !beside_model.contains(c.as_str()) {
+                            if m.contains_key(&method)
+                                && !(method == "forward" && beside_model.contains(c.as_str()))
+                            {
                                 work.push((Some(c.clone()), method.clone()));
                             }
                         }
@@ -4250,14 +4277,9 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
             } else {
                 st.arrays.remove(&id);
             }
-            match record {
-                Some(class) => {
-                    st.records.insert(id.clone(), class);
-                }
-                None if !st.records.is_empty() => {
-                    st.records.remove(&id);
-                }
-                None => {}
+            // Read for the whole function, as `tensors` are: any binding to a record counts.
+            if let Some(class) = record {
+                st.records.insert(id.clone(), class);
             }
             if container {
                 st.containers.insert(id.clone());
@@ -4561,6 +4583,27 @@ fn annotation_names_a_tensor(r: &Expr) -> bool {
     mentions_tensor_anywhere(r)
 }
 
+/// Whether an annotation is a tensor itself: `Tensor`, `torch.Tensor`, `"torch.Tensor"` (not
+/// `Optional[Tensor]`, whose field is often tested for `None` as `if out.aux:`).
+fn names_plain_tensor(a: &Expr) -> bool {
+    match a {
+        Expr::Name(n) => n.id.as_str() == "Tensor",
+        Expr::Attribute(a) => a.attr.id.as_str() == "Tensor",
+        Expr::StringLiteral(s) => matches!(s.value.to_str(), "Tensor" | "torch.Tensor"),
+        _ => false,
+    }
+}
+
+/// The class an annotation names: `Seg`, `"Seg"`, `Optional[Seg]`.
+fn annotated_class(a: &Expr) -> Option<&str> {
+    match a {
+        Expr::Name(n) => Some(n.id.as_str()),
+        Expr::StringLiteral(s) => Some(s.value.to_str()),
+        Expr::Subscript(s) if generic_name(s) == "Optional" => annotated_class(&s.slice),
+        _ => None,
+    }
+}
+
 /// The record classes of a module (classes whose body annotates fields, as a dataclass or a
 /// `NamedTuple` does) with their fields annotated as tensors (`pruning_heatmap: torch.Tensor`,
 /// `Optional[Tensor]`; not `List[Tensor]`), and the functions and methods annotated to return
@@ -4580,9 +4623,7 @@ fn record_classes(
             .iter()
             .filter_map(|s| match s {
                 Stmt::AnnAssign(a) => match (a.target.as_ref(), a.annotation.as_ref()) {
-                    (Expr::Name(n), ann) if annotation_names_a_tensor(ann) => {
-                        Some(n.id.to_string())
-                    }
+                    (Expr::Name(n), ann) if names_plain_tensor(ann) => Some(n.id.to_string()),
                     _ => None,
                 },
                 _ => None,
@@ -4595,10 +4636,8 @@ fn record_classes(
     let mut returns = HashMap::default();
     if !fields.is_empty() {
         for (class, f) in functions_and_methods(module) {
-            let name = match f.returns.as_deref() {
-                Some(Expr::Name(n)) => n.id.as_str(),
-                Some(Expr::StringLiteral(s)) => s.value.to_str(),
-                _ => continue,
+            let Some(name) = f.returns.as_deref().and_then(annotated_class) else {
+                continue;
             };
             if fields.contains_key(name) {
                 returns.insert(
@@ -5828,6 +5867,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         st.frozen = outer.frozen.clone();
                         st.frozen_sizes = outer.frozen_sizes.clone();
                         st.containers = outer.containers.clone();
+                        st.records = outer.records.clone();
                         // Its own parameters shadow the enclosing function's names (`def
                         // helper(pair, a=True)` inside a function with a tensor `a`).
                         for p in parameters(f) {
@@ -5838,6 +5878,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                             st.bools.remove(name);
                             st.sizes.remove(name);
                             st.containers.remove(name);
+                            st.records.remove(name);
                         }
                     }
                 }
@@ -5930,10 +5971,8 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         }
                         if annotation.is_some_and(annotation_is_non_tensor) {
                             // `out: SegOutput`, a record of this file.
-                            if let Some(Expr::Name(a)) = annotation {
-                                if self.record_fields.contains_key(a.id.as_str()) {
-                                    st.records.insert(name.to_string(), a.id.to_string());
-                                }
+                            if let Some(class) = annotation.and_then(|a| self.record_named(a)) {
+                                st.records.insert(name.to_string(), class.to_string());
                             }
                             // `bitmap: np.ndarray`
                             if matches!(annotation, Some(Expr::Attribute(a)) if a.attr.id.as_str() == "ndarray")
@@ -6276,6 +6315,21 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         _ => None,
                     })
                     .collect();
+                // `[int(c.score) for c in self.cfgs]`: the variable shadows a record `c`.
+                let mut shadowed: Vec<(String, String)> = Vec::new();
+                if !self.state().records.is_empty() {
+                    let mut names = Vec::new();
+                    for g in generators {
+                        collect_names(&g.target, &mut names);
+                    }
+                    if let Some(f) = self.fns.last_mut() {
+                        shadowed.extend(
+                            names
+                                .into_iter()
+                                .filter_map(|n| f.records.remove(&n).map(|c| (n, c))),
+                        );
+                    }
+                }
                 if let Some(f) = self.fns.last_mut() {
                     f.tensors.extend(added.iter().cloned());
                 }
@@ -6284,6 +6338,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     for n in &added {
                         f.tensors.remove(n);
                     }
+                    f.records.extend(shadowed);
                 }
                 return;
             }
@@ -6431,6 +6486,7 @@ impl<'a> Checker<'a> {
             st.frozen = outer.frozen.clone();
             st.frozen_sizes = outer.frozen_sizes.clone();
             st.containers = outer.containers.clone();
+            st.records = outer.records.clone();
         }
         if let Some(params) = &l.parameters {
             for p in params.iter_non_variadic_params() {
@@ -6441,6 +6497,7 @@ impl<'a> Checker<'a> {
                 st.tensors.remove(name);
                 st.bools.remove(name);
                 st.containers.remove(name);
+                st.records.remove(name);
                 if !tensor_params
                     || p.default.is_some()
                     || names_a_size(name)
