@@ -156,7 +156,9 @@ pub(crate) struct Checker<'a> {
     unannotated_methods: HashSet<(String, String)>,
     /// Record classes of this file (a dataclass, a `NamedTuple`) and their fields annotated as
     /// tensors: `seg_logits: torch.Tensor`.
-    record_fields: HashMap<String, HashSet<String>>,
+    record_fields: HashMap<String, Record>,
+    /// The part of `record_fields` this file defines (for importers).
+    own_records: HashMap<String, Record>,
     /// Functions (class `None`) and methods annotated to return one of those records.
     returns_record: HashMap<(Option<String>, String), String>,
     /// [`Checker::torch_built_tuple`] per callee, as it is asked at every unpacking.
@@ -312,6 +314,9 @@ pub(crate) struct Project {
     /// numbers or traced sizes (`stations_to_grid(v, rows, cols, H, W)` after
     /// `H = int(x.shape[-2])`), as [`argument_seeds`] finds them in the calling file.
     pub argument_kinds: HashMap<String, ArgumentKinds>,
+    /// Record classes other files define that this one imports, as it spells them
+    /// (`StrikeOutput`, `mops.Pyramid`), and the records their fields name.
+    pub records: HashMap<String, Record>,
 }
 
 impl Project {
@@ -325,6 +330,7 @@ impl Project {
             && self.methods.is_empty()
             && self.eval_helpers.is_empty()
             && self.argument_kinds.is_empty()
+            && self.records.is_empty()
     }
 
     /// A hash of what other files told this one, the same for the same facts in any order (the
@@ -350,6 +356,13 @@ impl Project {
             sorted(kinds.frozen.iter()).hash(&mut h);
             sorted(kinds.sizes.iter()).hash(&mut h);
             sorted(kinds.masks.iter()).hash(&mut h);
+        }
+        for name in sorted(self.records.keys()) {
+            let r = &self.records[name];
+            name.hash(&mut h);
+            sorted(r.tensors.iter()).hash(&mut h);
+            sorted(r.records.iter()).hash(&mut h);
+            r.getitem.hash(&mut h);
         }
         h.finish()
     }
@@ -378,7 +391,13 @@ impl<'a> Checker<'a> {
             &project.methods,
         );
         let returns_tensor = tensor_returning_functions(module);
-        let (record_fields, returns_record) = record_classes(module);
+        let (own_records, returns_record) = record_classes(module, &project.records);
+        let mut record_fields = own_records.clone();
+        for (name, r) in &project.records {
+            record_fields
+                .entry(name.clone())
+                .or_insert_with(|| r.clone());
+        }
         let own_frozen_returns = frozen_returning_functions(module);
         let own_mask_returns = mask_returning_tuples(module);
         // Functions that return sizes as Python numbers are read like annotated ones: called on
@@ -432,6 +451,7 @@ impl<'a> Checker<'a> {
             unannotated_fns,
             unannotated_methods,
             record_fields,
+            own_records,
             returns_record,
             torch_built: Default::default(),
             imported_unannotated: project.unannotated.clone(),
@@ -459,6 +479,11 @@ impl<'a> Checker<'a> {
             findings: Vec::new(),
             facts: Facts::default(),
         }
+    }
+
+    /// This file's record classes (for importers).
+    pub fn module_records(&self) -> &HashMap<String, Record> {
+        &self.own_records
     }
 
     /// Module-level functions of this file annotated as returning tensors (for importers).
@@ -922,14 +947,20 @@ impl<'a> Checker<'a> {
                     return self
                         .class_tensor_attrs
                         .last()
-                        .is_some_and(|attrs| attrs.contains(attr));
+                        .is_some_and(|attrs| attrs.contains(attr))
+                        // `self.num_boxes` in a property of a record class.
+                        || self.record_of(&a.value).is_some_and(|class| {
+                            self.record_fields
+                                .get(class)
+                                .is_some_and(|r| r.tensors.contains(attr))
+                        });
                 }
                 // `out.seg_logits` with `out` a record of this file whose field is a tensor.
                 if let Some(class) = self.record_of(&a.value) {
                     return self
                         .record_fields
                         .get(class)
-                        .is_some_and(|f| f.contains(a.attr.id.as_str()));
+                        .is_some_and(|r| r.tensors.contains(a.attr.id.as_str()));
                 }
                 // `x.max(-1).values`, `t.topk(k).indices`: fields of a tensor op's result.
                 matches!(
@@ -940,6 +971,14 @@ impl<'a> Checker<'a> {
             Expr::Subscript(s) => {
                 self.is_tensor(&s.value)
                     || matches!(s.value.as_ref(), Expr::Name(n) if st.containers.contains(n.id.as_str()))
+                    // `track["freqs"]` with `track` a `TypedDict` record of this file.
+                    || self.record_of(&s.value).is_some_and(|class| {
+                        self.record_fields.get(class).is_some_and(|r| {
+                            r.getitem
+                                || matches!(s.slice.as_ref(), Expr::StringLiteral(k)
+                                    if r.tensors.contains(k.value.to_str()))
+                        })
+                    })
             }
             Expr::BinOp(b) => self.is_tensor(&b.left) || self.is_tensor(&b.right),
             Expr::UnaryOp(u) => !matches!(u.op, ast::UnaryOp::Not) && self.is_tensor(&u.operand),
@@ -971,19 +1010,71 @@ impl<'a> Checker<'a> {
     /// The record class of this file an annotation names: `SegOutput`, `"SegOutput"`,
     /// `Optional[SegOutput]`.
     fn record_named(&self, a: &Expr) -> Option<&str> {
+        if let Expr::Attribute(at) = a {
+            // `pyr: mops.Pyramid`, a record of an imported module.
+            if let Expr::Name(m) = at.value.as_ref() {
+                let key = format!("{}.{}", m.id, at.attr.id);
+                return self
+                    .record_fields
+                    .get_key_value(&key)
+                    .map(|(k, _)| k.as_str());
+            }
+            return None;
+        }
         self.record_fields
             .get_key_value(annotated_class(a)?)
             .map(|(k, _)| k.as_str())
     }
 
+    /// Whether an expression reads a field of a record (`out.aux`, `track["valid"]`): a bare
+    /// test of one (`if out.aux:`) asks whether the optional field was filled.
+    pub fn is_record_field(&self, e: &Expr) -> bool {
+        match e {
+            Expr::Attribute(a) => self.record_of(&a.value).is_some(),
+            Expr::Subscript(s) => {
+                s.slice.is_string_literal_expr() && self.record_of(&s.value).is_some()
+            }
+            _ => false,
+        }
+    }
+
     /// The record class of this file an expression holds: a name bound to one, a call of its
-    /// constructor, or a call of a function or method annotated to return it.
+    /// constructor, or a call of a function or method annotated to return it, or a field of
+    /// another record annotated with it (`out.partials` with `partials: PartialTrack`).
     fn record_of(&self, e: &Expr) -> Option<&str> {
         if self.record_fields.is_empty() {
             return None;
         }
         match e {
-            Expr::Name(n) => self.state().records.get(n.id.as_str()).map(String::as_str),
+            Expr::Name(n) => match self.state().records.get(n.id.as_str()) {
+                Some(class) => Some(class),
+                // `self` in a method of a record class.
+                None if n.id.as_str() == "self" => self
+                    .classes
+                    .last()
+                    .and_then(|c| self.record_fields.get_key_value(c.as_str()))
+                    .map(|(k, _)| k.as_str()),
+                None => None,
+            },
+            Expr::Attribute(a) => {
+                let outer = self.record_of(&a.value)?;
+                self.record_fields
+                    .get(outer)?
+                    .records
+                    .get(a.attr.id.as_str())
+                    .map(String::as_str)
+            }
+            Expr::Subscript(s) => {
+                let Expr::StringLiteral(k) = s.slice.as_ref() else {
+                    return None;
+                };
+                let outer = self.record_of(&s.value)?;
+                self.record_fields
+                    .get(outer)?
+                    .records
+                    .get(k.value.to_str())
+                    .map(String::as_str)
+            }
             Expr::Call(c) => {
                 let key = match c.func.as_ref() {
                     Expr::Name(n) => {
@@ -991,6 +1082,10 @@ impl<'a> Checker<'a> {
                             return Some(class);
                         }
                         (None, n.id.to_string())
+                    }
+                    Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(m) if m.id.as_str() != "self") =>
+                    {
+                        return self.record_named(&c.func);
                     }
                     f => (self.classes.last().cloned(), self_attr(f)?.to_string()),
                 };
@@ -1962,6 +2057,9 @@ fn model_functions(
             })
             .collect()
     };
+    // `@property` methods by name, with their classes: `out.total_defects` in model code runs
+    // the property's body in the trace.
+    let mut properties: HashMap<String, Vec<String>> = HashMap::default();
     for stmt in module {
         match stmt {
             Stmt::FunctionDef(f) => {
@@ -1972,11 +2070,21 @@ fn model_functions(
                 let mut methods = HashMap::default();
                 for s in &c.body {
                     if let Stmt::FunctionDef(f) = s {
+                        // `@end2end.setter`: the getter is what reading the name runs.
+                        if is_property_setter(f) {
+                            continue;
+                        }
                         decorators.insert(
                             (Some(c.name.id.to_string()), f.name.id.to_string()),
                             decorator_names(f),
                         );
                         methods.insert(f.name.id.to_string(), &f.body[..]);
+                        if is_property(f) {
+                            properties
+                                .entry(f.name.id.to_string())
+                                .or_default()
+                                .push(c.name.id.to_string());
+                        }
                         if f.name.id.as_str() == "forward" {
                             let params: Vec<String> = f
                                 .parameters
@@ -2258,6 +2366,13 @@ fn model_functions(
         };
         let Some(body) = body else { continue };
         let (methods, funcs) = called_names(body);
+        if !properties.is_empty() {
+            for attr in attributes_read(body, &properties) {
+                for class in &properties[&attr] {
+                    work.push((Some(class.clone()), attr.clone()));
+                }
+            }
+        }
         if let Some(class) = &item.0 {
             // `self.revin.normalize(x)` where `self.revin = RevIN(...)`: a method of a
             // submodule defined in this file, other than its `forward`, runs in the trace too.
@@ -2364,7 +2479,7 @@ pub(crate) fn module_class<'m>(module: &'m [Stmt], name: &str) -> Option<&'m ast
 
 /// A capitalised name, private ones included (`STEBinarize`, `_STEThreshold`): a class by
 /// Python's naming conventions.
-fn class_like(name: &str) -> bool {
+pub(crate) fn class_like(name: &str) -> bool {
     name.trim_start_matches('_')
         .starts_with(|ch: char| ch.is_ascii_uppercase())
 }
@@ -3864,6 +3979,14 @@ fn scan_locals(ch: &mut Checker, body: &[Stmt], function: Option<&ast::StmtFunct
                     if let Some(v) = &a.value {
                         bind(ch, &a.target, v);
                     }
+                    // `out: StrikeOutput = self.net(cqt)`: the annotation names the record.
+                    if let (Expr::Name(n), Some(class)) =
+                        (a.target.as_ref(), ch.record_named(&a.annotation))
+                    {
+                        let class = class.to_string();
+                        let st = ch.fns.last_mut().expect("scope");
+                        st.records.insert(n.id.to_string(), class);
+                    }
                 }
                 // `kw |= {"opset_version": 12}` on a dict of export arguments.
                 Stmt::AugAssign(a) if matches!(a.op, ast::Operator::BitOr) => {
@@ -4498,6 +4621,17 @@ fn bind_loop(ch: &mut Checker, target: &Expr, iter: &Expr) {
             }
             _ => {}
         }
+        // `for name, f in feats.items()`, `for f in feats.values()` over a dict of tensors.
+        if let Some((m @ ("items" | "values"), Expr::Name(d))) = ch.method(c) {
+            if c.arguments.is_empty() && ch.state().containers.contains(d.id.as_str()) {
+                match (m, target) {
+                    ("items", Expr::Tuple(t)) if t.elts.len() == 2 => mark(ch, &t.elts[1]),
+                    ("values", t) => mark(ch, t),
+                    _ => {}
+                }
+                return;
+            }
+        }
     }
     // `masks = [prob > t for t in self.thresholds]` then `for m in masks`: each a mask.
     if let (Expr::Name(t), Expr::Name(it)) = (target, iter) {
@@ -4583,17 +4717,6 @@ fn annotation_names_a_tensor(r: &Expr) -> bool {
     mentions_tensor_anywhere(r)
 }
 
-/// Whether an annotation is a tensor itself: `Tensor`, `torch.Tensor`, `"torch.Tensor"` (not
-/// `Optional[Tensor]`, whose field is often tested for `None` as `if out.aux:`).
-fn names_plain_tensor(a: &Expr) -> bool {
-    match a {
-        Expr::Name(n) => n.id.as_str() == "Tensor",
-        Expr::Attribute(a) => a.attr.id.as_str() == "Tensor",
-        Expr::StringLiteral(s) => matches!(s.value.to_str(), "Tensor" | "torch.Tensor"),
-        _ => false,
-    }
-}
-
 /// The class an annotation names: `Seg`, `"Seg"`, `Optional[Seg]`.
 fn annotated_class(a: &Expr) -> Option<&str> {
     match a {
@@ -4611,26 +4734,73 @@ fn annotated_class(a: &Expr) -> Option<&str> {
 #[allow(clippy::type_complexity)]
 fn record_classes(
     module: &[Stmt],
+    imported: &HashMap<String, Record>,
 ) -> (
-    HashMap<String, HashSet<String>>,
+    HashMap<String, Record>,
     HashMap<(Option<String>, String), String>,
 ) {
-    let mut fields: HashMap<String, HashSet<String>> = HashMap::default();
-    for s in module {
-        let Stmt::ClassDef(c) = s else { continue };
-        let tensors: HashSet<String> = c
-            .body
+    let classes: Vec<&ast::StmtClassDef> = module
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::ClassDef(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    // Each class's annotated fields, and its properties with their return annotation.
+    let annotated = |c: &'_ ast::StmtClassDef| -> Vec<(String, Expr)> {
+        c.body
             .iter()
             .filter_map(|s| match s {
-                Stmt::AnnAssign(a) => match (a.target.as_ref(), a.annotation.as_ref()) {
-                    (Expr::Name(n), ann) if names_plain_tensor(ann) => Some(n.id.to_string()),
+                Stmt::AnnAssign(a) => match a.target.as_ref() {
+                    Expr::Name(n) => Some((n.id.to_string(), (*a.annotation).clone())),
                     _ => None,
                 },
+                Stmt::FunctionDef(f) if is_property(f) => {
+                    Some((f.name.id.to_string(), f.returns.as_deref()?.clone()))
+                }
                 _ => None,
             })
+            .collect()
+    };
+    let mut fields: HashMap<String, Record> = HashMap::default();
+    let mut all: Vec<(&str, Vec<(String, Expr)>)> = Vec::new();
+    for c in &classes {
+        let fs = annotated(c);
+        let tensors: HashSet<String> = fs
+            .iter()
+            .filter(|(_, ann)| !annotation_is_non_tensor(ann))
+            .map(|(n, _)| n.clone())
             .collect();
-        if !tensors.is_empty() {
-            fields.insert(c.name.id.to_string(), tensors);
+        let getitem = c.body.iter().any(|s| {
+            matches!(s, Stmt::FunctionDef(f) if f.name.id.as_str() == "__getitem__"
+                && f.returns.as_deref().is_some_and(|r| !annotation_is_non_tensor(r)))
+        });
+        if !tensors.is_empty() || getitem {
+            fields.insert(
+                c.name.id.to_string(),
+                Record {
+                    tensors,
+                    records: HashMap::default(),
+                    getitem,
+                },
+            );
+        }
+        all.push((c.name.id.as_str(), fs));
+    }
+    // Fields annotated with another record (`partials: PartialTrack`), a class deep at most.
+    for _ in 0..2 {
+        for (class, fs) in &all {
+            let nested: HashMap<String, String> = fs
+                .iter()
+                .filter_map(|(n, ann)| {
+                    let c = annotated_class(ann)?;
+                    (fields.contains_key(c) || imported.contains_key(c))
+                        .then(|| (n.clone(), c.to_string()))
+                })
+                .collect();
+            if !nested.is_empty() {
+                fields.entry(class.to_string()).or_default().records = nested;
+            }
         }
     }
     let mut returns = HashMap::default();
@@ -4648,6 +4818,82 @@ fn record_classes(
         }
     }
     (fields, returns)
+}
+
+/// The attributes a body reads (not calls) among `names`: `out.total_defects`, `self.hw`.
+fn attributes_read(body: &[Stmt], names: &HashMap<String, Vec<String>>) -> Vec<String> {
+    struct Reads<'n> {
+        names: &'n HashMap<String, Vec<String>>,
+        out: Vec<String>,
+    }
+    impl<'a> Visitor<'a> for Reads<'_> {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            if !matches!(s, Stmt::FunctionDef(_) | Stmt::ClassDef(_)) {
+                visitor::walk_stmt(self, s);
+            }
+        }
+        fn visit_expr(&mut self, e: &'a Expr) {
+            match e {
+                Expr::Call(c) => {
+                    // `out.decode(x)` calls a method; its receiver and arguments may still read.
+                    if let Expr::Attribute(a) = c.func.as_ref() {
+                        self.visit_expr(&a.value);
+                    } else {
+                        self.visit_expr(&c.func);
+                    }
+                    for a in c.arguments.args.iter() {
+                        self.visit_expr(a);
+                    }
+                    for k in c.arguments.keywords.iter() {
+                        self.visit_expr(&k.value);
+                    }
+                    return;
+                }
+                Expr::Attribute(a) => {
+                    let attr = a.attr.id.as_str();
+                    if self.names.contains_key(attr) && !self.out.iter().any(|o| o == attr) {
+                        self.out.push(attr.to_string());
+                    }
+                }
+                _ => {}
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut r = Reads {
+        names,
+        out: Vec::new(),
+    };
+    r.visit_body(body);
+    r.out
+}
+
+/// A record class of the file: its fields (and properties) annotated as tensors, and those
+/// annotated with another record class.
+#[derive(Default, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub tensors: HashSet<String>,
+    pub records: HashMap<String, String>,
+    /// `def __getitem__(self, key) -> Tensor`: every item is a tensor.
+    #[serde(default)]
+    pub getitem: bool,
+}
+
+/// Whether a method is a property's setter or deleter (`@end2end.setter`).
+pub(crate) fn is_property_setter(f: &ast::StmtFunctionDef) -> bool {
+    f.decorator_list.iter().any(|d| {
+        matches!(&d.expression, Expr::Attribute(a)
+            if matches!(a.attr.id.as_str(), "setter" | "deleter") && a.value.is_name_expr())
+    })
+}
+
+/// Whether a method is a `@property` (or `functools.cached_property`).
+pub(crate) fn is_property(f: &ast::StmtFunctionDef) -> bool {
+    f.decorator_list.iter().any(|d| match &d.expression {
+        Expr::Name(n) => matches!(n.id.as_str(), "property" | "cached_property"),
+        Expr::Attribute(a) => a.attr.id.as_str() == "cached_property",
+        _ => false,
+    })
 }
 
 /// The module-level functions of a module, with class `None`, and the methods of its classes,
@@ -5852,7 +6098,11 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         )
                     })
                 });
-                let in_model = self.torch_imported && (direct || nested_in_model) && !scripted;
+                // A property's setter shares its name, not its place in the trace.
+                let in_model = self.torch_imported
+                    && (direct || nested_in_model)
+                    && !scripted
+                    && !is_property_setter(f);
                 let mut st = FnState {
                     in_model,
                     name: f.name.id.to_string(),

@@ -140,6 +140,14 @@ pub struct FileLint {
     /// .ops import warp_by_flow as warp`): a package's re-exports, followed by importers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     reexports: Vec<checker::ImportedCall>,
+    /// This file's record classes: dataclasses, `NamedTuple`s, `TypedDict`s with tensor fields
+    /// (for importers).
+    #[serde(default, skip_serializing_if = "crate::HashMap::is_empty")]
+    records: crate::HashMap<String, checker::Record>,
+    /// Classes and modules this file's model code may take records from (`from .ops import
+    /// PartialTrack`, `import ops as mops`), when it defines models.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    record_imports: Vec<checker::ImportedCall>,
 }
 
 /// Lints one file's text. `file` is the name findings carry. Unparseable Python is a finding
@@ -269,6 +277,8 @@ fn lint_parsed(file: &str, source: &str, parsed: Parsed, project: &checker::Proj
                 imported_names: Vec::new(),
                 argument_kinds: Default::default(),
                 reexports: Vec::new(),
+                records: Default::default(),
+                record_imports: Vec::new(),
             };
         }
     };
@@ -290,6 +300,7 @@ fn lint_parsed(file: &str, source: &str, parsed: Parsed, project: &checker::Proj
     let module_methods = checker::module_methods(&module.body);
     let defines_models = !ch.model_functions().is_empty();
     let eval_helpers = rules::export_without_eval::eval_helpers(source, &module.body);
+    let records = ch.module_records().clone();
     // Only model code's calls to other files' helpers are told to them.
     let argument_kinds = if calls.is_empty() {
         Default::default()
@@ -303,6 +314,18 @@ fn lint_parsed(file: &str, source: &str, parsed: Parsed, project: &checker::Proj
         Vec::new()
     } else {
         checker::imported_names(&module.body)
+    };
+    // Class names (`StrikeOutput`) and modules (`import ops as mops`) a model file imports.
+    let record_imports = if defines_models {
+        let mut all = if facts.exports.is_empty() {
+            checker::imported_names(&module.body)
+        } else {
+            imported_names.clone()
+        };
+        all.retain(|i| i.name.is_empty() || checker::class_like(&i.name));
+        all
+    } else {
+        Vec::new()
     };
     FileLint {
         findings: ch.findings,
@@ -319,6 +342,8 @@ fn lint_parsed(file: &str, source: &str, parsed: Parsed, project: &checker::Proj
         imported_names,
         argument_kinds,
         reexports: checker::reexports(import_maps.as_ref()),
+        records,
+        record_imports,
     }
 }
 
@@ -1392,6 +1417,44 @@ fn lint_on_pool(
                 if t.lint.eval_helpers.contains(&name) {
                     extra[j].eval_helpers.insert(imp.callee.clone());
                 }
+            }
+        }
+    }
+    // `from .ops import PartialTrack`, `import ops as mops` then `pyr: mops.Pyramid`: the
+    // record classes other files define, with the records their fields name.
+    for (j, r) in read.iter().enumerate() {
+        let Ok(r) = r else { continue };
+        for imp in &r.lint.record_imports {
+            let mut found: Vec<(
+                String,
+                &checker::Record,
+                &crate::HashMap<String, checker::Record>,
+            )> = Vec::new();
+            if imp.name.is_empty() {
+                for i in resolve(j, imp) {
+                    let Ok(t) = &read[i] else { continue };
+                    for (name, rec) in &t.lint.records {
+                        found.push((format!("{}.{name}", imp.callee), rec, &t.lint.records));
+                    }
+                }
+            } else {
+                for (i, name) in resolve_through(j, imp) {
+                    let Ok(t) = &read[i] else { continue };
+                    if let Some(rec) = t.lint.records.get(&name) {
+                        found.push((imp.callee.clone(), rec, &t.lint.records));
+                    }
+                }
+            }
+            for (spelled, rec, defined) in found {
+                for nested in rec.records.values() {
+                    if let Some(n) = defined.get(nested) {
+                        extra[j]
+                            .records
+                            .entry(nested.clone())
+                            .or_insert_with(|| n.clone());
+                    }
+                }
+                extra[j].records.insert(spelled, rec.clone());
             }
         }
     }

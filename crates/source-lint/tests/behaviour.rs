@@ -426,6 +426,31 @@ fn masks_handed_to_a_helper_of_another_file_are_masks_there() {
 }
 
 #[test]
+fn records_of_another_file_give_tensor_fields() {
+    // Records (a dataclass, a `TypedDict`, a class whose `__getitem__` returns tensors) defined
+    // in one file and read in another's model code, imported by name or through the module.
+    let ops = (
+        "seg_records.py",
+        "from dataclasses import dataclass\nfrom typing import Dict, Optional, TypedDict\nimport torch\nfrom torch import Tensor\n\n@dataclass\nclass SegOut:\n    logits: Tensor\n    aux: Optional[Tensor] = None\n    name: str = 'seg'\n\nclass Track(TypedDict):\n    freqs: torch.Tensor\n    valid: torch.Tensor\n\n@dataclass\nclass Pyramid:\n    feats: Dict[str, Tensor]\n\n    def __getitem__(self, key: str) -> Tensor:\n        return self.feats[key]\n\n@dataclass\nclass Strike:\n    track: Track\n",
+    );
+    let model = (
+        "seg_model.py",
+        "import torch.nn as nn\nimport seg_records as recs\nfrom seg_records import SegOut, Track, Strike\n\nclass Seg(nn.Module):\n    def forward(self, x, pyr: recs.Pyramid, track: Track, st: Strike):\n        out: SegOut = self.net(x)\n        out.logits[out.logits < 0] = 0.0\n        if out.aux:\n            x = x + 1\n        track['freqs'][~track['valid']] = 0.0\n        pyr['c3'][pyr['c3'] > 9] = 9.0\n        st.track['freqs'][~st.track['valid']] = 1.0\n        return x, out.name\n",
+    );
+    assert_eq!(
+        project_findings(&[ops, model], "ODL001"),
+        vec![
+            ("seg_model.py".to_string(), 8),
+            ("seg_model.py".to_string(), 11),
+            ("seg_model.py".to_string(), 12),
+            ("seg_model.py".to_string(), 13),
+        ]
+    );
+    assert!(project_findings(&[ops, model], "ODL005").is_empty());
+    assert!(project_findings(&[model], "ODL001").is_empty());
+}
+
+#[test]
 fn helpers_of_a_star_import_and_their_returned_masks_are_followed() {
     // `from cyto_ops import *`: the helpers the model calls are model code there, and
     // `gate`'s reduced comparison is a mask both in its file and, returned in a tuple by

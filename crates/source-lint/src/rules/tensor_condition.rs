@@ -75,7 +75,8 @@ fn reads_tensor_value(ch: &Checker, e: &Expr) -> bool {
                 Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not) => u.operand.as_ref(),
                 v => v,
             };
-            let bare_param = matches!(inner, Expr::Name(n) if ch.is_param(n.id.as_str()));
+            let bare_param = matches!(inner, Expr::Name(n) if ch.is_param(n.id.as_str()))
+                || ch.is_record_field(inner);
             (!bare_param && ch.is_tensor(inner) && !ch.is_constant_tensor(inner))
                 || reads_tensor_value(ch, v)
         }),
@@ -111,6 +112,10 @@ pub(crate) fn check_test(ch: &mut Checker, test: &Expr, kind: &str, keyword: Tex
         _ => None,
     };
     if bare.is_some_and(|n| ch.is_param(n)) {
+        return;
+    }
+    // `if out.aux:` / `if not track["valid"]:`: whether a record's optional field was filled.
+    if ch.is_record_field(inner) {
         return;
     }
     let text = ch.text_on_one_line(test.range());
