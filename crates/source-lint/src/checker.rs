@@ -1026,6 +1026,13 @@ impl<'a> Checker<'a> {
             .map(|(k, _)| k.as_str())
     }
 
+    /// Whether an expression builds a record with a tensor field computed there:
+    /// `dataclasses.replace(out, image=out.image.clamp(0, 1))` (not `hole=hole`).
+    pub fn builds_record_from_tensors(&self, e: &Expr) -> bool {
+        matches!(e, Expr::Call(c) if self.record_of(e).is_some()
+            && c.arguments.keywords.iter().any(|k| !k.value.is_name_expr() && self.is_tensor(&k.value)))
+    }
+
     /// Whether an expression reads a field of a record (`out.aux`, `track["valid"]`): a bare
     /// test of one (`if out.aux:`) asks whether the optional field was filled.
     pub fn is_record_field(&self, e: &Expr) -> bool {
@@ -1076,6 +1083,20 @@ impl<'a> Checker<'a> {
                     .map(String::as_str)
             }
             Expr::Call(c) => {
+                // `dataclasses.replace(out, image=y)`, `out._replace(logits=y)`: the same record.
+                if let Some(first) = c.arguments.args.first() {
+                    if self
+                        .qualify(&c.func)
+                        .is_some_and(|q| q == "dataclasses.replace")
+                    {
+                        return self.record_of(first);
+                    }
+                }
+                if let Expr::Attribute(a) = c.func.as_ref() {
+                    if a.attr.id.as_str() == "_replace" {
+                        return self.record_of(&a.value);
+                    }
+                }
                 let key = match c.func.as_ref() {
                     Expr::Name(n) => {
                         if let Some((class, _)) = self.record_fields.get_key_value(n.id.as_str()) {

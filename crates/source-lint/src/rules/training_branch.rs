@@ -16,7 +16,8 @@
 //!   return outputs` before the eval path decodes them, `return x, aux`, also from an
 //!   `elif self.training:` with no clause after it: the rest of the block is its else);
 //! - the eval side computes on tensors (`else: v = self.agg_inference(v)`,
-//!   `if not self.training: y = y.clamp_min(0)`, `out[out < floor] = 0`);
+//!   `if not self.training: y = y.clamp_min(0)`, `out[out < floor] = 0`, a record rebuilt around
+//!   a computed tensor: `out = dataclasses.replace(out, image=out.image.clamp(0, 1))`);
 //! - the training side transforms a tensor the code goes on with (`x = self.shuffle_unit(x)`);
 //! - a conditional expression picks between two values (`r = self.mask_ratio if self.training
 //!   else 0.0`), except a dropout probability that is zero in eval mode
@@ -309,7 +310,7 @@ fn computes(ch: &Checker, side: &[ast::Stmt]) -> bool {
                 .any(|t| matches!(t, Expr::Subscript(s) if ch.is_tensor(&s.value)))
                 || (!config_value(&a.value)
                     && !mentions_targets(&a.value)
-                    && ch.is_tensor(&a.value))
+                    && (ch.is_tensor(&a.value) || ch.builds_record_from_tensors(&a.value)))
         }
         ast::Stmt::AugAssign(a) => ch.is_tensor(&a.value) || ch.is_tensor(&a.target),
         ast::Stmt::Expr(e) => match e.value.as_ref() {
