@@ -421,6 +421,9 @@ const CORPUS_DIRS: &[&str] = &[
     "sailing",
     "bonsai",
     "escalators",
+    "mosaics",
+    "ballooning",
+    "bells",
 ];
 
 #[test]
