@@ -86,6 +86,9 @@ pub(crate) struct FnState {
     /// Names holding containers of tensors (`outputs: Dict[str, Tensor]`, `feats: List[Tensor]`):
     /// their items are tensors.
     pub containers: HashSet<String>,
+    /// Parameters annotated as dicts whose values are tensors (`feats: Dict[str, Tensor]`):
+    /// `.items()` and `.values()` give tensors.
+    pub tensor_dicts: HashSet<String>,
     /// Containers the function builds itself from tensors (`feats.append(x)` in a loop over
     /// `self.layers`, `[self.head(h) for h in hs]`), not handed in.
     pub built_lists: HashSet<String>,
@@ -1033,16 +1036,20 @@ impl<'a> Checker<'a> {
             && c.arguments.keywords.iter().any(|k| !k.value.is_name_expr() && self.is_tensor(&k.value)))
     }
 
-    /// Whether an expression reads a field of a record (`out.aux`, `track["valid"]`): a bare
-    /// test of one (`if out.aux:`) asks whether the optional field was filled.
-    pub fn is_record_field(&self, e: &Expr) -> bool {
-        match e {
-            Expr::Attribute(a) => self.record_of(&a.value).is_some(),
-            Expr::Subscript(s) => {
-                s.slice.is_string_literal_expr() && self.record_of(&s.value).is_some()
-            }
-            _ => false,
-        }
+    /// Whether an expression reads a record's field annotated `Optional[...]` (`out.aux`,
+    /// `track["mask"]`): a bare test of one (`if out.aux:`) asks whether it was filled.
+    pub fn is_optional_field(&self, e: &Expr) -> bool {
+        let (value, field) = match e {
+            Expr::Attribute(a) => (a.value.as_ref(), a.attr.id.as_str()),
+            Expr::Subscript(s) => match s.slice.as_ref() {
+                Expr::StringLiteral(k) => (s.value.as_ref(), k.value.to_str()),
+                _ => return false,
+            },
+            _ => return false,
+        };
+        self.record_of(value)
+            .and_then(|class| self.record_fields.get(class))
+            .is_some_and(|r| r.optional.contains(field))
     }
 
     /// The record class of this file an expression holds: a name bound to one, a call of its
@@ -2081,6 +2088,8 @@ fn model_functions(
     // `@property` methods by name, with their classes: `out.total_defects` in model code runs
     // the property's body in the trace.
     let mut properties: HashMap<String, Vec<String>> = HashMap::default();
+    // Classes that annotate fields and define no `forward`: records.
+    let mut record_like: HashSet<&str> = HashSet::default();
     for stmt in module {
         match stmt {
             Stmt::FunctionDef(f) => {
@@ -2088,6 +2097,13 @@ fn model_functions(
                 decorators.insert((None, f.name.id.to_string()), decorator_names(f));
             }
             Stmt::ClassDef(c) => {
+                if c.body.iter().any(|s| matches!(s, Stmt::AnnAssign(_)))
+                    && !c.body.iter().any(
+                        |s| matches!(s, Stmt::FunctionDef(f) if f.name.id.as_str() == "forward"),
+                    )
+                {
+                    record_like.insert(c.name.id.as_str());
+                }
                 let mut methods = HashMap::default();
                 for s in &c.body {
                     if let Stmt::FunctionDef(f) = s {
@@ -2388,9 +2404,23 @@ fn model_functions(
         let Some(body) = body else { continue };
         let (methods, funcs) = called_names(body);
         if !properties.is_empty() {
-            for attr in attributes_read(body, &properties) {
-                for class in &properties[&attr] {
-                    work.push((Some(class.clone()), attr.clone()));
+            for (on_self, attr) in attributes_read(body, &properties) {
+                if on_self {
+                    // `self.hw`: the property as this class defines or inherits it.
+                    if let Some(o) = item.0.as_deref().and_then(|c| owner(c, &attr)) {
+                        if properties[&attr].contains(&o) {
+                            work.push((Some(o), attr));
+                        }
+                    }
+                } else if !COMMON_ATTRIBUTES.contains(&attr.as_str()) {
+                    // `out.total_defects`: a property of a record class of the file (one that
+                    // annotates fields and is no module).
+                    for class in properties[&attr]
+                        .iter()
+                        .filter(|c| record_like.contains(c.as_str()))
+                    {
+                        work.push((Some(class.clone()), attr.clone()));
+                    }
                 }
             }
         }
@@ -4644,7 +4674,7 @@ fn bind_loop(ch: &mut Checker, target: &Expr, iter: &Expr) {
         }
         // `for name, f in feats.items()`, `for f in feats.values()` over a dict of tensors.
         if let Some((m @ ("items" | "values"), Expr::Name(d))) = ch.method(c) {
-            if c.arguments.is_empty() && ch.state().containers.contains(d.id.as_str()) {
+            if c.arguments.is_empty() && ch.state().tensor_dicts.contains(d.id.as_str()) {
                 match (m, target) {
                     ("items", Expr::Tuple(t)) if t.elts.len() == 2 => mark(ch, &t.elts[1]),
                     ("values", t) => mark(ch, t),
@@ -4768,29 +4798,37 @@ fn record_classes(
         })
         .collect();
     // Each class's annotated fields, and its properties with their return annotation.
-    let annotated = |c: &'_ ast::StmtClassDef| -> Vec<(String, Expr)> {
+    fn annotated(c: &ast::StmtClassDef) -> Vec<(&str, &Expr)> {
         c.body
             .iter()
             .filter_map(|s| match s {
                 Stmt::AnnAssign(a) => match a.target.as_ref() {
-                    Expr::Name(n) => Some((n.id.to_string(), (*a.annotation).clone())),
+                    Expr::Name(n) => Some((n.id.as_str(), a.annotation.as_ref())),
                     _ => None,
                 },
                 Stmt::FunctionDef(f) if is_property(f) => {
-                    Some((f.name.id.to_string(), f.returns.as_deref()?.clone()))
+                    Some((f.name.id.as_str(), f.returns.as_deref()?))
                 }
                 _ => None,
             })
             .collect()
-    };
+    }
     let mut fields: HashMap<String, Record> = HashMap::default();
-    let mut all: Vec<(&str, Vec<(String, Expr)>)> = Vec::new();
+    let mut all: Vec<(&str, Vec<(&str, &Expr)>)> = Vec::new();
     for c in &classes {
         let fs = annotated(c);
+        if fs.is_empty() {
+            continue;
+        }
         let tensors: HashSet<String> = fs
             .iter()
-            .filter(|(_, ann)| !annotation_is_non_tensor(ann))
-            .map(|(n, _)| n.clone())
+            .filter(|(_, ann)| field_is_tensor(ann))
+            .map(|(n, _)| n.to_string())
+            .collect();
+        let optional: HashSet<String> = fs
+            .iter()
+            .filter(|(_, ann)| annotation_is_optional(ann))
+            .map(|(n, _)| n.to_string())
             .collect();
         let getitem = c.body.iter().any(|s| {
             matches!(s, Stmt::FunctionDef(f) if f.name.id.as_str() == "__getitem__"
@@ -4801,6 +4839,7 @@ fn record_classes(
                 c.name.id.to_string(),
                 Record {
                     tensors,
+                    optional,
                     records: HashMap::default(),
                     getitem,
                 },
@@ -4816,11 +4855,17 @@ fn record_classes(
                 .filter_map(|(n, ann)| {
                     let c = annotated_class(ann)?;
                     (fields.contains_key(c) || imported.contains_key(c))
-                        .then(|| (n.clone(), c.to_string()))
+                        .then(|| (n.to_string(), c.to_string()))
                 })
                 .collect();
             if !nested.is_empty() {
-                fields.entry(class.to_string()).or_default().records = nested;
+                let r = fields.entry(class.to_string()).or_default();
+                r.records = nested;
+                r.optional = fs
+                    .iter()
+                    .filter(|(_, ann)| annotation_is_optional(ann))
+                    .map(|(n, _)| n.to_string())
+                    .collect();
             }
         }
     }
@@ -4841,59 +4886,148 @@ fn record_classes(
     (fields, returns)
 }
 
-/// The attributes a body reads (not calls) among `names`: `out.total_defects`, `self.hw`.
-fn attributes_read(body: &[Stmt], names: &HashMap<String, Vec<String>>) -> Vec<String> {
-    struct Reads<'n> {
-        names: &'n HashMap<String, Vec<String>>,
-        out: Vec<String>,
-    }
-    impl<'a> Visitor<'a> for Reads<'_> {
-        fn visit_stmt(&mut self, s: &'a Stmt) {
-            if !matches!(s, Stmt::FunctionDef(_) | Stmt::ClassDef(_)) {
-                visitor::walk_stmt(self, s);
+/// The attributes among `names` a body reads on its way to export (not in training-only or
+/// export-guarded branches), with whether it reads them on `self`: `out.total_defects`,
+/// `self.hw`.
+fn attributes_read(body: &[Stmt], names: &HashMap<String, Vec<String>>) -> Vec<(bool, String)> {
+    let mut out: Vec<(bool, String)> = Vec::new();
+    let mut v = ModelPath {
+        export_path: false,
+        on_expr: |e: &Expr| {
+            if let Expr::Attribute(a) = e {
+                let attr = a.attr.id.as_str();
+                if names.contains_key(attr) {
+                    let on_self = is_self(&a.value);
+                    if !out.iter().any(|(s, o)| *s == on_self && o == attr) {
+                        out.push((on_self, attr.to_string()));
+                    }
+                }
             }
+        },
+    };
+    v.visit_body(body);
+    out
+}
+
+/// Whether a field's annotation is a tensor: `Tensor`, `torch.Tensor`, `Optional[Tensor]`,
+/// `Tensor | None`, or such a string (not `Union[float, Tensor]`, not containers).
+fn field_is_tensor(a: &Expr) -> bool {
+    match a {
+        Expr::Name(n) => n.id.as_str() == "Tensor",
+        Expr::Attribute(at) => at.attr.id.as_str() == "Tensor",
+        Expr::StringLiteral(s) => matches!(
+            s.value.to_str().trim(),
+            "Tensor" | "torch.Tensor" | "Optional[Tensor]" | "Optional[torch.Tensor]"
+        ),
+        Expr::Subscript(sub) if generic_name(sub) == "Optional" => field_is_tensor(&sub.slice),
+        Expr::BinOp(b) if matches!(b.op, ast::Operator::BitOr) => {
+            (field_is_tensor(&b.left) && b.right.is_none_literal_expr())
+                || (b.left.is_none_literal_expr() && field_is_tensor(&b.right))
         }
-        fn visit_expr(&mut self, e: &'a Expr) {
-            match e {
-                Expr::Call(c) => {
-                    // `out.decode(x)` calls a method; its receiver and arguments may still read.
-                    if let Expr::Attribute(a) = c.func.as_ref() {
-                        self.visit_expr(&a.value);
-                    } else {
-                        self.visit_expr(&c.func);
-                    }
-                    for a in c.arguments.args.iter() {
-                        self.visit_expr(a);
-                    }
-                    for k in c.arguments.keywords.iter() {
-                        self.visit_expr(&k.value);
-                    }
-                    return;
-                }
-                Expr::Attribute(a) => {
-                    let attr = a.attr.id.as_str();
-                    if self.names.contains_key(attr) && !self.out.iter().any(|o| o == attr) {
-                        self.out.push(attr.to_string());
-                    }
-                }
-                _ => {}
-            }
+        _ => false,
+    }
+}
+
+/// Whether an annotation is a dict whose values are tensors: `Dict[str, Tensor]`,
+/// `Mapping[str, torch.Tensor]` (not `Dict[str, List[Tensor]]`).
+fn dict_of_tensors(a: &Expr) -> bool {
+    matches!(a, Expr::Subscript(sub)
+        if matches!(generic_name(sub), "Dict" | "dict" | "Mapping" | "MutableMapping" | "OrderedDict")
+            && matches!(sub.slice.as_ref(), Expr::Tuple(t)
+                if t.elts.len() == 2 && field_is_tensor(&t.elts[1])))
+}
+
+/// Whether an annotation allows `None`: `Optional[X]`, `X | None`, `Union[X, None]`.
+fn annotation_is_optional(a: &Expr) -> bool {
+    match a {
+        Expr::Subscript(sub) => match generic_name(sub) {
+            "Optional" => true,
+            "Union" => matches!(sub.slice.as_ref(), Expr::Tuple(t)
+                if t.elts.iter().any(|e| e.is_none_literal_expr())),
+            _ => false,
+        },
+        Expr::BinOp(b) if matches!(b.op, ast::Operator::BitOr) => {
+            b.left.is_none_literal_expr()
+                || b.right.is_none_literal_expr()
+                || annotation_is_optional(&b.left)
+                || annotation_is_optional(&b.right)
+        }
+        Expr::StringLiteral(s) => {
+            let t = s.value.to_str();
+            t.starts_with("Optional[") || t.ends_with("| None")
+        }
+        _ => false,
+    }
+}
+
+/// Calls `f` on an expression and each expression inside it.
+pub(crate) fn for_each_sub_expr<'e>(e: &'e Expr, f: &mut dyn FnMut(&'e Expr)) {
+    struct Each<'f, 'e> {
+        f: &'f mut dyn FnMut(&'e Expr),
+    }
+    impl<'e> Visitor<'e> for Each<'_, 'e> {
+        fn visit_expr(&mut self, e: &'e Expr) {
+            (self.f)(e);
             visitor::walk_expr(self, e);
         }
     }
-    let mut r = Reads {
-        names,
-        out: Vec::new(),
-    };
-    r.visit_body(body);
-    r.out
+    Each { f }.visit_expr(e);
 }
+
+/// Calls `f` on every annotation of a module: parameters', returns', annotated assignments', in
+/// functions and classes at any depth.
+pub(crate) fn for_each_annotation<'m>(body: &'m [Stmt], f: &mut dyn FnMut(&'m Expr)) {
+    let mut stmts = Vec::new();
+    flatten(body, &mut stmts);
+    for s in stmts {
+        match s {
+            Stmt::FunctionDef(d) => {
+                for p in d.parameters.iter() {
+                    if let Some(a) = p.annotation() {
+                        f(a);
+                    }
+                }
+                if let Some(r) = d.returns.as_deref() {
+                    f(r);
+                }
+                for_each_annotation(&d.body, f);
+            }
+            Stmt::ClassDef(c) => for_each_annotation(&c.body, f),
+            Stmt::AnnAssign(a) => f(&a.annotation),
+            _ => {}
+        }
+    }
+}
+
+/// Attribute names model code reads on tensors and modules all the time: a property of that name
+/// on some record class is not what they read.
+const COMMON_ATTRIBUTES: &[&str] = &[
+    "shape",
+    "dtype",
+    "device",
+    "weight",
+    "bias",
+    "data",
+    "grad",
+    "T",
+    "ndim",
+    "training",
+    "is_cuda",
+    "requires_grad",
+    "layout",
+    "real",
+    "imag",
+];
 
 /// A record class of the file: its fields (and properties) annotated as tensors, and those
 /// annotated with another record class.
 #[derive(Default, Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     pub tensors: HashSet<String>,
+    /// Fields annotated `Optional[...]` (or `... | None`): a bare test of one asks whether it
+    /// was filled.
+    #[serde(default)]
+    pub optional: HashSet<String>,
     pub records: HashMap<String, String>,
     /// `def __getitem__(self, key) -> Tensor`: every item is a tensor.
     #[serde(default)]
@@ -6252,6 +6386,9 @@ impl<'a> Visitor<'a> for Checker<'a> {
                             }
                             if annotation.is_some_and(mentions_tensor_anywhere) {
                                 st.containers.insert(name.to_string());
+                            }
+                            if annotation.is_some_and(dict_of_tensors) {
+                                st.tensor_dicts.insert(name.to_string());
                             }
                             continue;
                         }

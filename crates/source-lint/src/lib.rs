@@ -23,6 +23,7 @@ pub use registry::{rule, FixKind, Rule, RULES, SECTIONS};
 
 use diagnostics::{Diagnostic, Location};
 use rayon::prelude::*;
+use ruff_python_ast::{Expr, Stmt};
 /// Every table the checker keeps is keyed by identifiers: FxHash instead of SipHash (hashing was
 /// about 5 % of `lint` on the torch package; see docs/performance.md).
 pub(crate) use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
@@ -315,15 +316,16 @@ fn lint_parsed(file: &str, source: &str, parsed: Parsed, project: &checker::Proj
     } else {
         checker::imported_names(&module.body)
     };
-    // Class names (`StrikeOutput`) and modules (`import ops as mops`) a model file imports.
+    // Class names a model file imports and names in annotations (`out: StrikeOutput`,
+    // `-> Optional[Track]`) or calls (`Track(...)`), and those it reads through a module it
+    // imports (`import ops as mops` then `pyr: mops.Pyramid`), as imports of that name.
     let record_imports = if defines_models {
-        let mut all = if facts.exports.is_empty() {
+        let all = if facts.exports.is_empty() {
             checker::imported_names(&module.body)
         } else {
             imported_names.clone()
         };
-        all.retain(|i| i.name.is_empty() || checker::class_like(&i.name));
-        all
+        record_imports(&module.body, all)
     } else {
         Vec::new()
     };
@@ -345,6 +347,78 @@ fn lint_parsed(file: &str, source: &str, parsed: Parsed, project: &checker::Proj
         records,
         record_imports,
     }
+}
+
+/// The imports a file may take records from: class-like names it imports (`from .ops import
+/// Track`; the project pass resolves only names some file defines a record by), and class-like
+/// names its annotations read through a module it imports (`pyr: mops.Pyramid` after `import
+/// ops as mops`), as imports of that name.
+fn record_imports(
+    module: &[Stmt],
+    imports: Vec<checker::ImportedCall>,
+) -> Vec<checker::ImportedCall> {
+    let (mut out, modules): (Vec<_>, Vec<_>) = imports
+        .into_iter()
+        .filter(|i| i.name.is_empty() || checker::class_like(&i.name))
+        .partition(|i| !i.name.is_empty());
+    if modules.is_empty() {
+        return out;
+    }
+    let mut through: Vec<(usize, String)> = Vec::new();
+    let mut note = |e: &Expr| {
+        checker::for_each_sub_expr(e, &mut |e| {
+            let (alias, name) = match e {
+                Expr::Attribute(a) => match a.value.as_ref() {
+                    Expr::Name(m) => (m.id.as_str(), a.attr.id.as_str()),
+                    _ => return,
+                },
+                // `"mops.Pyramid"`
+                Expr::StringLiteral(s) => match s.value.to_str().split_once('.') {
+                    Some((m, n)) if !n.contains(['.', '[']) => (m, n),
+                    _ => return,
+                },
+                _ => return,
+            };
+            if !checker::class_like(name) {
+                return;
+            }
+            if let Some(k) = modules.iter().position(|m| m.callee == alias) {
+                if !through.iter().any(|(j, n)| *j == k && n == name) {
+                    through.push((k, name.to_string()));
+                }
+            }
+        });
+    };
+    checker::for_each_annotation(module, &mut note);
+    out.extend(through.into_iter().map(|(k, name)| checker::ImportedCall {
+        level: modules[k].level,
+        module: modules[k].module.clone(),
+        callee: format!("{}.{name}", modules[k].callee),
+        name,
+    }));
+    out
+}
+
+/// Tells a file the record `name` of file `i` under `spelled`, with the records its fields hold
+/// under their `i#Class` names, a few levels deep.
+fn tell_record(
+    told: &mut crate::HashMap<String, checker::Record>,
+    spelled: String,
+    i: usize,
+    name: &str,
+    defined: &crate::HashMap<String, checker::Record>,
+    depth: usize,
+) {
+    let Some(rec) = defined.get(name) else { return };
+    let mut rec = rec.clone();
+    for nested in rec.records.values_mut() {
+        let key = format!("{i}#{nested}");
+        if depth < 3 && !told.contains_key(&key) {
+            tell_record(told, key.clone(), i, nested, defined, depth + 1);
+        }
+        *nested = key;
+    }
+    told.insert(spelled, rec);
 }
 
 /// Whether `from <call.module> import ...` written in `importer` (relative when `call.level` > 0)
@@ -1420,41 +1494,36 @@ fn lint_on_pool(
             }
         }
     }
-    // `from .ops import PartialTrack`, `import ops as mops` then `pyr: mops.Pyramid`: the
-    // record classes other files define, with the records their fields name.
+    // `from .ops import PartialTrack`, `mops.Pyramid` through `import ops as mops`: the record
+    // classes other files define, under the name the importer spells them; the records their
+    // fields hold go under names no Python code spells (`3#Track`, the defining file's index),
+    // so they never meet the importer's own names.
+    let record_names: crate::HashSet<&str> = read
+        .iter()
+        .flatten()
+        .flat_map(|r| r.lint.records.keys().map(String::as_str))
+        .collect();
     for (j, r) in read.iter().enumerate() {
         let Ok(r) = r else { continue };
+        if record_names.is_empty() {
+            break;
+        }
         for imp in &r.lint.record_imports {
-            let mut found: Vec<(
-                String,
-                &checker::Record,
-                &crate::HashMap<String, checker::Record>,
-            )> = Vec::new();
-            if imp.name.is_empty() {
-                for i in resolve(j, imp) {
-                    let Ok(t) = &read[i] else { continue };
-                    for (name, rec) in &t.lint.records {
-                        found.push((format!("{}.{name}", imp.callee), rec, &t.lint.records));
-                    }
-                }
-            } else {
-                for (i, name) in resolve_through(j, imp) {
-                    let Ok(t) = &read[i] else { continue };
-                    if let Some(rec) = t.lint.records.get(&name) {
-                        found.push((imp.callee.clone(), rec, &t.lint.records));
-                    }
-                }
+            if !record_names.contains(imp.name.as_str()) {
+                continue;
             }
-            for (spelled, rec, defined) in found {
-                for nested in rec.records.values() {
-                    if let Some(n) = defined.get(nested) {
-                        extra[j]
-                            .records
-                            .entry(nested.clone())
-                            .or_insert_with(|| n.clone());
-                    }
+            for (i, name) in resolve_through(j, imp) {
+                let Ok(t) = &read[i] else { continue };
+                if t.lint.records.contains_key(&name) {
+                    tell_record(
+                        &mut extra[j].records,
+                        imp.callee.clone(),
+                        i,
+                        &name,
+                        &t.lint.records,
+                        0,
+                    );
                 }
-                extra[j].records.insert(spelled, rec.clone());
             }
         }
     }

@@ -451,6 +451,25 @@ fn records_of_another_file_give_tensor_fields() {
 }
 
 #[test]
+fn records_told_to_another_file_keep_to_their_own_names() {
+    // `Strike` holds a `Track`; the importer has a `Track` of its own that is no record: the
+    // nested record reaches it under a name no Python code spells, and its own `Track` stays
+    // what it is.
+    let recs = (
+        "strike_recs.py",
+        "from dataclasses import dataclass\nimport torch\n\n@dataclass\nclass Track:\n    valid: torch.Tensor\n\n@dataclass\nclass Strike:\n    track: Track\n",
+    );
+    let model = (
+        "strike_model.py",
+        "import torch.nn as nn\nfrom strike_recs import Strike\n\nclass Track:\n    def __init__(self, valid):\n        self.valid = valid\n\nclass Net(nn.Module):\n    def forward(self, x, s: Strike, t: Track):\n        k = int(s.track.valid.sum())\n        return x[:, : int(t.valid)] * k\n",
+    );
+    assert_eq!(
+        project_findings(&[recs, model], "ODL004"),
+        vec![("strike_model.py".to_string(), 10)]
+    );
+}
+
+#[test]
 fn helpers_of_a_star_import_and_their_returned_masks_are_followed() {
     // `from cyto_ops import *`: the helpers the model calls are model code there, and
     // `gate`'s reduced comparison is a mask both in its file and, returned in a tuple by

@@ -5,8 +5,9 @@
 //! that read a tensor through Python (`if bool(t.any()):`, `if t.item() < 0.01:`). Tensors made
 //! only from Python numbers or random draws (`if torch.rand(1) < self.p:`) do not depend on the
 //! inputs and are left alone, and so is a test export never evaluates (`if not
-//! torch.jit.is_tracing() and (p < 0).any():`). A test spread over several lines is reported on
-//! the line of its `if`, `elif` or `while`.
+//! torch.jit.is_tracing() and (p < 0).any():`), and a bare test of a record's field annotated
+//! `Optional[...]` (`if out.aux:`, whether it was filled). A test spread over several lines is
+//! reported on the line of its `if`, `elif` or `while`.
 //!
 //! ## Why is this bad?
 //! Tracing evaluates the condition once on the example input and records only the branch it
@@ -76,7 +77,7 @@ fn reads_tensor_value(ch: &Checker, e: &Expr) -> bool {
                 v => v,
             };
             let bare_param = matches!(inner, Expr::Name(n) if ch.is_param(n.id.as_str()))
-                || ch.is_record_field(inner);
+                || ch.is_optional_field(inner);
             (!bare_param && ch.is_tensor(inner) && !ch.is_constant_tensor(inner))
                 || reads_tensor_value(ch, v)
         }),
@@ -98,7 +99,14 @@ pub(crate) fn check_test(ch: &mut Checker, test: &Expr, kind: &str, keyword: Tex
         Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not) => u.operand.as_ref(),
         e => e,
     };
-    let on_tensor = ch.is_tensor(inner) && !ch.is_constant_tensor(inner);
+    // `if out.aux or out.mask:`: each operand a test of an optional record field.
+    let on_tensor = match inner {
+        Expr::BoolOp(b) => b
+            .values
+            .iter()
+            .any(|v| ch.is_tensor(v) && !ch.is_constant_tensor(v) && !ch.is_optional_field(v)),
+        _ => ch.is_tensor(inner) && !ch.is_constant_tensor(inner),
+    };
     if !on_tensor && !reads_tensor_value(ch, inner) {
         return;
     }
@@ -115,7 +123,7 @@ pub(crate) fn check_test(ch: &mut Checker, test: &Expr, kind: &str, keyword: Tex
         return;
     }
     // `if out.aux:` / `if not track["valid"]:`: whether a record's optional field was filled.
-    if ch.is_record_field(inner) {
+    if ch.is_optional_field(inner) {
         return;
     }
     let text = ch.text_on_one_line(test.range());
