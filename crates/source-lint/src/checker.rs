@@ -162,6 +162,11 @@ pub(crate) struct Checker<'a> {
     record_fields: HashMap<String, Record>,
     /// The part of `record_fields` this file defines (for importers).
     own_records: HashMap<String, Record>,
+    /// Functions (class `None`) and methods of this file annotated to return a list or dict of
+    /// tensors (`-> Dict[str, Tensor]`, `-> List[torch.Tensor]`).
+    returns_container: HashSet<(Option<String>, String)>,
+    /// The same for imported callees, as this file spells them.
+    imported_containers: HashSet<String>,
     /// Functions (class `None`) and methods annotated to return one of those records.
     returns_record: HashMap<(Option<String>, String), String>,
     /// [`Checker::torch_built_tuple`] per callee, as it is asked at every unpacking.
@@ -320,6 +325,9 @@ pub(crate) struct Project {
     /// Record classes other files define that this one imports, as it spells them
     /// (`StrikeOutput`, `mops.Pyramid`), and the records their fields name.
     pub records: HashMap<String, Record>,
+    /// Imported functions (as called here) annotated to return a list or dict of tensors
+    /// (`-> Dict[str, Tensor]`).
+    pub container_returns: HashSet<String>,
 }
 
 impl Project {
@@ -334,6 +342,7 @@ impl Project {
             && self.eval_helpers.is_empty()
             && self.argument_kinds.is_empty()
             && self.records.is_empty()
+            && self.container_returns.is_empty()
     }
 
     /// A hash of what other files told this one, the same for the same facts in any order (the
@@ -367,6 +376,7 @@ impl Project {
             sorted(r.records.iter()).hash(&mut h);
             r.getitem.hash(&mut h);
         }
+        sorted(self.container_returns.iter()).hash(&mut h);
         h.finish()
     }
 }
@@ -455,6 +465,8 @@ impl<'a> Checker<'a> {
             unannotated_methods,
             record_fields,
             own_records,
+            returns_container: container_returning_functions(module),
+            imported_containers: project.container_returns.clone(),
             returns_record,
             torch_built: Default::default(),
             imported_unannotated: project.unannotated.clone(),
@@ -482,6 +494,30 @@ impl<'a> Checker<'a> {
             findings: Vec::new(),
             facts: Facts::default(),
         }
+    }
+
+    /// Module-level functions of this file annotated to return a list or dict of tensors (for
+    /// importers).
+    pub fn module_container_returns(&self) -> HashSet<String> {
+        self.returns_container
+            .iter()
+            .filter(|(class, _)| class.is_none())
+            .map(|(_, name)| name.clone())
+            .collect()
+    }
+
+    /// Whether a call returns a list or dict of tensors by its callee's annotation: a function
+    /// of this file, a method of this class, or an imported one (`mops.guard(feats)`).
+    fn returns_container(&self, c: &ast::ExprCall) -> bool {
+        if self.returns_container.is_empty() && self.imported_containers.is_empty() {
+            return false;
+        }
+        let own = match c.func.as_ref() {
+            Expr::Name(n) => Some((None, n.id.to_string())),
+            f => self_attr(f).map(|m| (self.classes.last().cloned(), m.to_string())),
+        };
+        own.is_some_and(|k| self.returns_container.contains(&k))
+            || imported_callee(c).is_some_and(|k| self.imported_containers.contains(&k))
     }
 
     /// This file's record classes (for importers).
@@ -4444,7 +4480,11 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
             // items (`outputs_class[-1]`) are tensors.
             let container = matches!(value, Expr::ListComp(l)
                 if ch.is_tensor(&l.elt)
-                    || matches!(l.elt.as_ref(), Expr::Call(c) if is_self_chain(&c.func)));
+                    || matches!(l.elt.as_ref(), Expr::Call(c) if is_self_chain(&c.func)))
+                // `feats = guard(self.backbone(img))` with `-> Dict[str, Tensor]`: computed
+                // here from tensors, as a list the function builds.
+                || matches!(value, Expr::Call(c) if ch.returns_container(c)
+                    && c.arguments.args.iter().any(|a| ch.is_tensor(a)));
             let st = ch.fns.last_mut().expect("scope");
             if array {
                 st.arrays.insert(id.clone());
@@ -4776,6 +4816,18 @@ fn annotated_class(a: &Expr) -> Option<&str> {
         Expr::Subscript(s) if generic_name(s) == "Optional" => annotated_class(&s.slice),
         _ => None,
     }
+}
+
+/// Functions and methods of a module annotated to return a list or dict of tensors.
+fn container_returning_functions(module: &[Stmt]) -> HashSet<(Option<String>, String)> {
+    functions_and_methods(module)
+        .filter(|(_, f)| {
+            matches!(f.returns.as_deref(), Some(Expr::Subscript(s))
+                if matches!(generic_name(s), "List" | "list" | "Dict" | "dict" | "Sequence" | "Mapping")
+                    && mentions_tensor_anywhere(&s.slice))
+        })
+        .map(|(class, f)| (class.map(str::to_string), f.name.id.to_string()))
+        .collect()
 }
 
 /// The record classes of a module (classes whose body annotates fields, as a dataclass or a

@@ -141,6 +141,10 @@ pub struct FileLint {
     /// .ops import warp_by_flow as warp`): a package's re-exports, followed by importers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     reexports: Vec<checker::ImportedCall>,
+    /// This file's module-level functions annotated to return a list or dict of tensors (for
+    /// importers).
+    #[serde(default, skip_serializing_if = "crate::HashSet::is_empty")]
+    container_returns: crate::HashSet<String>,
     /// This file's record classes: dataclasses, `NamedTuple`s, `TypedDict`s with tensor fields
     /// (for importers).
     #[serde(default, skip_serializing_if = "crate::HashMap::is_empty")]
@@ -280,6 +284,7 @@ fn lint_parsed(file: &str, source: &str, parsed: Parsed, project: &checker::Proj
                 reexports: Vec::new(),
                 records: Default::default(),
                 record_imports: Vec::new(),
+                container_returns: Default::default(),
             };
         }
     };
@@ -302,6 +307,7 @@ fn lint_parsed(file: &str, source: &str, parsed: Parsed, project: &checker::Proj
     let defines_models = !ch.model_functions().is_empty();
     let eval_helpers = rules::export_without_eval::eval_helpers(source, &module.body);
     let records = ch.module_records().clone();
+    let container_returns = ch.module_container_returns();
     // Only model code's calls to other files' helpers are told to them.
     let argument_kinds = if calls.is_empty() {
         Default::default()
@@ -346,6 +352,7 @@ fn lint_parsed(file: &str, source: &str, parsed: Parsed, project: &checker::Proj
         reexports: checker::reexports(import_maps.as_ref()),
         records,
         record_imports,
+        container_returns,
     }
 }
 
@@ -1368,6 +1375,10 @@ fn lint_on_pool(
                     if let Some(flags) = defining.lint.returns.get(&call.name) {
                         if r.lint.facts.defines_models {
                             extra[j].returns.insert(call.callee.clone(), flags.clone());
+                        }
+                    } else if defining.lint.container_returns.contains(&call.name) {
+                        if r.lint.facts.defines_models {
+                            extra[j].container_returns.insert(call.callee.clone());
                         }
                     } else if defining.lint.unannotated.contains(&call.name)
                         && r.lint.facts.defines_models

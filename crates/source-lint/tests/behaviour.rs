@@ -470,6 +470,25 @@ fn records_told_to_another_file_keep_to_their_own_names() {
 }
 
 #[test]
+fn helpers_of_another_file_returning_dicts_of_tensors_are_read() {
+    // `feats = mops.guard(self.backbone(img))` with `guard` annotated `-> Dict[str, Tensor]`:
+    // the neck and head applied to it give tensors.
+    let ops = (
+        "stage_ops.py",
+        "from typing import Dict\nfrom torch import Tensor\n\ndef guard(feats: Dict[str, Tensor]) -> Dict[str, Tensor]:\n    return {k: v.clamp(-1e4, 1e4) for k, v in feats.items()}\n",
+    );
+    let model = (
+        "stage_model.py",
+        "import torch.nn as nn\nimport stage_ops as mops\n\nclass Seg(nn.Module):\n    def forward(self, img):\n        feats = mops.guard(self.backbone(img))\n        logits = self.head(self.neck(feats))\n        if logits.mean() < 0.1:\n            logits = logits * 2\n        return logits\n",
+    );
+    assert_eq!(
+        project_findings(&[ops, model], "ODL005"),
+        vec![("stage_model.py".to_string(), 8)]
+    );
+    assert!(project_findings(&[model], "ODL005").is_empty());
+}
+
+#[test]
 fn helpers_of_a_star_import_and_their_returned_masks_are_followed() {
     // `from cyto_ops import *`: the helpers the model calls are model code there, and
     // `gate`'s reduced comparison is a mask both in its file and, returned in a tuple by
