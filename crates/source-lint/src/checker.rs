@@ -803,6 +803,11 @@ impl<'a> Checker<'a> {
     }
 
     /// The body of a method of the innermost enclosing class (`self.NAME(...)`).
+    /// A class of the file and its ancestors of the file, nearest first.
+    pub fn class_lineage(&self, class: &'a str) -> Vec<&'a str> {
+        lineage(&self.class_bases, class)
+    }
+
     pub fn own_method(&self, name: &str) -> Option<&'a [Stmt]> {
         self.class_methods.last().and_then(|m| m.get(name).copied())
     }
@@ -2220,7 +2225,8 @@ fn model_functions(
             || class.ends_with("NLL")
             || lower.contains("loglikelihood")
             || lower.contains("criterion")
-            || lower.ends_with("metric")
+            // `SegMetric`, `iou_metric`; not `Radiometric` (a calibration layer).
+            || last_word(class).is_some_and(|w| w == "metric" || w == "metrics")
             // DETR's `HungarianMatcher.forward(outputs, targets)`, a detector's label
             // assigner: training-time target assignment (not a `VarnishMatcher` taking the
             // `target_lab` colour to match at inference).
@@ -2751,6 +2757,125 @@ pub(crate) fn spell_training(module: &mut [Stmt], source: &str) {
     }
     for s in module.iter_mut() {
         Spell.visit_stmt(s);
+    }
+}
+
+/// Rewrites, in `if`/`elif` tests, what the code uses to ask whether it is being exported as
+/// `torch.onnx.is_in_onnx_export()` (the range kept, so findings quote the test as written), so
+/// the export guard is read as one: a module flag the export code sets (`self.exporting`,
+/// `self.export_mode`, `self.onnx_export`), a module-level constant (`EXPORTING`), and a
+/// function of the file that only returns an export check (`def is_capturing(): return
+/// torch.jit.is_tracing() or torch.onnx.is_in_onnx_export()`). Files that say neither
+/// `export` nor `onnx` in such a name are not walked.
+pub(crate) fn spell_export_flags(module: &mut [Stmt], source: &str) {
+    use ruff_python_ast::visitor::transformer::{self as t, Transformer};
+    if !(source.contains("xport") || source.contains("EXPORT") || source.contains("onnx")) {
+        return;
+    }
+    // `def is_capturing(): return torch.jit.is_tracing() or torch.onnx.is_in_onnx_export()`.
+    let helpers: Vec<String> = module
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::FunctionDef(f)
+                if f.parameters.is_empty()
+                    && matches!(&f.body[..], [.., Stmt::Return(r)]
+                        if r.value.as_deref().is_some_and(|v| export_polarity(v) == Some(true))) =>
+            {
+                Some(f.name.id.to_string())
+            }
+            _ => None,
+        })
+        .collect();
+    // Names that say the export mode itself (not `export_peaks`, an option to output peaks).
+    fn flag_name(name: &str) -> bool {
+        matches!(
+            name.trim_start_matches('_').to_ascii_lowercase().as_str(),
+            "export"
+                | "exporting"
+                | "export_mode"
+                | "exporting_mode"
+                | "is_export"
+                | "is_exporting"
+                | "in_export"
+                | "for_export"
+                | "onnx"
+                | "onnx_export"
+                | "onnx_exporting"
+                | "onnx_mode"
+                | "export_onnx"
+                | "exporting_onnx"
+                | "is_onnx"
+                | "is_onnx_export"
+                | "for_onnx"
+        )
+    }
+    struct Spell<'h> {
+        helpers: &'h [String],
+    }
+    impl Spell<'_> {
+        fn test(&self, e: &mut Expr) {
+            let range = ruff_text_size::Ranged::range(&*e);
+            let flag = match &*e {
+                Expr::Attribute(a) => is_self(&a.value) && flag_name(a.attr.id.as_str()),
+                Expr::Name(n) => {
+                    let id = n.id.as_str();
+                    id.chars().all(|c| c.is_ascii_uppercase() || c == '_') && flag_name(id)
+                }
+                Expr::Call(c) => {
+                    c.arguments.is_empty()
+                        && matches!(c.func.as_ref(), Expr::Name(f)
+                            if self.helpers.iter().any(|h| h == f.id.as_str()))
+                }
+                Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not) => {
+                    if let Expr::UnaryOp(u) = e {
+                        self.test(&mut u.operand);
+                    }
+                    return;
+                }
+                Expr::BoolOp(_) => {
+                    if let Expr::BoolOp(b) = e {
+                        b.values.iter_mut().for_each(|v| self.test(v));
+                    }
+                    return;
+                }
+                _ => false,
+            };
+            if flag {
+                *e = Expr::Call(ast::ExprCall {
+                    node_index: Default::default(),
+                    range_start: range.start(),
+                    func: Box::new(Expr::Name(ast::ExprName {
+                        node_index: Default::default(),
+                        range,
+                        id: ast::name::Name::new_static("is_in_onnx_export"),
+                        ctx: ast::ExprContext::Load,
+                    })),
+                    arguments: ast::Arguments {
+                        node_index: Default::default(),
+                        range,
+                        args: Box::new([]),
+                        keywords: Default::default(),
+                    },
+                });
+            }
+        }
+    }
+    impl Transformer for Spell<'_> {
+        fn visit_stmt(&self, stmt: &mut Stmt) {
+            if let Stmt::If(i) = stmt {
+                self.test(&mut i.test);
+                for c in i.elif_else_clauses.iter_mut() {
+                    if let Some(t) = c.test.as_mut() {
+                        self.test(t);
+                    }
+                }
+            }
+            t::walk_stmt(self, stmt);
+        }
+    }
+    let spell = Spell { helpers: &helpers };
+    for s in module.iter_mut() {
+        spell.visit_stmt(s);
     }
 }
 
@@ -3779,6 +3904,25 @@ fn is_loss_forward(body: &[Stmt], targets: &[String]) -> bool {
     };
     loss_statements(body).for_each(|s| loss.visit_stmt(s));
     loss.mentions_target || !whole.tuple_return
+}
+
+/// The last word of a CamelCase or snake_case name, in lower case: `SegMetric` → `metric`.
+fn last_word(name: &str) -> Option<String> {
+    let name = name.trim_end_matches('_');
+    let start = name
+        .char_indices()
+        .rev()
+        .find(|&(i, c)| {
+            c == '_'
+                || (c.is_ascii_uppercase()
+                    && name[..i]
+                        .chars()
+                        .last()
+                        .is_some_and(|p| p.is_ascii_lowercase()))
+        })
+        .map_or(0, |(i, c)| if c == '_' { i + 1 } else { i });
+    let w = &name[start..];
+    (!w.is_empty()).then(|| w.to_ascii_lowercase())
 }
 
 /// Whether a name says "loss" as a word of its own (`FocalLoss`, `compute_loss`, `bceloss`,
@@ -6612,7 +6756,19 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 let (body_on, else_on) = match guard {
                     Guard::Training => (false, true),
                     Guard::NotTraining => (true, false),
-                    Guard::ExportAware => (false, false),
+                    // `if torch.jit.is_scripting(): ... else: ...`: the trace takes the branch
+                    // for eager code, which scripting is not.
+                    Guard::ExportAware => match scripting_test(&i.test) {
+                        Some(true) => (false, true),
+                        Some(false) => (true, false),
+                        // `if torch.onnx.is_in_onnx_export(): rows = torch.nonzero(m)`: the
+                        // branch export takes is traced like any other code.
+                        None => match export_polarity(&i.test) {
+                            Some(true) => (true, false),
+                            Some(false) => (false, true),
+                            None => (false, false),
+                        },
+                    },
                     Guard::None => (true, true),
                 };
                 self.visit_expr(&i.test);
@@ -6819,6 +6975,32 @@ pub(crate) enum Guard {
     /// the code is written with export in mind; neither branch is flagged.
     ExportAware,
     None,
+}
+
+/// `Some(true)` for a test that is `torch.jit.is_scripting()` (or `torch.compiler.is_compiling()`)
+/// alone, `Some(false)` for its `not`: the TorchScript exporter's trace neither scripts nor
+/// compiles, so it takes the other branch.
+fn scripting_test(test: &Expr) -> Option<bool> {
+    match test {
+        Expr::Call(c) if c.arguments.is_empty() => {
+            let name = match c.func.as_ref() {
+                Expr::Attribute(a) => a.attr.id.as_str(),
+                Expr::Name(n) => n.id.as_str(),
+                _ => return None,
+            };
+            // `torch.compiler.is_compiling()` too: false under the tracer the TorchScript
+            // exporter uses.
+            matches!(
+                name,
+                "is_scripting" | "is_compiling" | "is_dynamo_compiling" | "is_exporting"
+            )
+            .then_some(true)
+        }
+        Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not) => {
+            scripting_test(&u.operand).map(|v| !v)
+        }
+        _ => None,
+    }
 }
 
 pub(crate) fn guard_of(test: &Expr) -> Guard {

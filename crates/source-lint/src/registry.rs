@@ -144,11 +144,11 @@ pub fn rules_markdown() -> String {
          handed to the exporter, and, in a file that calls \
          `torch.onnx.export`/`torch.jit.trace`, every module-level function passed around as a \
          value. Branches taken only in training (`if self.training:`, also written `self.training == True`, `if targets is not None:`), \
-         export-aware code (under `torch.jit.is_tracing()`, `torch.onnx.is_in_onnx_export()`, ...) \
+         the branch of an export guard that export does not take (the `else` of `if torch.onnx.is_in_onnx_export():` or `torch.jit.is_tracing()`, the body of `if torch.jit.is_scripting():` or `torch.compiler.is_compiling()`, which the TorchScript exporter's trace is not; a module flag or constant named for export, `self.exporting`, `self.export_mode`, `EXPORTING`, which the export code sets, and a function of the file that only returns such a check count as guards; the branch export takes is model code like any other, and when the outcome under export also depends on other conditions neither branch is) \
          and what is called only there (in this file or another: a helper of another file called under \
          `if self.training:` is not model code there), \
          functions compiled with `torch.jit.script`, functions named like losses (\"loss\" as a word of \
-         its own: `compute_loss`, not `decode_glosses`), `*Loss`/`*Criterion`/`*Metric`/`*CE`/`*NLL` \
+         its own: `compute_loss`, not `decode_glosses`), `*Loss`/`*Criterion`/`*Metric` (the word, not `Radiometric`)/`*CE`/`*NLL` \
          modules, `*Matcher`/`*Assigner` modules whose `forward` takes targets (DETR's `HungarianMatcher`), and modules whose `forward` always computes a loss (`F.cross_entropy(...)`), code \
          after `if not self.training: return x`, and an export script's driver code (functions that call the exporter or check the \
          result on onnxruntime, and what they or module-level statements call, also through a command table: \

@@ -214,15 +214,44 @@ fn linear(mode: &str) -> bool {
 /// cfg.upsample_mode`).
 fn config_mode<'a>(ch: &Checker<'a>, a: &'a ast::ExprAttribute) -> Option<&'a str> {
     let module = ch.bodies[0];
-    if !is_self(&a.value) {
-        return config_field_default(module, a.attr.id.as_str());
-    }
-    let class = module_class(module, ch.classes.last()?)?;
-    let values: Vec<&ast::Expr> = self_assignments(&class.body)
+    let own = module_class(module, ch.classes.last()?)?;
+    let class = if is_self(&a.value) {
+        own
+    } else {
+        // `self.fpn.up_mode` with `self.fpn = TinyFPN(c, up_mode)`: the submodule's class.
+        let sub = match a.value.as_ref() {
+            ast::Expr::Attribute(s) if is_self(&s.value) => s.attr.id.as_str(),
+            _ => return config_field_default(module, a.attr.id.as_str()),
+        };
+        let built = self_assignments(&own.body)
+            .into_iter()
+            .find_map(|(attr, v)| match v {
+                ast::Expr::Call(c) if attr == sub => match c.func.as_ref() {
+                    ast::Expr::Name(n) => module_class(module, n.id.as_str()),
+                    _ => None,
+                },
+                _ => None,
+            });
+        match built {
+            Some(c) => c,
+            None => return config_field_default(module, a.attr.id.as_str()),
+        }
+    };
+    // The class's own assignments, else its nearest base class's of the file that assigns it
+    // (`self.mode = mode` in `DecoderStage.__init__`, read in a subclass).
+    let assigned = |c: &'a ast::StmtClassDef| -> Vec<&'a ast::Expr> {
+        self_assignments(&c.body)
+            .into_iter()
+            .filter(|(attr, _)| *attr == a.attr.id.as_str())
+            .map(|(_, v)| v)
+            .collect()
+    };
+    let (class, values) = ch
+        .class_lineage(class.name.id.as_str())
         .into_iter()
-        .filter(|(attr, _)| *attr == a.attr.id.as_str())
-        .map(|(_, v)| v)
-        .collect();
+        .filter_map(|c| module_class(module, c))
+        .map(|c| (c, assigned(c)))
+        .find(|(_, v)| !v.is_empty())?;
     match values[..] {
         [ast::Expr::Attribute(v)] if !is_self(&v.value) => {
             config_field_default(module, v.attr.id.as_str())
