@@ -424,6 +424,9 @@ const CORPUS_DIRS: &[&str] = &[
     "mosaics",
     "ballooning",
     "bells",
+    "kilns",
+    "rowing",
+    "lacquer",
 ];
 
 #[test]
