@@ -2765,13 +2765,9 @@ pub(crate) fn spell_training(module: &mut [Stmt], source: &str) {
 /// the export guard is read as one: a module flag the export code sets (`self.exporting`,
 /// `self.export_mode`, `self.onnx_export`), a module-level constant (`EXPORTING`), and a
 /// function of the file that only returns an export check (`def is_capturing(): return
-/// torch.jit.is_tracing() or torch.onnx.is_in_onnx_export()`). Files that say neither
-/// `export` nor `onnx` in such a name are not walked.
-pub(crate) fn spell_export_flags(module: &mut [Stmt], source: &str) {
-    use ruff_python_ast::visitor::transformer::{self as t, Transformer};
-    if !(source.contains("xport") || source.contains("EXPORT") || source.contains("onnx")) {
-        return;
-    }
+/// torch.jit.is_tracing() or torch.onnx.is_in_onnx_export()`). Only statements are walked, down
+/// to each `if`'s test.
+pub(crate) fn spell_export_flags(module: &mut [Stmt]) {
     // `def is_capturing(): return torch.jit.is_tracing() or torch.onnx.is_in_onnx_export()`.
     let helpers: Vec<String> = module
         .iter()
@@ -2860,23 +2856,49 @@ pub(crate) fn spell_export_flags(module: &mut [Stmt], source: &str) {
             }
         }
     }
-    impl Transformer for Spell<'_> {
-        fn visit_stmt(&self, stmt: &mut Stmt) {
-            if let Stmt::If(i) = stmt {
-                self.test(&mut i.test);
-                for c in i.elif_else_clauses.iter_mut() {
-                    if let Some(t) = c.test.as_mut() {
-                        self.test(t);
+    fn walk(spell: &Spell<'_>, body: &mut [Stmt]) {
+        for stmt in body {
+            match stmt {
+                Stmt::If(i) => {
+                    spell.test(&mut i.test);
+                    walk(spell, &mut i.body);
+                    for c in i.elif_else_clauses.iter_mut() {
+                        if let Some(t) = c.test.as_mut() {
+                            spell.test(t);
+                        }
+                        walk(spell, &mut c.body);
                     }
                 }
+                Stmt::FunctionDef(f) => walk(spell, &mut f.body),
+                Stmt::ClassDef(c) => walk(spell, &mut c.body),
+                Stmt::For(f) => {
+                    walk(spell, &mut f.body);
+                    walk(spell, &mut f.orelse);
+                }
+                Stmt::While(w) => {
+                    walk(spell, &mut w.body);
+                    walk(spell, &mut w.orelse);
+                }
+                Stmt::With(w) => walk(spell, &mut w.body),
+                Stmt::Try(t) => {
+                    walk(spell, &mut t.body);
+                    for h in t.handlers.iter_mut() {
+                        let ast::ExceptHandler::ExceptHandler(h) = h;
+                        walk(spell, &mut h.body);
+                    }
+                    walk(spell, &mut t.orelse);
+                    walk(spell, &mut t.finalbody);
+                }
+                Stmt::Match(m) => {
+                    for c in m.cases.iter_mut() {
+                        walk(spell, &mut c.body);
+                    }
+                }
+                _ => {}
             }
-            t::walk_stmt(self, stmt);
         }
     }
-    let spell = Spell { helpers: &helpers };
-    for s in module.iter_mut() {
-        spell.visit_stmt(s);
-    }
+    walk(&Spell { helpers: &helpers }, module);
 }
 
 /// Replaces a local that only ever holds the mode (`is_train = self.training`, then `if

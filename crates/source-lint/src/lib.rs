@@ -290,7 +290,7 @@ fn lint_parsed(file: &str, source: &str, parsed: Parsed, project: &checker::Proj
     };
     checker::spell_self(&mut module.body);
     checker::spell_training(&mut module.body, source);
-    checker::spell_export_flags(&mut module.body, source);
+    checker::spell_export_flags(&mut module.body);
     checker::spell_mode_locals(&mut module.body, source);
     let module = &module;
     let mut ch = checker::Checker::new(source, file, &index, &module.body, project);
