@@ -803,11 +803,6 @@ impl<'a> Checker<'a> {
     }
 
     /// The body of a method of the innermost enclosing class (`self.NAME(...)`).
-    /// A class of the file and its ancestors of the file, nearest first.
-    pub fn class_lineage(&self, class: &'a str) -> Vec<&'a str> {
-        lineage(&self.class_bases, class)
-    }
-
     pub fn own_method(&self, name: &str) -> Option<&'a [Stmt]> {
         self.class_methods.last().and_then(|m| m.get(name).copied())
     }
@@ -1899,9 +1894,8 @@ fn export_polarity(test: &Expr) -> Option<bool> {
                 _ => return None,
             };
             match name {
-                "is_tracing" | "_is_tracing" | "is_in_onnx_export" | "_get_tracing_state" => {
-                    Some(true)
-                }
+                "is_tracing" | "_is_tracing" | "is_in_onnx_export" | "_get_tracing_state"
+                | EXPORT_FLAG => Some(true),
                 "is_scripting" => Some(false),
                 _ => None,
             }
@@ -1998,6 +1992,26 @@ impl<'a, F: FnMut(&'a Expr)> Visitor<'a> for ModelPath<F> {
                             self.visit_body(&c.body);
                         }
                     }
+                }
+                return;
+            }
+            // `if self.export: return self.decode_export(x)`: what the branch export takes
+            // calls is model code, for the flags and helpers the export code sets (torch's own
+            // guards keep what either branch calls out, as before: torchvision's tracing
+            // branches call ONNX-specific helpers).
+            if guard == Guard::ExportAware && !training() && mentions_export_flag(&i.test) {
+                self.visit_expr(&i.test);
+                match traced_polarity(&i.test) {
+                    Some(true) => self.visit_body(&i.body),
+                    Some(false) => {
+                        for c in &i.elif_else_clauses {
+                            if let Some(t) = &c.test {
+                                self.visit_expr(t);
+                            }
+                            self.visit_body(&c.body);
+                        }
+                    }
+                    None => {}
                 }
                 return;
             }
@@ -2225,8 +2239,9 @@ fn model_functions(
             || class.ends_with("NLL")
             || lower.contains("loglikelihood")
             || lower.contains("criterion")
-            // `SegMetric`, `iou_metric`; not `Radiometric` (a calibration layer).
-            || last_word(class).is_some_and(|w| w == "metric" || w == "metrics")
+            // `SegMetric`, `IoUMetric`, `iou_metric`; not `Radiometric` (a calibration layer).
+            || ["Metric", "Metrics", "_metric", "_metrics"].iter().any(|m| class.ends_with(m))
+            || matches!(lower.as_str(), "metric" | "metrics")
             // DETR's `HungarianMatcher.forward(outputs, targets)`, a detector's label
             // assigner: training-time target assignment (not a `VarnishMatcher` taking the
             // `target_lab` colour to match at inference).
@@ -2774,7 +2789,8 @@ pub(crate) fn spell_export_flags(module: &mut [Stmt]) {
         .filter_map(|s| match s {
             Stmt::FunctionDef(f)
                 if f.parameters.is_empty()
-                    && matches!(&f.body[..], [.., Stmt::Return(r)]
+                    && matches!(f.body.iter().filter(|s| !is_docstring(s)).collect::<Vec<_>>()[..],
+                        [Stmt::Return(r)]
                         if r.value.as_deref().is_some_and(|v| export_polarity(v) == Some(true))) =>
             {
                 Some(f.name.id.to_string())
@@ -2794,7 +2810,6 @@ pub(crate) fn spell_export_flags(module: &mut [Stmt]) {
                 | "is_exporting"
                 | "in_export"
                 | "for_export"
-                | "onnx"
                 | "onnx_export"
                 | "onnx_exporting"
                 | "onnx_mode"
@@ -2809,9 +2824,8 @@ pub(crate) fn spell_export_flags(module: &mut [Stmt]) {
         helpers: &'h [String],
     }
     impl Spell<'_> {
-        fn test(&self, e: &mut Expr) {
-            let range = ruff_text_size::Ranged::range(&*e);
-            let flag = match &*e {
+        fn is_flag(&self, e: &Expr) -> bool {
+            match e {
                 Expr::Attribute(a) => is_self(&a.value) && flag_name(a.attr.id.as_str()),
                 Expr::Name(n) => {
                     let id = n.id.as_str();
@@ -2822,6 +2836,19 @@ pub(crate) fn spell_export_flags(module: &mut [Stmt]) {
                         && matches!(c.func.as_ref(), Expr::Name(f)
                             if self.helpers.iter().any(|h| h == f.id.as_str()))
                 }
+                _ => false,
+            }
+        }
+        fn has_flag(&self, e: &Expr) -> bool {
+            match e {
+                Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not) => self.has_flag(&u.operand),
+                Expr::BoolOp(b) => b.values.iter().any(|v| self.has_flag(v)),
+                e => self.is_flag(e),
+            }
+        }
+        fn test(&self, e: &mut Expr) {
+            let range = ruff_text_size::Ranged::range(&*e);
+            let flag = match &*e {
                 Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not) => {
                     if let Expr::UnaryOp(u) = e {
                         self.test(&mut u.operand);
@@ -2834,7 +2861,7 @@ pub(crate) fn spell_export_flags(module: &mut [Stmt]) {
                     }
                     return;
                 }
-                _ => false,
+                e => self.is_flag(e),
             };
             if flag {
                 *e = Expr::Call(ast::ExprCall {
@@ -2843,7 +2870,7 @@ pub(crate) fn spell_export_flags(module: &mut [Stmt]) {
                     func: Box::new(Expr::Name(ast::ExprName {
                         node_index: Default::default(),
                         range,
-                        id: ast::name::Name::new_static("is_in_onnx_export"),
+                        id: ast::name::Name::new_static(EXPORT_FLAG),
                         ctx: ast::ExprContext::Load,
                     })),
                     arguments: ast::Arguments {
@@ -2856,15 +2883,28 @@ pub(crate) fn spell_export_flags(module: &mut [Stmt]) {
             }
         }
     }
+    // Only a test whose outcome under export the flag decides is rewritten (`if not
+    // self.exporting:`, `if VERBOSE and not EXPORTING:`); `if self.export and (x > 0).any():`
+    // stays a test like any other, its branches checked.
+    fn spell_test(spell: &Spell<'_>, test: &mut Expr) {
+        if !spell.has_flag(test) {
+            return;
+        }
+        let mut t = test.clone();
+        spell.test(&mut t);
+        if mentions_export_flag(&t) && export_polarity(&t).is_some() {
+            *test = t;
+        }
+    }
     fn walk(spell: &Spell<'_>, body: &mut [Stmt]) {
         for stmt in body {
             match stmt {
                 Stmt::If(i) => {
-                    spell.test(&mut i.test);
+                    spell_test(spell, &mut i.test);
                     walk(spell, &mut i.body);
                     for c in i.elif_else_clauses.iter_mut() {
                         if let Some(t) = c.test.as_mut() {
-                            spell.test(t);
+                            spell_test(spell, t);
                         }
                         walk(spell, &mut c.body);
                     }
@@ -3926,25 +3966,6 @@ fn is_loss_forward(body: &[Stmt], targets: &[String]) -> bool {
     };
     loss_statements(body).for_each(|s| loss.visit_stmt(s));
     loss.mentions_target || !whole.tuple_return
-}
-
-/// The last word of a CamelCase or snake_case name, in lower case: `SegMetric` → `metric`.
-fn last_word(name: &str) -> Option<String> {
-    let name = name.trim_end_matches('_');
-    let start = name
-        .char_indices()
-        .rev()
-        .find(|&(i, c)| {
-            c == '_'
-                || (c.is_ascii_uppercase()
-                    && name[..i]
-                        .chars()
-                        .last()
-                        .is_some_and(|p| p.is_ascii_lowercase()))
-        })
-        .map_or(0, |(i, c)| if c == '_' { i + 1 } else { i });
-    let w = &name[start..];
-    (!w.is_empty()).then(|| w.to_ascii_lowercase())
 }
 
 /// Whether a name says "loss" as a word of its own (`FocalLoss`, `compute_loss`, `bceloss`,
@@ -5252,6 +5273,11 @@ pub struct Record {
     pub getitem: bool,
 }
 
+/// Whether a statement is a bare string (a docstring).
+fn is_docstring(s: &Stmt) -> bool {
+    matches!(s, Stmt::Expr(e) if e.value.is_string_literal_expr())
+}
+
 /// Whether a method is a property's setter or deleter (`@end2end.setter`).
 pub(crate) fn is_property_setter(f: &ast::StmtFunctionDef) -> bool {
     f.decorator_list.iter().any(|d| {
@@ -6439,10 +6465,19 @@ impl<'a> Visitor<'a> for Checker<'a> {
             // block is the eager path, never exported; after `if not self.training: return`,
             // the training path.
             if let Stmt::If(s) = stmt {
-                let positive = !matches!(s.test.as_ref(), Expr::UnaryOp(_));
                 // `if not self.training: return x`: what follows only runs in training.
                 let eval_exit = guard_of(&s.test) == Guard::NotTraining;
-                if ((positive && guard_of(&s.test) == Guard::ExportAware) || eval_exit)
+                // `if torch.jit.is_tracing(): return ...`, and a test that mixes a guard with
+                // other conditions (`if not is_exporting() and size == old: return x`), as
+                // before; not `if torch.jit.is_scripting(): return x`, after which the trace
+                // goes on.
+                let positive = !matches!(s.test.as_ref(), Expr::UnaryOp(_));
+                let export_exit = guard_of(&s.test) == Guard::ExportAware
+                    && match traced_polarity(&s.test) {
+                        Some(p) => p,
+                        None => positive,
+                    };
+                if (export_exit || eval_exit)
                     && s.elif_else_clauses.is_empty()
                     && always_exits(&s.body)
                 {
@@ -6780,16 +6815,12 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     Guard::NotTraining => (true, false),
                     // `if torch.jit.is_scripting(): ... else: ...`: the trace takes the branch
                     // for eager code, which scripting is not.
-                    Guard::ExportAware => match scripting_test(&i.test) {
-                        Some(true) => (false, true),
-                        Some(false) => (true, false),
-                        // `if torch.onnx.is_in_onnx_export(): rows = torch.nonzero(m)`: the
-                        // branch export takes is traced like any other code.
-                        None => match export_polarity(&i.test) {
-                            Some(true) => (true, false),
-                            Some(false) => (false, true),
-                            None => (false, false),
-                        },
+                    // `if torch.onnx.is_in_onnx_export(): rows = torch.nonzero(m)`: the branch
+                    // export takes is traced like any other code.
+                    Guard::ExportAware => match traced_polarity(&i.test) {
+                        Some(true) => (true, false),
+                        Some(false) => (false, true),
+                        None => (false, false),
                     },
                     Guard::None => (true, true),
                 };
@@ -7014,7 +7045,7 @@ fn scripting_test(test: &Expr) -> Option<bool> {
             // exporter uses.
             matches!(
                 name,
-                "is_scripting" | "is_compiling" | "is_dynamo_compiling" | "is_exporting"
+                "is_scripting" | "is_compiling" | "is_dynamo_compiling"
             )
             .then_some(true)
         }
@@ -7023,6 +7054,23 @@ fn scripting_test(test: &Expr) -> Option<bool> {
         }
         _ => None,
     }
+}
+
+/// The name of the call [`spell_export_flags`] puts in place of a module flag named for export.
+pub(crate) const EXPORT_FLAG: &str = "__onnx_doctor_export_flag__";
+
+/// Whether a test reads such a flag.
+fn mentions_export_flag(test: &Expr) -> bool {
+    rules::any_sub_expr(
+        test,
+        |e| matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == EXPORT_FLAG)),
+    )
+}
+
+/// The value an export-aware test has in the TorchScript exporter's trace, when the test says
+/// ([`export_polarity`], then `is_scripting()`/`is_compiling()` alone, which are false there).
+fn traced_polarity(test: &Expr) -> Option<bool> {
+    export_polarity(test).or_else(|| scripting_test(test).map(|v| !v))
 }
 
 pub(crate) fn guard_of(test: &Expr) -> Guard {
@@ -7047,6 +7095,7 @@ pub(crate) fn guard_of(test: &Expr) -> Guard {
                         | "is_compiling"
                         | "is_exporting"
                         | "is_dynamo_compiling"
+                        | EXPORT_FLAG
                 )
             }
             Expr::UnaryOp(u) => export_check(&u.operand),

@@ -214,31 +214,37 @@ fn linear(mode: &str) -> bool {
 /// cfg.upsample_mode`).
 fn config_mode<'a>(ch: &Checker<'a>, a: &'a ast::ExprAttribute) -> Option<&'a str> {
     let module = ch.bodies[0];
-    let own = module_class(module, ch.classes.last()?)?;
+    let field = || config_field_default(module, a.attr.id.as_str());
+    let own = || module_class(module, ch.classes.last()?);
     let class = if is_self(&a.value) {
-        own
+        own()?
     } else {
         // `self.fpn.up_mode` with `self.fpn = TinyFPN(c, up_mode)`: the submodule's class.
-        let sub = match a.value.as_ref() {
-            ast::Expr::Attribute(s) if is_self(&s.value) => s.attr.id.as_str(),
-            _ => return config_field_default(module, a.attr.id.as_str()),
+        let ast::Expr::Attribute(s) = a.value.as_ref() else {
+            return field();
         };
-        let built = self_assignments(&own.body)
-            .into_iter()
-            .find_map(|(attr, v)| match v {
-                ast::Expr::Call(c) if attr == sub => match c.func.as_ref() {
-                    ast::Expr::Name(n) => module_class(module, n.id.as_str()),
+        if !is_self(&s.value) {
+            return field();
+        }
+        let built = own().and_then(|own| {
+            self_assignments(&own.body)
+                .into_iter()
+                .find_map(|(attr, v)| match v {
+                    ast::Expr::Call(c) if attr == s.attr.id.as_str() => match c.func.as_ref() {
+                        ast::Expr::Name(n) => module_class(module, n.id.as_str()),
+                        _ => None,
+                    },
                     _ => None,
-                },
-                _ => None,
-            });
+                })
+        });
         match built {
             Some(c) => c,
-            None => return config_field_default(module, a.attr.id.as_str()),
+            None => return field(),
         }
     };
-    // The class's own assignments, else its nearest base class's of the file that assigns it
-    // (`self.mode = mode` in `DecoderStage.__init__`, read in a subclass).
+    // The class's own assignments, else those of its base classes of the file, in the order
+    // Python looks them up (left to right, depth first): `self.mode = mode` in
+    // `DecoderStage.__init__`, read in a subclass.
     let assigned = |c: &'a ast::StmtClassDef| -> Vec<&'a ast::Expr> {
         self_assignments(&c.body)
             .into_iter()
@@ -246,12 +252,29 @@ fn config_mode<'a>(ch: &Checker<'a>, a: &'a ast::ExprAttribute) -> Option<&'a st
             .map(|(_, v)| v)
             .collect()
     };
-    let (class, values) = ch
-        .class_lineage(class.name.id.as_str())
+    let mut order: Vec<&'a ast::StmtClassDef> = Vec::new();
+    let mut work = vec![class];
+    while let Some(c) = work.pop() {
+        if order.iter().any(|o| std::ptr::eq(*o, c)) || order.len() > 32 {
+            continue;
+        }
+        order.push(c);
+        for b in c.bases().iter().rev() {
+            if let ast::Expr::Name(n) = b {
+                if let Some(bc) = module_class(module, n.id.as_str()) {
+                    work.push(bc);
+                }
+            }
+        }
+    }
+    let Some((class, values)) = order
         .into_iter()
-        .filter_map(|c| module_class(module, c))
         .map(|c| (c, assigned(c)))
-        .find(|(_, v)| !v.is_empty())?;
+        .find(|(_, v)| !v.is_empty())
+    else {
+        // `self.cfg.upsample_mode` with `self.cfg = HeadCfg()`: the config field's default.
+        return if is_self(&a.value) { None } else { field() };
+    };
     match values[..] {
         [ast::Expr::Attribute(v)] if !is_self(&v.value) => {
             config_field_default(module, v.attr.id.as_str())

@@ -56,10 +56,22 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         }
         _ => None,
     };
+    // `class CausalMHA(nn.MultiheadAttention)` of this file, then `CausalMHA(d, h,
+    // batch_first=True)`: its `forward` hands over to the torch module's.
+    let subclass = || match call.func.as_ref() {
+        Expr::Name(n) => crate::checker::module_class(ch.bodies[0], n.id.as_str())?
+            .bases()
+            .iter()
+            .find_map(|b| ch.qualify(b)),
+        _ => None,
+    };
     let (q, bound) = match (ch.torch_fn(call), partial) {
         (Some(q), _) => (q, None),
         (None, Some((q, p))) => (q, Some(p)),
-        (None, None) => return,
+        (None, None) => match subclass() {
+            Some(q) => (q, None),
+            None => return,
+        },
     };
     let short = match q.as_str() {
         "torch.nn.MultiheadAttention" | "torch.nn.modules.activation.MultiheadAttention" => {
