@@ -427,6 +427,9 @@ const CORPUS_DIRS: &[&str] = &[
     "kilns",
     "rowing",
     "lacquer",
+    "pottery_wheel",
+    "orchestra",
+    "tidepools",
 ];
 
 #[test]
