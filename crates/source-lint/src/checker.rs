@@ -1944,6 +1944,18 @@ fn decided_unread(test: &Expr) -> bool {
     }
 }
 
+impl<'a, F: FnMut(&'a Expr)> ModelPath<F> {
+    /// The `elif`/`else` clauses of an `if`, tests and bodies.
+    fn visit_clauses(&mut self, i: &'a ast::StmtIf) {
+        for c in &i.elif_else_clauses {
+            if let Some(t) = &c.test {
+                self.visit_expr(t);
+            }
+            self.visit_body(&c.body);
+        }
+    }
+}
+
 impl<'a, F: FnMut(&'a Expr)> Visitor<'a> for ModelPath<F> {
     fn visit_body(&mut self, body: &'a [Stmt]) {
         for stmt in body {
@@ -1975,22 +1987,10 @@ impl<'a, F: FnMut(&'a Expr)> Visitor<'a> for ModelPath<F> {
                 self.visit_expr(&i.test);
                 match export_polarity(&i.test) {
                     Some(true) => self.visit_body(&i.body),
-                    Some(false) => {
-                        for c in &i.elif_else_clauses {
-                            if let Some(t) = &c.test {
-                                self.visit_expr(t);
-                            }
-                            self.visit_body(&c.body);
-                        }
-                    }
+                    Some(false) => self.visit_clauses(i),
                     None => {
                         self.visit_body(&i.body);
-                        for c in &i.elif_else_clauses {
-                            if let Some(t) = &c.test {
-                                self.visit_expr(t);
-                            }
-                            self.visit_body(&c.body);
-                        }
+                        self.visit_clauses(i);
                     }
                 }
                 return;
@@ -1999,18 +1999,17 @@ impl<'a, F: FnMut(&'a Expr)> Visitor<'a> for ModelPath<F> {
             // calls is model code, for the flags and helpers the export code sets (torch's own
             // guards keep what either branch calls out, as before: torchvision's tracing
             // branches call ONNX-specific helpers).
+            if guard == Guard::ExportAware && exporter_dependent(&i.test) {
+                self.visit_expr(&i.test);
+                self.visit_body(&i.body);
+                self.visit_clauses(i);
+                return;
+            }
             if guard == Guard::ExportAware && !training() && mentions_export_flag(&i.test) {
                 self.visit_expr(&i.test);
                 match traced_polarity(&i.test) {
                     Some(true) => self.visit_body(&i.body),
-                    Some(false) => {
-                        for c in &i.elif_else_clauses {
-                            if let Some(t) = &c.test {
-                                self.visit_expr(t);
-                            }
-                            self.visit_body(&c.body);
-                        }
-                    }
+                    Some(false) => self.visit_clauses(i),
                     None => {}
                 }
                 return;
@@ -6473,6 +6472,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 // goes on.
                 let positive = !matches!(s.test.as_ref(), Expr::UnaryOp(_));
                 let export_exit = guard_of(&s.test) == Guard::ExportAware
+                    && !exporter_dependent(&s.test)
                     && match traced_polarity(&s.test) {
                         Some(p) => p,
                         None => positive,
@@ -6817,6 +6817,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     // for eager code, which scripting is not.
                     // `if torch.onnx.is_in_onnx_export(): rows = torch.nonzero(m)`: the branch
                     // export takes is traced like any other code.
+                    Guard::ExportAware if exporter_dependent(&i.test) => (true, true),
                     Guard::ExportAware => match traced_polarity(&i.test) {
                         Some(true) => (true, false),
                         Some(false) => (false, true),
@@ -7030,9 +7031,8 @@ pub(crate) enum Guard {
     None,
 }
 
-/// `Some(true)` for a test that is `torch.jit.is_scripting()` (or `torch.compiler.is_compiling()`)
-/// alone, `Some(false)` for its `not`: the TorchScript exporter's trace neither scripts nor
-/// compiles, so it takes the other branch.
+/// `Some(true)` for a test that is `torch.jit.is_scripting()` alone, `Some(false)` for its `not`:
+/// neither exporter scripts, so the trace takes the other branch.
 fn scripting_test(test: &Expr) -> Option<bool> {
     match test {
         Expr::Call(c) if c.arguments.is_empty() => {
@@ -7041,13 +7041,7 @@ fn scripting_test(test: &Expr) -> Option<bool> {
                 Expr::Name(n) => n.id.as_str(),
                 _ => return None,
             };
-            // `torch.compiler.is_compiling()` too: false under the tracer the TorchScript
-            // exporter uses.
-            matches!(
-                name,
-                "is_scripting" | "is_compiling" | "is_dynamo_compiling"
-            )
-            .then_some(true)
+            (name == "is_scripting").then_some(true)
         }
         Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not) => {
             scripting_test(&u.operand).map(|v| !v)
@@ -7067,8 +7061,29 @@ fn mentions_export_flag(test: &Expr) -> bool {
     )
 }
 
+/// Whether a test is `torch.compiler.is_compiling()`/`is_exporting()` alone (or negated): false
+/// in the TorchScript exporter's trace, true in the dynamo exporter's, so either branch may be
+/// exported and both are checked.
+pub(crate) fn exporter_dependent(test: &Expr) -> bool {
+    match test {
+        Expr::Call(c) if c.arguments.is_empty() => {
+            let name = match c.func.as_ref() {
+                Expr::Attribute(a) => a.attr.id.as_str(),
+                Expr::Name(n) => n.id.as_str(),
+                _ => return false,
+            };
+            matches!(
+                name,
+                "is_compiling" | "is_dynamo_compiling" | "is_exporting"
+            )
+        }
+        Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not) => exporter_dependent(&u.operand),
+        _ => false,
+    }
+}
+
 /// The value an export-aware test has in the TorchScript exporter's trace, when the test says
-/// ([`export_polarity`], then `is_scripting()`/`is_compiling()` alone, which are false there).
+/// ([`export_polarity`], then `is_scripting()` alone, which is false there).
 fn traced_polarity(test: &Expr) -> Option<bool> {
     export_polarity(test).or_else(|| scripting_test(test).map(|v| !v))
 }

@@ -252,28 +252,34 @@ fn config_mode<'a>(ch: &Checker<'a>, a: &'a ast::ExprAttribute) -> Option<&'a st
             .map(|(_, v)| v)
             .collect()
     };
-    let mut order: Vec<&'a ast::StmtClassDef> = Vec::new();
-    let mut work = vec![class];
-    while let Some(c) = work.pop() {
-        if order.iter().any(|o| std::ptr::eq(*o, c)) || order.len() > 32 {
-            continue;
-        }
-        order.push(c);
-        for b in c.bases().iter().rev() {
-            if let ast::Expr::Name(n) = b {
-                if let Some(bc) = module_class(module, n.id.as_str()) {
-                    work.push(bc);
+    let order = method_resolution_order(module, class);
+    // A value set in the class body (`up_mode = "nearest"`, a dataclass field's default) of the
+    // nearest class that has one; a property or method of that name is no string we can read.
+    let in_body = |c: &'a ast::StmtClassDef| -> Option<Option<&'a str>> {
+        c.body.iter().find_map(|s| match s {
+            ast::Stmt::AnnAssign(x) => match (x.target.as_ref(), x.value.as_deref()) {
+                (ast::Expr::Name(n), v) if n.id.as_str() == a.attr.id.as_str() => {
+                    Some(v.and_then(string_literal))
                 }
-            }
-        }
-    }
+                _ => None,
+            },
+            ast::Stmt::Assign(x) => match &x.targets[..] {
+                [ast::Expr::Name(n)] if n.id.as_str() == a.attr.id.as_str() => {
+                    Some(string_literal(&x.value))
+                }
+                _ => None,
+            },
+            ast::Stmt::FunctionDef(f) if f.name.id.as_str() == a.attr.id.as_str() => Some(None),
+            _ => None,
+        })
+    };
     let Some((class, values)) = order
-        .into_iter()
-        .map(|c| (c, assigned(c)))
+        .iter()
+        .map(|c| (*c, assigned(c)))
         .find(|(_, v)| !v.is_empty())
     else {
-        // `self.cfg.upsample_mode` with `self.cfg = HeadCfg()`: the config field's default.
-        return if is_self(&a.value) { None } else { field() };
+        // `self.cfg.upsample_mode` with `self.cfg = HeadCfg()`: the field's default in the class.
+        return order.into_iter().find_map(in_body).flatten();
     };
     match values[..] {
         [ast::Expr::Attribute(v)] if !is_self(&v.value) => {
@@ -286,6 +292,58 @@ fn config_mode<'a>(ch: &Checker<'a>, a: &'a ast::ExprAttribute) -> Option<&'a st
         [v] => string_literal(v),
         _ => None,
     }
+}
+
+/// A class of the module and its base classes of the module in Python's method resolution
+/// order (C3: `class D(L, R)` with `L(B)`, `R(B)` is D, L, R, B), bases the module does not
+/// define left out; the class alone when the bases admit no order.
+fn method_resolution_order<'a>(
+    module: &'a [ast::Stmt],
+    class: &'a ast::StmtClassDef,
+) -> Vec<&'a ast::StmtClassDef> {
+    fn linearize<'a>(
+        module: &'a [ast::Stmt],
+        class: &'a ast::StmtClassDef,
+        depth: usize,
+    ) -> Option<Vec<&'a ast::StmtClassDef>> {
+        if depth > 16 {
+            return None;
+        }
+        let bases: Vec<&ast::StmtClassDef> = class
+            .bases()
+            .iter()
+            .filter_map(|b| match b {
+                ast::Expr::Name(n) => module_class(module, n.id.as_str()),
+                _ => None,
+            })
+            .filter(|b| !std::ptr::eq(*b, class))
+            .collect();
+        let mut seqs: Vec<Vec<&ast::StmtClassDef>> = Vec::new();
+        for b in &bases {
+            seqs.push(linearize(module, b, depth + 1)?);
+        }
+        seqs.push(bases);
+        let mut out = vec![class];
+        loop {
+            seqs.retain(|s| !s.is_empty());
+            if seqs.is_empty() {
+                return Some(out);
+            }
+            // The first head that is in no other sequence's tail.
+            let head = seqs.iter().map(|s| s[0]).find(|h| {
+                !seqs
+                    .iter()
+                    .any(|s| s[1..].iter().any(|t| std::ptr::eq(*t, *h)))
+            })?;
+            out.push(head);
+            for s in seqs.iter_mut() {
+                if std::ptr::eq(s[0], head) {
+                    s.remove(0);
+                }
+            }
+        }
+    }
+    linearize(module, class, 0).unwrap_or_else(|| vec![class])
 }
 
 /// The linear mode a `**self.<attr>` spliced into the call sets, when the module's methods

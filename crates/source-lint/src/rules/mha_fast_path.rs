@@ -44,6 +44,30 @@ pub(crate) const RULE: Rule = Rule {
     source: include_str!("mha_fast_path.rs"),
 };
 
+/// The `super().__init__(...)` call of a class's `__init__`.
+fn super_init_call(class: &ast::StmtClassDef) -> Option<&ast::ExprCall> {
+    let init = class.body.iter().find_map(|s| match s {
+        ast::Stmt::FunctionDef(f) if f.name.id.as_str() == "__init__" => Some(f),
+        _ => None,
+    })?;
+    init.body.iter().find_map(|s| match s {
+        ast::Stmt::Expr(e) => match e.value.as_ref() {
+            Expr::Call(c) => match c.func.as_ref() {
+                Expr::Attribute(a)
+                    if a.attr.id.as_str() == "__init__"
+                        && matches!(a.value.as_ref(), Expr::Call(s)
+                            if matches!(s.func.as_ref(), Expr::Name(n) if n.id.as_str() == "super")) =>
+                {
+                    Some(c)
+                }
+                _ => None,
+            },
+            _ => None,
+        },
+        _ => None,
+    })
+}
+
 pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     // `MHA = partial(nn.MultiheadAttention, batch_first=True)` at module level, then
     // `MHA(d, heads)`: the constructor, with the arguments the partial binds.
@@ -57,12 +81,24 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         _ => None,
     };
     // `class CausalMHA(nn.MultiheadAttention)` of this file, then `CausalMHA(d, h,
-    // batch_first=True)`: its `forward` hands over to the torch module's.
+    // batch_first=True)` (or with `super().__init__(..., batch_first=True)` in its `__init__`):
+    // its `forward` hands over to the torch module's.
+    let subclass_init: std::cell::Cell<Option<&ast::ExprCall>> = std::cell::Cell::new(None);
     let subclass = || match call.func.as_ref() {
-        Expr::Name(n) => crate::checker::module_class(ch.bodies[0], n.id.as_str())?
-            .bases()
-            .iter()
-            .find_map(|b| ch.qualify(b)),
+        Expr::Name(n) => {
+            let class = crate::checker::module_class(ch.bodies[0], n.id.as_str())?;
+            let q = class.bases().iter().find_map(|b| {
+                ch.qualify(b).filter(|q| {
+                    matches!(
+                        q.as_str(),
+                        "torch.nn.MultiheadAttention"
+                            | "torch.nn.modules.activation.MultiheadAttention"
+                    )
+                })
+            })?;
+            subclass_init.set(super_init_call(class));
+            Some(q)
+        }
         _ => None,
     };
     let (q, bound) = match (ch.torch_fn(call), partial) {
@@ -81,7 +117,11 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         "torch.nn.TransformerEncoder" => "TransformerEncoder",
         _ => return,
     };
-    let batch_first = keyword(call, "batch_first")
+    // What a subclass hands its base decides over what it is given.
+    let batch_first = subclass_init
+        .get()
+        .and_then(|c| keyword(c, "batch_first"))
+        .or_else(|| keyword(call, "batch_first"))
         .or_else(|| bound.and_then(|p| keyword(p, "batch_first")))
         .is_some_and(|k| match &k.value {
         // `batch_first=BATCH_FIRST` with `BATCH_FIRST = True` in the function or the module.
