@@ -80,8 +80,8 @@ mod tests {
         insta::assert_snapshot!(text);
     }
 
-    #[test]
-    fn a_caret_under_a_tab_indented_line_points_at_its_column() {
+    /// The excerpt and caret lines rendered for a finding at `column` of a one-line file.
+    fn excerpt(line: &str, column: usize) -> (String, String) {
         let d = Diagnostic::new(
             "ODL004",
             crate::Severity::Error,
@@ -89,36 +89,29 @@ mod tests {
             Location::Source {
                 file: "m.py".into(),
                 line: 1,
-                column: 10,
+                column,
             },
         );
-        let text = render_human(&[d], &|_| Some("\t\treturn x.tolist()\n".to_string()));
+        let text = render_human(&[d], &|_| Some(format!("{line}\n")));
         let lines: Vec<&str> = text.lines().collect();
-        let source = lines[2].strip_prefix("1 | ").unwrap();
-        let caret = lines[3].strip_prefix("  | ").unwrap();
+        (
+            lines[2].strip_prefix("1 | ").unwrap().to_string(),
+            lines[3].strip_prefix("  | ").unwrap().to_string(),
+        )
+    }
+
+    #[test]
+    fn a_caret_under_a_tab_indented_line_points_at_its_column() {
+        let (source, caret) = excerpt("\t\treturn x.tolist()", 10);
         assert_eq!(source, "        return x.tolist()");
         assert_eq!(&source[caret.len() - 1..caret.len() + 8], "x.tolist(");
     }
 
     #[test]
     fn a_caret_after_wide_characters_points_at_its_column() {
-        // `print("结果", x.item())`: the two CJK characters take two terminal columns each.
-        let d = Diagnostic::new(
-            "ODL004",
-            crate::Severity::Error,
-            "frozen".to_string(),
-            Location::Source {
-                file: "m.py".into(),
-                line: 1,
-                column: 17,
-            },
-        );
-        let text = render_human(&[d], &|_| {
-            Some("    print(\"结果\", x.item())\n".to_string())
-        });
-        let lines: Vec<&str> = text.lines().collect();
-        let caret = lines[3].strip_prefix("  | ").unwrap();
-        // 4 spaces + `print("` (7) + 2 wide characters (4 columns) + `", ` (3) = 18 columns.
+        // `print("结果", x.item())`: the two CJK characters take two terminal columns each:
+        // 4 spaces + `print("` (7) + 4 columns + `", ` (3) = 18 columns before `x`.
+        let (_, caret) = excerpt("    print(\"结果\", x.item())", 17);
         assert_eq!(caret, format!("{}^", " ".repeat(18)));
     }
 }

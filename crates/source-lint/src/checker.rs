@@ -7034,20 +7034,9 @@ pub(crate) enum Guard {
 /// `Some(true)` for a test that is `torch.jit.is_scripting()` alone, `Some(false)` for its `not`:
 /// neither exporter scripts, so the trace takes the other branch.
 fn scripting_test(test: &Expr) -> Option<bool> {
-    match test {
-        Expr::Call(c) if c.arguments.is_empty() => {
-            let name = match c.func.as_ref() {
-                Expr::Attribute(a) => a.attr.id.as_str(),
-                Expr::Name(n) => n.id.as_str(),
-                _ => return None,
-            };
-            (name == "is_scripting").then_some(true)
-        }
-        Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not) => {
-            scripting_test(&u.operand).map(|v| !v)
-        }
-        _ => None,
-    }
+    lone_check(test)
+        .filter(|(name, _)| *name == "is_scripting")
+        .map(|(_, negated)| !negated)
 }
 
 /// The name of the call [`spell_export_flags`] puts in place of a module flag named for export.
@@ -7065,20 +7054,27 @@ fn mentions_export_flag(test: &Expr) -> bool {
 /// in the TorchScript exporter's trace, true in the dynamo exporter's, so either branch may be
 /// exported and both are checked.
 pub(crate) fn exporter_dependent(test: &Expr) -> bool {
+    lone_check(test).is_some_and(|(name, _)| {
+        matches!(
+            name,
+            "is_compiling" | "is_dynamo_compiling" | "is_exporting"
+        )
+    })
+}
+
+/// A test that is one argument-less call alone, or its `not`: the function's name, and whether
+/// it is negated (`not torch.jit.is_scripting()` → `("is_scripting", true)`).
+fn lone_check(test: &Expr) -> Option<(&str, bool)> {
     match test {
-        Expr::Call(c) if c.arguments.is_empty() => {
-            let name = match c.func.as_ref() {
-                Expr::Attribute(a) => a.attr.id.as_str(),
-                Expr::Name(n) => n.id.as_str(),
-                _ => return false,
-            };
-            matches!(
-                name,
-                "is_compiling" | "is_dynamo_compiling" | "is_exporting"
-            )
+        Expr::Call(c) if c.arguments.is_empty() => match c.func.as_ref() {
+            Expr::Attribute(a) => Some((a.attr.id.as_str(), false)),
+            Expr::Name(n) => Some((n.id.as_str(), false)),
+            _ => None,
+        },
+        Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not) => {
+            lone_check(&u.operand).map(|(name, negated)| (name, !negated))
         }
-        Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not) => exporter_dependent(&u.operand),
-        _ => false,
+        _ => None,
     }
 }
 
