@@ -323,9 +323,9 @@ fn lint_parsed(file: &str, source: &str, parsed: Parsed, project: &checker::Proj
     } else {
         checker::imported_names(&module.body)
     };
-    // Class names a model file imports and names in annotations (`out: StrikeOutput`,
-    // `-> Optional[Track]`) or calls (`Track(...)`), and those it reads through a module it
-    // imports (`import ops as mops` then `pyr: mops.Pyramid`), as imports of that name.
+    // Class-like names a model file imports (`from .ops import StrikeOutput`), and those its
+    // annotations read through a module it imports (`import ops as mops` then `pyr:
+    // mops.Pyramid`), as imports of that name.
     let record_imports = if defines_models {
         let all = if facts.exports.is_empty() {
             checker::imported_names(&module.body)
