@@ -4,8 +4,9 @@
 //! `.append("name")`, `.extend([...])` or `+= [...]` before the export; lists added together and
 //! `[...] if opt else [...]` give every name either way, an f-string `f"hm_{t}"` is a pattern,
 //! `list(Wrapper.KEYS)` reads a tuple a class of the file declares). The dict may
-//! be a display, a `dict(name=...)` call or a local extended with `axes["name"] = {...}`; the
-//! finding is on the key. A call without `output_names` gives its outputs generated names, so
+//! be a display, a `dict(name=...)` call, a comprehension over names written out (`{n: {0:
+//! "batch"} for n in names_in + ["probs", "mask"]}`) or a local extended with `axes["name"] =
+//! {...}`; the finding is on the key. A call without `output_names` gives its outputs generated names, so
 //! there every key that is not an input name is flagged.
 //!
 //! ## Why is this bad?
@@ -282,6 +283,31 @@ fn shown(names: &[String]) -> Vec<String> {
 /// The keys of a `dynamic_axes` value with where each is written: a dict display, a
 /// `dict(name={...})` call, or a name bound to one of them and extended with
 /// `axes["name"] = {...}` or `axes.update({...})` before the export.
+/// The items a comprehension iterates when they are written out: a list, tuple or set, a name
+/// bound to one, or lists joined with `+` (`names_in + ["probs", "mask"]`).
+fn listed<'e>(ch: &'e Checker, e: &'e Expr, depth: usize) -> Option<Vec<&'e Expr>> {
+    if depth > 4 {
+        return None;
+    }
+    match e {
+        Expr::List(l) => Some(l.elts.iter().collect()),
+        Expr::Tuple(t) => Some(t.elts.iter().collect()),
+        Expr::Set(s) => Some(s.elts.iter().collect()),
+        Expr::BinOp(b) if matches!(b.op, ast::Operator::Add) => {
+            let mut items = listed(ch, &b.left, depth + 1)?;
+            items.extend(listed(ch, &b.right, depth + 1)?);
+            Some(items)
+        }
+        Expr::Name(_) => {
+            let bound = resolve(ch, e)?;
+            (!std::ptr::eq(bound, e))
+                .then(|| listed(ch, bound, depth + 1))
+                .flatten()
+        }
+        _ => None,
+    }
+}
+
 fn keys(ch: &Checker, value: &Expr, before: TextSize) -> Option<Vec<(String, TextRange)>> {
     let mut out = Vec::new();
     let bound = resolve(ch, value)?;
@@ -330,13 +356,8 @@ fn keys(ch: &Checker, value: &Expr, before: TextSize) -> Option<Vec<(String, Tex
         // another value (`for name in input_names`), keys checked only when added later.
         Expr::DictComp(comp) => {
             if let ([g], Some(Expr::Name(key))) = (&comp.generators[..], comp.key.as_deref()) {
-                let listed = match &g.iter {
-                    Expr::List(l) => Some(&l.elts),
-                    Expr::Tuple(t) => Some(&t.elts),
-                    Expr::Set(s) => Some(&s.elts),
-                    _ => None,
-                };
                 let over_key = matches!(&g.target, Expr::Name(t) if t.id == key.id);
+                let listed = listed(ch, &g.iter, 0);
                 if let (Some(elts), true, true) = (listed, over_key, g.ifs.is_empty()) {
                     for e in elts {
                         out.push((string_literal(e)?.to_string(), e.range()));
