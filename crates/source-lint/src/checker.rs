@@ -373,6 +373,7 @@ impl Project {
             let r = &self.records[name];
             name.hash(&mut h);
             sorted(r.tensors.iter()).hash(&mut h);
+            sorted(r.optional.iter()).hash(&mut h);
             sorted(r.records.iter()).hash(&mut h);
             r.getitem.hash(&mut h);
         }
@@ -988,18 +989,13 @@ impl<'a> Checker<'a> {
                         .last()
                         .is_some_and(|attrs| attrs.contains(attr))
                         // `self.num_boxes` in a property of a record class.
-                        || self.record_of(&a.value).is_some_and(|class| {
-                            self.record_fields
-                                .get(class)
-                                .is_some_and(|r| r.tensors.contains(attr))
-                        });
+                        || self.record_field_is_tensor(&a.value, Some(attr), false) == Some(true);
                 }
-                // `out.seg_logits` with `out` a record of this file whose field is a tensor.
-                if let Some(class) = self.record_of(&a.value) {
-                    return self
-                        .record_fields
-                        .get(class)
-                        .is_some_and(|r| r.tensors.contains(a.attr.id.as_str()));
+                // `out.seg_logits` with `out` a record whose field is a tensor.
+                if let Some(tensor) =
+                    self.record_field_is_tensor(&a.value, Some(a.attr.id.as_str()), false)
+                {
+                    return tensor;
                 }
                 // `x.max(-1).values`, `t.topk(k).indices`: fields of a tensor op's result.
                 matches!(
@@ -1010,14 +1006,16 @@ impl<'a> Checker<'a> {
             Expr::Subscript(s) => {
                 self.is_tensor(&s.value)
                     || matches!(s.value.as_ref(), Expr::Name(n) if st.containers.contains(n.id.as_str()))
-                    // `track["freqs"]` with `track` a `TypedDict` record of this file.
-                    || self.record_of(&s.value).is_some_and(|class| {
-                        self.record_fields.get(class).is_some_and(|r| {
-                            r.getitem
-                                || matches!(s.slice.as_ref(), Expr::StringLiteral(k)
-                                    if r.tensors.contains(k.value.to_str()))
-                        })
-                    })
+                    // `track["freqs"]` with `track` a `TypedDict` record, or any item of a record
+                    // whose `__getitem__` gives tensors.
+                    || self.record_field_is_tensor(
+                        &s.value,
+                        match s.slice.as_ref() {
+                            Expr::StringLiteral(k) => Some(k.value.to_str()),
+                            _ => None,
+                        },
+                        true,
+                    ) == Some(true)
             }
             Expr::BinOp(b) => self.is_tensor(&b.left) || self.is_tensor(&b.right),
             Expr::UnaryOp(u) => !matches!(u.op, ast::UnaryOp::Not) && self.is_tensor(&u.operand),
@@ -1063,6 +1061,19 @@ impl<'a> Checker<'a> {
         self.record_fields
             .get_key_value(annotated_class(a)?)
             .map(|(k, _)| k.as_str())
+    }
+
+    /// For a value holding a record: whether what is read of it is a tensor, a field (`field`,
+    /// an attribute or a string key) annotated as one or, for a subscript (`item`), any item of
+    /// a record whose `__getitem__` gives tensors. `None` when the value holds no record.
+    fn record_field_is_tensor(
+        &self,
+        value: &Expr,
+        field: Option<&str>,
+        item: bool,
+    ) -> Option<bool> {
+        let r = self.record_fields.get(self.record_of(value)?)?;
+        Some((item && r.getitem) || field.is_some_and(|f| r.tensors.contains(f)))
     }
 
     /// Whether an expression builds a record with a tensor field computed there:
@@ -1995,16 +2006,18 @@ impl<'a, F: FnMut(&'a Expr)> Visitor<'a> for ModelPath<F> {
                 }
                 return;
             }
-            // `if self.export: return self.decode_export(x)`: what the branch export takes
-            // calls is model code, for the flags and helpers the export code sets (torch's own
-            // guards keep what either branch calls out, as before: torchvision's tracing
-            // branches call ONNX-specific helpers).
+            // `if not torch.compiler.is_compiling(): return self.eager(y)`: either exporter's
+            // branch, so both.
             if guard == Guard::ExportAware && exporter_dependent(&i.test) {
                 self.visit_expr(&i.test);
                 self.visit_body(&i.body);
                 self.visit_clauses(i);
                 return;
             }
+            // `if self.export: return self.decode_export(x)`: what the branch export takes
+            // calls is model code, for the flags and helpers the export code sets (torch's own
+            // guards keep what either branch calls out, as before: torchvision's tracing
+            // branches call ONNX-specific helpers).
             if guard == Guard::ExportAware && !training() && mentions_export_flag(&i.test) {
                 self.visit_expr(&i.test);
                 match traced_polarity(&i.test) {
@@ -2891,7 +2904,7 @@ pub(crate) fn spell_export_flags(module: &mut [Stmt]) {
         }
         let mut t = test.clone();
         spell.test(&mut t);
-        if mentions_export_flag(&t) && export_polarity(&t).is_some() {
+        if export_polarity(&t).is_some() {
             *test = t;
         }
     }
@@ -5055,7 +5068,11 @@ fn record_classes(
     let mut all: Vec<(&str, Vec<(&str, &Expr)>)> = Vec::new();
     for c in &classes {
         let fs = annotated(c);
-        if fs.is_empty() {
+        let getitem = c.body.iter().any(|s| {
+            matches!(s, Stmt::FunctionDef(f) if f.name.id.as_str() == "__getitem__"
+                && f.returns.as_deref().is_some_and(|r| !annotation_is_non_tensor(r)))
+        });
+        if fs.is_empty() && !getitem {
             continue;
         }
         let tensors: HashSet<String> = fs
@@ -5068,10 +5085,6 @@ fn record_classes(
             .filter(|(_, ann)| annotation_is_optional(ann))
             .map(|(n, _)| n.to_string())
             .collect();
-        let getitem = c.body.iter().any(|s| {
-            matches!(s, Stmt::FunctionDef(f) if f.name.id.as_str() == "__getitem__"
-                && f.returns.as_deref().is_some_and(|r| !annotation_is_non_tensor(r)))
-        });
         if !tensors.is_empty() || getitem {
             fields.insert(
                 c.name.id.to_string(),
@@ -6813,11 +6826,11 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 let (body_on, else_on) = match guard {
                     Guard::Training => (false, true),
                     Guard::NotTraining => (true, false),
-                    // `if torch.jit.is_scripting(): ... else: ...`: the trace takes the branch
-                    // for eager code, which scripting is not.
-                    // `if torch.onnx.is_in_onnx_export(): rows = torch.nonzero(m)`: the branch
-                    // export takes is traced like any other code.
+                    // `is_compiling()`/`is_exporting()`: the two exporters take different branches.
                     Guard::ExportAware if exporter_dependent(&i.test) => (true, true),
+                    // `if torch.onnx.is_in_onnx_export(): rows = torch.nonzero(m)`: the branch
+                    // export takes is traced like any other code; after `if
+                    // torch.jit.is_scripting():` that is the `else`.
                     Guard::ExportAware => match traced_polarity(&i.test) {
                         Some(true) => (true, false),
                         Some(false) => (false, true),

@@ -1310,7 +1310,8 @@ fn lint_on_pool(
                 let Ok(target) = &read[i] else { continue };
                 // A name the file defines itself is that definition, whatever it imports.
                 let defines = target.lint.unannotated.contains(&call.name)
-                    || target.lint.returns.contains_key(&call.name);
+                    || target.lint.returns.contains_key(&call.name)
+                    || target.lint.records.contains_key(&call.name);
                 let gives = !starred || defines || target.lint.module_methods.contains(&call.name);
                 if gives {
                     out.push((i, call.name.clone()));
