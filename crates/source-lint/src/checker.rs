@@ -149,6 +149,9 @@ pub(crate) struct Checker<'a> {
     /// Attributes of each enclosing class that hold boolean tensors
     /// (`self.register_buffer("disabled", torch.zeros(n, dtype=torch.bool))`).
     class_bool_attrs: Vec<HashSet<String>>,
+    /// Attributes of each enclosing class that only ever hold its weights: `nn.Parameter`s and
+    /// registered buffers, never reassigned. Their sizes are constants of the model.
+    class_weight_attrs: Vec<HashSet<String>>,
     /// Functions (class `None`) and methods whose return annotation names `Tensor`.
     /// For a tuple annotation, which elements are tensors (empty: the whole value is one).
     returns_tensor: HashMap<(Option<String>, String), Vec<bool>>,
@@ -461,6 +464,7 @@ impl<'a> Checker<'a> {
             class_bases,
             class_tensor_attrs: Vec::new(),
             class_bool_attrs: Vec::new(),
+            class_weight_attrs: Vec::new(),
             returns_tensor,
             unannotated_fns,
             unannotated_methods,
@@ -1492,8 +1496,44 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// Whether an expression is one of the module's weights: a parameter or buffer of its
+    /// class (`self.pos_embed`), or a submodule's (`self.embed.weight`). Their sizes are the
+    /// model's constants, whatever the input.
+    pub fn is_weight(&self, e: &Expr) -> bool {
+        match e {
+            Expr::Attribute(a)
+                if matches!(a.attr.id.as_str(), "weight" | "bias")
+                    && matches!(a.value.as_ref(), Expr::Attribute(_))
+                    && is_self_chain(&a.value) =>
+            {
+                true
+            }
+            e => self_attr(e).is_some_and(|attr| {
+                self.class_weight_attrs
+                    .last()
+                    .is_some_and(|w| w.contains(attr))
+            }),
+        }
+    }
+
+    /// Whether an expression reads the shape of the module's weights (`self.pos_embed.shape`,
+    /// `self.table.size(1)`): a constant, not a size of the inputs.
+    pub fn is_weight_shape(&self, e: &Expr) -> bool {
+        match e {
+            Expr::Subscript(s) => self.is_weight_shape(&s.value),
+            Expr::Attribute(a) => a.attr.id.as_str() == "shape" && self.is_weight(&a.value),
+            Expr::Call(c) => {
+                matches!(self.method(c), Some(("size" | "numel", recv)) if self.is_weight(recv))
+            }
+            _ => false,
+        }
+    }
+
     /// Whether an expression is a tensor size the tracer records (`x.shape[0]`, `x.size(1)`).
     pub fn is_size(&self, e: &Expr) -> bool {
+        if self.is_weight_shape(e) {
+            return false;
+        }
         match e {
             Expr::Name(n) => self.state().sizes.contains(n.id.as_str()),
             Expr::Subscript(s) => match s.value.as_ref() {
@@ -1587,9 +1627,9 @@ impl<'a> Checker<'a> {
                     return match q.as_str() {
                         // `len(counts)` with `counts = sizes.tolist()`: the length of a
                         // tensor's values as a list.
-                        "builtins.len" => {
-                            arg.is_some_and(|a| self.is_tensor(a) || self.is_frozen_int(a))
-                        }
+                        "builtins.len" => arg.is_some_and(|a| {
+                            (self.is_tensor(a) && !self.is_weight(a)) || self.is_frozen_int(a)
+                        }),
                         // `min(len(boxes), len(slots))`: still a frozen number.
                         // `max([len(idx) for idx in indexes])` (BEVFormer): lengths of the
                         // elements as Python numbers; `max(x.size(0) for x in xs)` stays traced.
@@ -4733,9 +4773,10 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
             }
         }
         Expr::Tuple(ast::ExprTuple { elts, .. }) | Expr::List(ast::ExprList { elts, .. }) => {
-            let shape = matches!(value, Expr::Attribute(a) if a.attr.id.as_str() == "shape")
-                || matches!(value, Expr::Call(c) if matches!(ch.method(c), Some(("size", _))))
-                || matches!(value, Expr::Subscript(s) if matches!(s.value.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "shape"));
+            let shape = !ch.is_weight_shape(value)
+                && (matches!(value, Expr::Attribute(a) if a.attr.id.as_str() == "shape")
+                    || matches!(value, Expr::Call(c) if matches!(ch.method(c), Some(("size", _))))
+                    || matches!(value, Expr::Subscript(s) if matches!(s.value.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "shape")));
             let tensor = ch.is_tensor(value);
             // `x.tolist()`, `[int(s) for s in x.size()]`, `(int(s) for s in x.shape[2:])`,
             // `map(int, x.shape)`: the sizes as Python numbers.
@@ -6214,6 +6255,35 @@ fn tensor_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
     out
 }
 
+/// Attributes a class body binds only to its weights: `self.register_parameter("name", ...)`,
+/// `self.register_buffer("name", ...)` or `self.name = nn.Parameter(...)`, and never to
+/// anything else (`self.grid = make_grid(x)` in `forward` makes `grid` a cache).
+fn weight_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
+    let is_parameter = |v: &Expr| {
+        let Expr::Call(c) = v else { return false };
+        ch.qualify(&c.func)
+            .is_some_and(|q| q.ends_with("nn.Parameter"))
+            || matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "Parameter")
+    };
+    let assigned = self_assignments(class_body);
+    let mut out: HashSet<String> = registrations(class_body)
+        .into_iter()
+        .map(|(name, _)| name.to_string())
+        .chain(
+            assigned
+                .iter()
+                .filter(|(_, v)| is_parameter(v))
+                .map(|(a, _)| a.to_string()),
+        )
+        .collect();
+    for (attr, value) in &assigned {
+        if !is_parameter(value) {
+            out.remove(*attr);
+        }
+    }
+    out
+}
+
 /// Attributes a class body binds to boolean tensors: a buffer or attribute made with
 /// `dtype=torch.bool`, by `.bool()`, or from a comparison.
 fn bool_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
@@ -6698,6 +6768,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 // subclass's too (`class FastWarp(Warp)` reading `self.grids`).
                 let mut tensor_attrs = tensor_attributes(self, &c.body);
                 let mut bool_attrs = bool_attributes(self, &c.body);
+                let mut weight_attrs = weight_attributes(self, &c.body);
                 for base in lineage(&self.class_bases, c.name.id.as_str())
                     .into_iter()
                     .skip(1)
@@ -6709,11 +6780,14 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     if let Some(d) = defined {
                         tensor_attrs.extend(tensor_attributes(self, &d.body));
                         bool_attrs.extend(bool_attributes(self, &d.body));
+                        weight_attrs.extend(weight_attributes(self, &d.body));
                     }
                 }
                 self.class_tensor_attrs.push(tensor_attrs);
                 self.class_bool_attrs.push(bool_attrs);
+                self.class_weight_attrs.push(weight_attrs);
                 self.visit_body(&c.body);
+                self.class_weight_attrs.pop();
                 self.class_bool_attrs.pop();
                 self.class_tensor_attrs.pop();
                 self.class_methods.pop();

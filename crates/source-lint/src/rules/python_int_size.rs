@@ -16,7 +16,10 @@
 //! tuple(rest)` is read element by element. Sizes also cross calls inside a file as arguments: a helper's parameter is a
 //! frozen number when a caller passes one (`self._shape(q, int(q.size(0)))`), and a traced size
 //! when a caller passes `x.size()[2:]` or `B, N, C = x.shape`'s `N`, so the helper's own `int()`
-//! of it freezes it. A cache the module refreshes (`self.grid = self.make_grid(n)`) is left alone.
+//! of it freezes it. A cache the module refreshes (`self.grid = self.make_grid(n)`) is left alone,
+//! and so are the sizes of the module's own weights (`s = int(math.sqrt(self.pos_embed.shape[1]))`
+//! with `pos_embed` an `nn.Parameter` or registered buffer never reassigned, `len(self.embed.weight)`):
+//! they are constants of the model, whatever size the input has.
 //!
 //! ## Why is this bad?
 //! The tracer records `x.size(i)` and `x.shape[i]` as graph values, but a Python `int` is a
