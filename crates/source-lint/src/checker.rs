@@ -73,6 +73,9 @@ pub(crate) struct FnState {
     /// Lists of masks (`masks = [prob > t for t in ts]`): a loop over one yields masks.
     pub mask_lists: HashSet<String>,
     pub sizes: HashSet<String>,
+    /// Parameters that are sizes because a caller fills them with one (`make_grid(b, h, w)`
+    /// called with `x.shape`'s): the function's own code reads no tensor's size for them.
+    pub size_params: HashSet<String>,
     pub frozen: HashSet<String>,
     /// The frozen names bound at least once to a size made a Python number (`n = len(x)`,
     /// `h, w = [int(s) for s in x.shape[2:]]`, a helper's frozen result, a parameter a caller
@@ -674,7 +677,7 @@ impl<'a> Checker<'a> {
                 .is_some_and(|f| !f.in_model && f.name != "__init__")
     }
 
-    fn state(&self) -> &FnState {
+    pub(crate) fn state(&self) -> &FnState {
         self.fns.last().expect("a scope")
     }
 
@@ -1482,6 +1485,10 @@ impl<'a> Checker<'a> {
                 false
             }
             Expr::Subscript(s) => self.is_bool_mask(&s.value),
+            // `mask.data`: the same mask, outside autograd (PyTorch 0.4-era code).
+            Expr::Attribute(a) if a.attr.id.as_str() == "data" && self.is_bool_mask(&a.value) => {
+                true
+            }
             // `self.bad_mask`, `self.valid`: a mask kept on the module, by name or by dtype.
             Expr::Attribute(a) => {
                 is_self_chain(e)
@@ -6680,6 +6687,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                             }
                             if seeds.sizes.contains(name) {
                                 st.sizes.insert(name.to_string());
+                                st.size_params.insert(name.to_string());
                                 continue;
                             }
                         }
@@ -6691,6 +6699,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                             }
                             if filled(&kinds.sizes, name) {
                                 st.sizes.insert(name.to_string());
+                                st.size_params.insert(name.to_string());
                                 continue;
                             }
                         }

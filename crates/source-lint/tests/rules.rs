@@ -2,6 +2,7 @@
 //! `# expect: <CODE>` on its line; every other line must stay quiet for that rule. The rendered
 //! findings (and the text after safe fixes) of each fixture are an insta snapshot.
 
+use diagnostics::Severity;
 use source_lint::{apply_edits, lint_files, Selection, RULES, SECTIONS};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -68,7 +69,13 @@ fn every_rule_hits_exactly_its_marked_lines() {
         );
         for f in &reports[0].findings {
             assert_eq!(f.diagnostic.code, rule.code);
-            assert_eq!(f.diagnostic.severity, rule.severity, "{}", rule.code);
+            // ODL016 reports a factory sized by a size read from a tensor as a watch point.
+            let watch_point = rule.code == "ODL016" && f.diagnostic.severity == Severity::Info;
+            assert!(
+                f.diagnostic.severity == rule.severity || watch_point,
+                "{}",
+                rule.code
+            );
             if let Some(fix) = &f.diagnostic.fix {
                 assert!(
                     rule.fix != source_lint::FixKind::None,
@@ -430,6 +437,9 @@ const CORPUS_DIRS: &[&str] = &[
     "pottery_wheel",
     "orchestra",
     "tidepools",
+    "quarrying",
+    "ferries",
+    "sugarcane",
 ];
 
 #[test]

@@ -50,10 +50,53 @@ pub(crate) fn spliced_keyword(
     use ruff_text_size::Ranged;
     let before = call.range().start();
     let mut seen = Vec::new();
-    call_keyword(ch, call, name, 0, before, &mut seen).or_else(|| {
-        let partial = bound_partial(ch, call)?;
-        call_keyword(ch, partial, name, 0, before, &mut seen)
-    })
+    call_keyword(ch, call, name, 0, before, &mut seen)
+        .or_else(|| {
+            let partial = bound_partial(ch, call)?;
+            call_keyword(ch, partial, name, 0, before, &mut seen)
+        })
+        .or_else(|| {
+            let value = positional_export_argument(ch, call, name)?;
+            Some((value.clone(), value.range()))
+        })
+}
+
+/// An argument of `torch.onnx.export` given by position, as code from before torch 2.5 (when the
+/// arguments after `f` became keyword-only) passes them: `torch.onnx.export(model, x, path, True,
+/// False, TrainingMode.EVAL, ["image"], ["logits"], OperatorExportTypes.ONNX, 11)`.
+/// `input_names` and `output_names` are the 7th and 8th arguments in every release; the later
+/// ones are read in torch 1.10–2.4's order only, recognised by an export type in the 9th place
+/// (1.4–1.9 put `aten` and `export_raw_ir` there).
+fn positional_export_argument<'e>(
+    ch: &crate::checker::Checker,
+    call: &'e ast::ExprCall,
+    name: &str,
+) -> Option<&'e Expr> {
+    if ch.qualify(&call.func).as_deref() != Some("torch.onnx.export") {
+        return None;
+    }
+    let args = &call.arguments.args;
+    if args.iter().any(|a| matches!(a, Expr::Starred(_))) {
+        return None;
+    }
+    let index = match name {
+        "input_names" => 6,
+        "output_names" => 7,
+        "opset_version" => 9,
+        "dynamic_axes" => 11,
+        "keep_initializers_as_inputs" => 12,
+        _ => return None,
+    };
+    if index > 7 {
+        let export_type = args.get(8).is_some_and(|a| {
+            ch.qualify(a)
+                .is_some_and(|q| q.contains("OperatorExportTypes"))
+        });
+        if !export_type {
+            return None;
+        }
+    }
+    args.get(index)
 }
 
 /// How deep [`spliced_keyword`] follows splices of splices.

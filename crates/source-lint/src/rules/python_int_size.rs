@@ -28,9 +28,17 @@
 //! ("The input tensor cannot be reshaped to the requested shape") or silently works on the
 //! example size only. The PyTorch ONNX docs list "avoid Python types and numpy" for this reason.
 //! A size used as it is (`B, C, H, W = x.shape` then `x.view(B, C, -1)`, `torch.arange(x.size(1))`,
-//! `torch.linspace(-1, 1, h)`, `tok.expand(x.size(0), -1, -1)`) stays dynamic and is not reported:
+//! `torch.linspace(-1, 1, h)`, `tok.expand(x.size(0), -1, -1)`) stays dynamic:
 //! `scripts/check_traced_sizes.py` exports each such form with dynamic axes and runs it in
-//! onnxruntime at another size (torch 2.15: all dynamic; `int()` and `len()` frozen).
+//! onnxruntime at another size (torch 2.15: all dynamic; `int()` and `len()` frozen). Such a size
+//! is still reported, as an info watch point rather than an error, where it sizes a torch factory
+//! (`torch.arange(T)`, `torch.zeros(B, 4)`, `torch.linspace(-1, 1, h)`; `randint`'s size, not its
+//! bounds): issue 7 lists it among the hazards, and a factory is where a size that froze later
+//! (an `int()` added upstream, a batch-1 example under the dynamo exporter) goes unnoticed, since
+//! the new tensor broadcasts or indexes without error. A `view`/`reshape`/`expand` with a frozen
+//! size fails at run time instead, and the tensor's own `x.new_zeros(...)` and sizes a caller
+//! hands to a helper (`def make_grid(b, h: int, w: int)`) are not reported: together they would
+//! add about 70 findings to torchvision's model sources.
 //!
 //! ## Example
 //! ```python
@@ -57,7 +65,7 @@ pub(crate) const RULE: Rule = Rule {
     name: "python-int-size",
     severity: Severity::Error,
     fix: FixKind::None,
-    summary: "size turned into a Python int (`len(x)`, `int(x.size(0))`) feeding `arange`/`zeros`/`view`/`reshape`",
+    summary: "size turned into a Python int (`len(x)`, `int(x.size(0))`) feeding `arange`/`zeros`/`view`/`reshape` (info: a tensor's size sizing a factory)",
     source: include_str!("python_int_size.rs"),
 };
 
@@ -95,6 +103,37 @@ const METHODS: &[&str] = &[
     "tile",
     "resize_",
 ];
+
+/// The ops that make a new tensor of a given size, where a frozen size goes unnoticed:
+/// `torch.zeros(B, 4) + x` broadcasts, and `torch.arange(T)` of the example's length indexes
+/// without error. (`view`/`reshape` with a frozen size fail at run time instead.)
+const FACTORIES: &[&str] = &[
+    "torch.arange",
+    "torch.zeros",
+    "torch.ones",
+    "torch.empty",
+    "torch.full",
+    "torch.rand",
+    "torch.randn",
+    "torch.randint",
+    "torch.linspace",
+    "torch.logspace",
+    "torch.eye",
+    "torch.range",
+];
+
+/// Whether a size is only ever a parameter of the function (`h` in `def grid(b, h: int, w)`),
+/// or arithmetic on parameters (`h // 8`).
+fn only_parameters(ch: &Checker, e: &Expr) -> bool {
+    match e {
+        Expr::Name(n) => ch.state().size_params.contains(n.id.as_str()),
+        Expr::BinOp(b) => {
+            let side = |e: &Expr| e.is_number_literal_expr() || only_parameters(ch, e);
+            side(&b.left) && side(&b.right)
+        }
+        _ => false,
+    }
+}
 
 /// The elements of a shape argument: `(b, c)`, `[b, c]`, `*dims`, and `(b, c) + tuple(rest)`.
 fn spread<'e>(e: &'e Expr, v: &mut Vec<&'e Expr>) {
@@ -180,24 +219,59 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
             )
             .collect(),
         "torch.full" => call.arguments.args.get(1).into_iter().collect(),
+        // `torch.randint(0, W, (B, 2))`: the bounds are values; the last argument is the size.
+        "torch.randint" => call
+            .arguments
+            .args
+            .iter()
+            .take(call.arguments.args.len().saturating_sub(1))
+            .collect(),
         _ => Vec::new(),
     };
     args.retain(|a| !value_args.iter().any(|v| std::ptr::eq(*v, *a)));
     // `torch.tensor(...)` holds data: a frozen number there is a shape only when it came from
     // one (`torch.tensor([W - 1, H - 1])`); `torch.tensor([area])` of an `.item()` is ODL004's.
     let data = matches!(op.as_str(), "torch.tensor" | "torch.as_tensor");
-    let Some(arg) = args.into_iter().find(|a| {
-        (ch.is_frozen_int(a) && (!data || ch.is_frozen_size(a)))
-            || (tensor_of_sizes && ch.is_size(a))
-    }) else {
-        return;
-    };
-    let text = ch.text(arg.range()).to_string();
     // Reported at the op (`torch.full(` or `.view(`), where a call spread over lines starts.
     let at = match call.func.as_ref() {
         Expr::Attribute(a) if ch.method(call).is_some() => a.attr.range(),
         f => f.range(),
     };
+    let Some(arg) = args.iter().copied().find(|a| {
+        (ch.is_frozen_int(a) && (!data || ch.is_frozen_size(a)))
+            || (tensor_of_sizes && ch.is_size(a))
+    }) else {
+        // A factory sized by a size read from a tensor (`torch.zeros(B, 4)` with
+        // `B, C, H, W = x.shape`, `torch.arange(x.size(1))`): the graph recomputes it while
+        // the tracer sees a tensor size, but if it ever freezes, the new tensor silently keeps
+        // the example's shape. Reported as a watch point (info), not as a frozen size.
+        if !FACTORIES.contains(&op.as_str()) {
+            return;
+        }
+        // A size a caller hands to a helper (`def make_grid(b, h: int, w: int)`) is left to
+        // the callers: the helper reads no tensor's size itself.
+        let Some(arg) = args
+            .into_iter()
+            .find(|a| ch.is_size(a) && !only_parameters(ch, a))
+        else {
+            return;
+        };
+        let text = ch.text(arg.range()).to_string();
+        let i = ch.report(
+            &RULE,
+            at,
+            format!(
+                "`{op}` sized by `{text}`, a size read from a tensor: it stays dynamic only while the tracer records it; if it freezes, this tensor silently keeps the example's shape"
+            ),
+        );
+        ch.findings[i].diagnostic.severity = Severity::Info;
+        ch.help(
+            i,
+            "keep the size away from `int()`, `len()`, `math.*` and Python branches, export with dynamic axes, and check other sizes with `onnx-doctor verify MODEL.onnx`",
+        );
+        return;
+    };
+    let text = ch.text(arg.range()).to_string();
     let i = ch.report(
         &RULE,
         at,
