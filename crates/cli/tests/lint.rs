@@ -97,6 +97,57 @@ fn clean_code_exits_0_and_select_ignore_filter() {
 }
 
 #[test]
+fn min_severity_leaves_out_the_lower_findings() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("m.py");
+    std::fs::write(
+        &file,
+        "import torch\nimport torch.nn.functional as F\n\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n        B, T = x.shape\n        pos = torch.arange(T)\n        up = F.interpolate(x[None], scale_factor=2.0, mode=\"linear\")\n        n = len(x)\n        return x.view(n, -1), pos, up, torch.einsum(\"bt,bt->b\", x, x)\n",
+    )
+    .unwrap();
+    let codes = |min: &str| -> Vec<(String, String)> {
+        let o = run(&[
+            "lint",
+            file.to_str().unwrap(),
+            "--no-cache",
+            "--format",
+            "json",
+            "--min-severity",
+            min,
+        ]);
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        v["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                (
+                    d["code"].as_str().unwrap().to_string(),
+                    d["severity"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let all = codes("info");
+    assert!(all.contains(&("ODL016".into(), "info".into())), "{all:?}");
+    assert!(all.contains(&("ODL014".into(), "info".into())), "{all:?}");
+    let warnings = codes("warning");
+    assert!(warnings.iter().all(|(_, s)| s != "info"), "{warnings:?}");
+    assert!(
+        warnings.contains(&("ODL016".into(), "error".into())),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings.contains(&("ODL009".into(), "warning".into())),
+        "{warnings:?}"
+    );
+    assert_eq!(
+        codes("error"),
+        [("ODL016".to_string(), "error".to_string())]
+    );
+}
+
+#[test]
 fn fix_applies_safe_fixes_only_and_relints() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("m.py");

@@ -118,7 +118,7 @@ pub fn rules_markdown() -> String {
          file in step with it. `onnx-doctor explain CODE` prints a rule's full documentation \
          (What it does / Why is this bad? / Example / Fix), which is the `//!` comment of \
          `crates/source-lint/src/rules/<name>.rs`.\n\n\
-         ```\nonnx-doctor lint PATH... [--select CODES] [--ignore CODES] [--fix] [--format human|json|sarif] [--no-cache] [--cache-dir DIR]\n```\n\n\
+         ```\nonnx-doctor lint PATH... [--select CODES] [--ignore CODES] [--min-severity info|warning|error] [--fix] [--format human|json|sarif] [--no-cache] [--cache-dir DIR]\n```\n\n\
          - Directories are walked for `*.py`/`*.pyi`, honouring `.gitignore`, `.ignore` and hidden \
          files; files are parsed in parallel with `ruff_python_parser`. Files that do not import \
          `torch` are parsed (syntax errors are ODL000) but not checked.\n\
@@ -168,7 +168,9 @@ pub fn rules_markdown() -> String {
          Tensors built only from Python numbers or random \
          draws (`torch.tensor(0.5)`, `torch.rand(1)`) do not depend on the inputs and are not frozen data, except that ODL004 reports a random draw turned into a Python number in a branch that only runs in eval mode (`if not self.training and self.shift > 0: offset = int(torch.randint(0, s, (1,)))`): export traces that mode and keeps the example's draw.\n\
          - `# noqa` on a line silences it; `# noqa: ODL001, ODL004` silences those codes (prefixes \
-         work too). `--select`/`--ignore` take codes or prefixes (`ODL01`).\n\
+         work too). `--select`/`--ignore` take codes or prefixes (`ODL01`). `--min-severity warning` leaves out \
+         the info watch points (ODL006's training branches, ODL014's implicit `align_corners`, ODL016's factories sized by a \
+         tensor's size); `--min-severity error` keeps errors only.\n\
          - `--fix` applies **safe** fixes in place and re-lints; **unsafe** fixes are shown as \
          suggestions (`= unsafe fix: ...`) and in JSON, never applied.\n\
          - Each file's findings are cached in `.onnx-doctor-cache/` (or `--cache-dir DIR`; `--no-cache` \

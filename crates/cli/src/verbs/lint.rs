@@ -1,4 +1,5 @@
-//! `onnx-doctor lint PATH... [--select CODES] [--ignore CODES] [--fix] [--format human|json|sarif]`
+//! `onnx-doctor lint PATH... [--select CODES] [--ignore CODES] [--min-severity info|warning|error] [--fix]
+//! [--format human|json|sarif]`
 //!
 //! Lints PyTorch source for ONNX export hazards (rules in `source-lint`, table in docs/rules.md).
 //! Directories are walked respecting `.gitignore`; files are parsed in parallel. A file named
@@ -43,6 +44,39 @@ pub struct Args {
     /// Where to keep the cache.
     #[arg(long, value_name = "DIR", default_value = ".onnx-doctor-cache")]
     pub cache_dir: PathBuf,
+    /// Report only findings of this severity or above: `warning` leaves out the info watch
+    /// points (ODL014's implicit `align_corners`, ODL016's factories sized by a tensor's size).
+    #[arg(long, value_enum, default_value_t = MinSeverity::Info)]
+    pub min_severity: MinSeverity,
+}
+
+#[derive(Clone, Copy, Debug, Default, clap::ValueEnum)]
+pub enum MinSeverity {
+    /// Every finding.
+    #[default]
+    Info,
+    /// Warnings and errors.
+    Warning,
+    /// Errors only.
+    Error,
+}
+
+impl MinSeverity {
+    fn severity(self) -> Severity {
+        match self {
+            MinSeverity::Info => Severity::Info,
+            MinSeverity::Warning => Severity::Warning,
+            MinSeverity::Error => Severity::Error,
+        }
+    }
+}
+
+/// Drops the findings below `--min-severity` (before `--fix`, which then fixes only what is shown).
+fn keep_severe(reports: &mut [source_lint::FileReport], min: MinSeverity) {
+    for r in reports {
+        r.findings
+            .retain(|f| f.diagnostic.severity >= min.severity());
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -71,6 +105,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let context = source_lint::context(&args.paths, &files);
     let (mut reports, errors) =
         source_lint::lint_files_with_context(&files, &context, &selection, cache.as_mut());
+    keep_severe(&mut reports, args.min_severity);
     // Every unreadable file is an input error, named on one line: alone when nothing could be
     // read; after the report of the files that could (as ruff goes on past a file it cannot
     // read: one Latin-1 file must not hide a repository's findings).
@@ -122,6 +157,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 bail!("{}", e.message);
             }
             reports = again;
+            keep_severe(&mut reports, args.min_severity);
         }
     }
 
