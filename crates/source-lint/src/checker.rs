@@ -6262,33 +6262,57 @@ fn tensor_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
     out
 }
 
-/// Attributes a class body binds only to its weights: `self.register_parameter("name", ...)`,
-/// `self.register_buffer("name", ...)` or `self.name = nn.Parameter(...)`, and never to
-/// anything else (`self.grid = make_grid(x)` in `forward` makes `grid` a cache).
-fn weight_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
+/// Attributes a class body binds only to its weights: registered with
+/// `self.register_parameter("name", ...)` / `self.register_buffer("name", ...)` or assigned an
+/// `nn.Parameter(...)` in `__init__`, and never stored or registered again elsewhere
+/// (`self.grid = make_grid(x)`, `self.anchors, self.strides = make_anchors(x)` or
+/// `self.pos_embed = nn.Parameter(resize(...))` in `forward` make it a cache). `stored` gathers
+/// what the other methods store, so that a subclass's or base class's reassignment counts too.
+fn weight_attributes(
+    ch: &Checker,
+    class_body: &[Stmt],
+    stored: &mut HashSet<String>,
+) -> HashSet<String> {
+    struct Stores<'s>(&'s mut HashSet<String>);
+    impl<'a> Visitor<'a> for Stores<'_> {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if let Expr::Attribute(a) = e {
+                if matches!(a.ctx, ast::ExprContext::Store | ast::ExprContext::Del)
+                    && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self")
+                {
+                    self.0.insert(a.attr.id.to_string());
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
     let is_parameter = |v: &Expr| {
         let Expr::Call(c) = v else { return false };
         ch.qualify(&c.func)
             .is_some_and(|q| q.ends_with("nn.Parameter"))
             || matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "Parameter")
     };
-    let assigned = self_assignments(class_body);
-    let mut out: HashSet<String> = registrations(class_body)
-        .into_iter()
-        .map(|(name, _)| name.to_string())
-        .chain(
-            assigned
-                .iter()
-                .filter(|(_, v)| is_parameter(v))
-                .map(|(a, _)| a.to_string()),
-        )
-        .collect();
-    for (attr, value) in &assigned {
-        if !is_parameter(value) {
-            out.remove(*attr);
+    let mut weights = HashSet::default();
+    for s in class_body {
+        let Stmt::FunctionDef(f) = s else { continue };
+        let body = std::slice::from_ref(s);
+        if f.name.id.as_str() == "__init__" {
+            weights.extend(registrations(body).into_iter().map(|(n, _)| n.to_string()));
+            let mut others = HashSet::default();
+            Stores(&mut others).visit_body(&f.body);
+            for (attr, value) in self_assignments(body) {
+                if is_parameter(value) {
+                    weights.insert(attr.to_string());
+                    others.remove(attr);
+                }
+            }
+            stored.extend(others);
+        } else {
+            stored.extend(registrations(body).into_iter().map(|(n, _)| n.to_string()));
+            Stores(stored).visit_body(&f.body);
         }
     }
-    out
+    weights
 }
 
 /// Attributes a class body binds to boolean tensors: a buffer or attribute made with
@@ -6777,7 +6801,8 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 // subclass's too (`class FastWarp(Warp)` reading `self.grids`).
                 let mut tensor_attrs = tensor_attributes(self, &c.body);
                 let mut bool_attrs = bool_attributes(self, &c.body);
-                let mut weight_attrs = weight_attributes(self, &c.body);
+                let mut stored = HashSet::default();
+                let mut weight_attrs = weight_attributes(self, &c.body, &mut stored);
                 for base in lineage(&self.class_bases, c.name.id.as_str())
                     .into_iter()
                     .skip(1)
@@ -6789,9 +6814,10 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     if let Some(d) = defined {
                         tensor_attrs.extend(tensor_attributes(self, &d.body));
                         bool_attrs.extend(bool_attributes(self, &d.body));
-                        weight_attrs.extend(weight_attributes(self, &d.body));
+                        weight_attrs.extend(weight_attributes(self, &d.body, &mut stored));
                     }
                 }
+                weight_attrs.retain(|a| !stored.contains(a));
                 self.class_tensor_attrs.push(tensor_attrs);
                 self.class_bool_attrs.push(bool_attrs);
                 self.class_weight_attrs.push(weight_attrs);

@@ -170,7 +170,7 @@ pub fn rules_markdown() -> String {
          - `# noqa` on a line silences it; `# noqa: ODL001, ODL004` silences those codes (prefixes \
          work too). `--select`/`--ignore` take codes or prefixes (`ODL01`). `--min-severity warning` leaves out \
          the info watch points (ODL006's training branches, ODL014's implicit `align_corners`, ODL016's factories sized by a \
-         tensor's size); `--min-severity error` keeps errors only.\n\
+         tensor's size); `--min-severity error` keeps errors only; `--fix` applies only the fixes of the findings reported.\n\
          - `--fix` applies **safe** fixes in place and re-lints; **unsafe** fixes are shown as \
          suggestions (`= unsafe fix: ...`) and in JSON, never applied.\n\
          - Each file's findings are cached in `.onnx-doctor-cache/` (or `--cache-dir DIR`; `--no-cache` \

@@ -46,6 +46,7 @@ pub struct Args {
     pub cache_dir: PathBuf,
     /// Report only findings of this severity or above: `warning` leaves out the info watch
     /// points (ODL014's implicit `align_corners`, ODL016's factories sized by a tensor's size).
+    /// `--fix` then applies only the fixes of the findings reported.
     #[arg(long, value_enum, default_value_t = MinSeverity::Info)]
     pub min_severity: MinSeverity,
 }

@@ -50,10 +50,17 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     // The keyword is the exporter's alone: wherever a call is handed it (the export, `dict(...)`,
     // `kw.update(...)`, a partial or wrapper of the export, `model.to_onnx(...)`), it ends up
     // there. A dict spliced into the export (`**EXPORT_KW`) is reported where it is written.
-    let Some(k) = keyword(call, "keep_initializers_as_inputs") else {
+    if let Some(k) = keyword(call, "keep_initializers_as_inputs") {
+        report(ch, &k.value, k.range());
         return;
-    };
-    report(ch, &k.value, k.range());
+    }
+    // `torch.onnx.export(model, x, path, True, False, ..., OperatorExportTypes.ONNX, 11, True,
+    // axes, True)`: given by position, as before torch 2.5.
+    if let Some(value) =
+        crate::rules::positional_export_argument(ch, call, "keep_initializers_as_inputs")
+    {
+        report(ch, value, value.range());
+    }
 }
 
 /// `kw["keep_initializers_as_inputs"] = True`; whether it reported.

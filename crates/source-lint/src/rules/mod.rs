@@ -64,10 +64,13 @@ pub(crate) fn spliced_keyword(
 /// An argument of `torch.onnx.export` given by position, as code from before torch 2.5 (when the
 /// arguments after `f` became keyword-only) passes them: `torch.onnx.export(model, x, path, True,
 /// False, TrainingMode.EVAL, ["image"], ["logits"], OperatorExportTypes.ONNX, 11)`.
-/// `input_names` and `output_names` are the 7th and 8th arguments in every release; the later
-/// ones are read in torch 1.10–2.4's order only, recognised by an export type in the 9th place
-/// (1.4–1.9 put `aten` and `export_raw_ir` there).
-fn positional_export_argument<'e>(
+/// `input_names` and `output_names` are the 7th and 8th arguments in every release. The later ones
+/// are read only after an export type in the 9th place (1.4–1.9 put `aten` and `export_raw_ir`
+/// there): `opset_version` 10th; then torch 1.10 has `_retain_param_name`, `do_constant_folding`,
+/// `example_outputs`, `strip_doc_string`, `dynamic_axes` (15th), `keep_initializers_as_inputs`,
+/// and 1.11–2.4 `do_constant_folding`, `dynamic_axes` (12th), `keep_initializers_as_inputs`. A
+/// Boolean literal 12th is 1.10's `do_constant_folding`.
+pub(crate) fn positional_export_argument<'e>(
     ch: &crate::checker::Checker,
     call: &'e ast::ExprCall,
     name: &str,
@@ -79,23 +82,33 @@ fn positional_export_argument<'e>(
     if args.iter().any(|a| matches!(a, Expr::Starred(_))) {
         return None;
     }
+    let export_type = || {
+        args.get(8).is_some_and(|a| {
+            ch.qualify(a)
+                .is_some_and(|q| q.contains("OperatorExportTypes"))
+        })
+    };
+    let torch_1_10 = || args.get(11).is_some_and(|a| a.is_boolean_literal_expr());
     let index = match name {
         "input_names" => 6,
         "output_names" => 7,
-        "opset_version" => 9,
-        "dynamic_axes" => 11,
-        "keep_initializers_as_inputs" => 12,
+        "opset_version" if export_type() => 9,
+        "dynamic_axes" if export_type() => {
+            if torch_1_10() {
+                14
+            } else {
+                11
+            }
+        }
+        "keep_initializers_as_inputs" if export_type() => {
+            if torch_1_10() {
+                15
+            } else {
+                12
+            }
+        }
         _ => return None,
     };
-    if index > 7 {
-        let export_type = args.get(8).is_some_and(|a| {
-            ch.qualify(a)
-                .is_some_and(|q| q.contains("OperatorExportTypes"))
-        });
-        if !export_type {
-            return None;
-        }
-    }
     args.get(index)
 }
 

@@ -18,7 +18,8 @@
 //! when a caller passes `x.size()[2:]` or `B, N, C = x.shape`'s `N`, so the helper's own `int()`
 //! of it freezes it. A cache the module refreshes (`self.grid = self.make_grid(n)`) is left alone,
 //! and so are the sizes of the module's own weights (`s = int(math.sqrt(self.pos_embed.shape[1]))`
-//! with `pos_embed` an `nn.Parameter` or registered buffer never reassigned, `len(self.embed.weight)`):
+//! with `pos_embed` an `nn.Parameter` or buffer of `__init__` that no other method stores again,
+//! `len(self.embed.weight)`):
 //! they are constants of the model, whatever size the input has.
 //!
 //! ## Why is this bad?
@@ -219,13 +220,28 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
             )
             .collect(),
         "torch.full" => call.arguments.args.get(1).into_iter().collect(),
-        // `torch.randint(0, W, (B, 2))`: the bounds are values; the last argument is the size.
-        "torch.randint" => call
-            .arguments
-            .args
-            .iter()
-            .take(call.arguments.args.len().saturating_sub(1))
-            .collect(),
+        // `torch.randint(0, W, (B, 2))`: the bounds are values; the size is the last argument,
+        // or `size=` (then every positional argument is a bound).
+        "torch.randint" => {
+            let sized = crate::rules::keyword(call, "size").is_some();
+            let n = call.arguments.args.len();
+            call.arguments
+                .args
+                .iter()
+                .take(if sized { n } else { n.saturating_sub(1) })
+                .chain(
+                    call.arguments
+                        .keywords
+                        .iter()
+                        .filter(|k| {
+                            k.arg
+                                .as_ref()
+                                .is_some_and(|a| matches!(a.id.as_str(), "low" | "high"))
+                        })
+                        .map(|k| &k.value),
+                )
+                .collect()
+        }
         _ => Vec::new(),
     };
     args.retain(|a| !value_args.iter().any(|v| std::ptr::eq(*v, *a)));
