@@ -72,6 +72,11 @@ pub(crate) struct FnState {
     pub bools: HashSet<String>,
     /// Lists of masks (`masks = [prob > t for t in ts]`): a loop over one yields masks.
     pub mask_lists: HashSet<String>,
+    /// Local names bound to a torch function (`oe = torch.einsum` in `forward`): calls through
+    /// them are calls of what they name, from the binding on.
+    pub torch_aliases: HashMap<String, String>,
+    /// Names bound to something other than a torch function once an alias exists.
+    pub not_aliases: HashSet<String>,
     pub sizes: HashSet<String>,
     /// Parameters that are sizes because a caller fills them with one (`make_grid(b, h, w)`
     /// called with `x.shape`'s): the function's own code reads no tensor's size for them.
@@ -694,6 +699,10 @@ impl<'a> Checker<'a> {
         match e {
             Expr::Name(n) => {
                 let id = n.id.as_str();
+                if let Some(q) = self.fns.last().and_then(|f| f.torch_aliases.get(id)) {
+                    out.push_str(q);
+                    return true;
+                }
                 if let Some(q) = self.imports.get(id) {
                     out.push_str(q);
                     return true;
@@ -1717,6 +1726,13 @@ impl<'a> Checker<'a> {
                                     || self.is_frozen_size(a)
                             })
                     }
+                    // `np.linspace(-1, 1, prof.shape[0])`, `np.zeros(n)`: arrays of values made
+                    // to a size, not sizes.
+                    Some(
+                        "numpy.linspace" | "numpy.arange" | "numpy.zeros" | "numpy.ones"
+                        | "numpy.empty" | "numpy.full" | "numpy.eye" | "numpy.polyfit"
+                        | "numpy.interp",
+                    ) => false,
                     Some(q) if q.starts_with("math.") || q.starts_with("numpy.") => c
                         .arguments
                         .args
@@ -4682,6 +4698,27 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
     match target {
         Expr::Name(n) => {
             let id = n.id.to_string();
+            // `oe = torch.einsum`: a local alias of a torch function (or module).
+            let alias = match value {
+                Expr::Attribute(_) => ch
+                    .qualify(value)
+                    .filter(|q| q.starts_with("torch.") && !ch.is_tensor(value)),
+                _ => None,
+            };
+            // A name the function binds to anything else as well is no alias anywhere in it
+            // (bindings are read before the function's statements are visited).
+            let st = ch.fns.last_mut().expect("scope");
+            match alias {
+                Some(q) if !st.not_aliases.contains(&id) => {
+                    st.torch_aliases.insert(id.clone(), q);
+                }
+                Some(_) => {}
+                None => {
+                    if st.torch_aliases.remove(&id).is_some() || !st.torch_aliases.is_empty() {
+                        st.not_aliases.insert(id.clone());
+                    }
+                }
+            }
             let tensor = ch.is_tensor(value);
             let mask = ch.is_bool_mask(value) && !matches!(value, Expr::Name(_));
             let mask_list = match value {
@@ -6325,6 +6362,15 @@ fn bool_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
                 k.arg.as_ref().is_some_and(|a| a.as_str() == "dtype")
                     && ch.qualify(&k.value).is_some_and(|d| d == "torch.bool")
             }) || matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "bool")
+                // `torch.tensor(CFG.disabled_outputs)` of `[False, True, ...]`.
+                || (matches!(
+                    ch.qualify(&c.func).as_deref(),
+                    Some("torch.tensor" | "torch.as_tensor" | "torch.BoolTensor")
+                ) && c
+                    .arguments
+                    .args
+                    .first()
+                    .is_some_and(|a| bool_list(ch.bodies[0], a)))
         }
         _ => false,
     };
@@ -6344,6 +6390,43 @@ fn bool_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
         })
         .map(|(attr, _)| attr.to_string())
         .collect()
+}
+
+/// Whether an expression is a list or tuple of Boolean literals, written there, bound to a
+/// module-level name, or to a class attribute of a module-level class (`CFG.disabled_outputs`).
+fn bool_list(module: &[Stmt], e: &Expr) -> bool {
+    let literal = |e: &Expr| match e {
+        Expr::List(ast::ExprList { elts, .. }) | Expr::Tuple(ast::ExprTuple { elts, .. }) => {
+            !elts.is_empty() && elts.iter().all(Expr::is_boolean_literal_expr)
+        }
+        _ => false,
+    };
+    let assigned = |body: &[Stmt], name: &str| {
+        body.iter().rev().find_map(|s| match s {
+            Stmt::Assign(a) => match &a.targets[..] {
+                [Expr::Name(n)] if n.id.as_str() == name => Some(literal(&a.value)),
+                _ => None,
+            },
+            Stmt::AnnAssign(a) => match (a.target.as_ref(), a.value.as_deref()) {
+                (Expr::Name(n), Some(v)) if n.id.as_str() == name => Some(literal(v)),
+                _ => None,
+            },
+            _ => None,
+        })
+    };
+    match e {
+        Expr::Name(n) => assigned(module, n.id.as_str()) == Some(true),
+        Expr::Attribute(a) => {
+            let Expr::Name(class) = a.value.as_ref() else {
+                return false;
+            };
+            module.iter().any(|s| {
+                matches!(s, Stmt::ClassDef(c) if c.name.id == class.id
+                    && assigned(&c.body, a.attr.id.as_str()) == Some(true))
+            })
+        }
+        e => literal(e),
+    }
 }
 
 /// The statements of the methods of a class body, blocks flattened.

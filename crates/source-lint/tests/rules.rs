@@ -440,6 +440,9 @@ const CORPUS_DIRS: &[&str] = &[
     "quarrying",
     "ferries",
     "sugarcane",
+    "archery",
+    "printing",
+    "snowmaking",
 ];
 
 #[test]

@@ -91,11 +91,20 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         };
         let opset = given
             .and_then(|(value, _)| {
-                let v = match &value {
+                let one = |e: &ruff_python_ast::Expr| match e {
                     ruff_python_ast::Expr::Name(n) => named_int(ch, n.id.as_str())
                         .or_else(|| parameter_default(ch, call, n.id.as_str())),
                     ruff_python_ast::Expr::Attribute(a) => argparse_default(ch, a),
                     e => int_literal(e),
+                };
+                // `LEGACY_OPSET if legacy else EDGE_OPSET`: the lower of the two is exported
+                // when the test picks it.
+                let v = match &value {
+                    ruff_python_ast::Expr::If(i) => match (one(&i.body), one(&i.orelse)) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    },
+                    e => one(e),
                 };
                 v.map(|v| (v, value.range()))
             })
