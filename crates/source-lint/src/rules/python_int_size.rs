@@ -123,6 +123,30 @@ const FACTORIES: &[&str] = &[
     "torch.range",
 ];
 
+/// The first `positional` arguments of a call and its keywords named in `names`.
+fn value_arguments<'c>(
+    call: &'c ast::ExprCall,
+    positional: usize,
+    names: &[&str],
+) -> Vec<&'c Expr> {
+    call.arguments
+        .args
+        .iter()
+        .take(positional)
+        .chain(
+            call.arguments
+                .keywords
+                .iter()
+                .filter(|k| {
+                    k.arg
+                        .as_ref()
+                        .is_some_and(|a| names.contains(&a.id.as_str()))
+                })
+                .map(|k| &k.value),
+        )
+        .collect()
+}
+
 /// Whether a size is only ever a parameter of the function (`h` in `def grid(b, h: int, w)`),
 /// or arithmetic on parameters (`h // 8`).
 fn only_parameters(ch: &Checker, e: &Expr) -> bool {
@@ -202,45 +226,18 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     // fixes a shape; a frozen start, end or fill value is a value (ODL004's business).
     let mut args = args_of(call);
     let value_args: Vec<&Expr> = match op.as_str() {
-        "torch.linspace" | "torch.logspace" => call
-            .arguments
-            .args
-            .iter()
-            .take(2)
-            .chain(
-                call.arguments
-                    .keywords
-                    .iter()
-                    .filter(|k| {
-                        k.arg
-                            .as_ref()
-                            .is_some_and(|a| matches!(a.id.as_str(), "start" | "end"))
-                    })
-                    .map(|k| &k.value),
-            )
-            .collect(),
+        "torch.linspace" | "torch.logspace" => value_arguments(call, 2, &["start", "end"]),
         "torch.full" => call.arguments.args.get(1).into_iter().collect(),
         // `torch.randint(0, W, (B, 2))`: the bounds are values; the size is the last argument,
         // or `size=` (then every positional argument is a bound).
         "torch.randint" => {
-            let sized = crate::rules::keyword(call, "size").is_some();
             let n = call.arguments.args.len();
-            call.arguments
-                .args
-                .iter()
-                .take(if sized { n } else { n.saturating_sub(1) })
-                .chain(
-                    call.arguments
-                        .keywords
-                        .iter()
-                        .filter(|k| {
-                            k.arg
-                                .as_ref()
-                                .is_some_and(|a| matches!(a.id.as_str(), "low" | "high"))
-                        })
-                        .map(|k| &k.value),
-                )
-                .collect()
+            let sized = crate::rules::keyword(call, "size").is_some();
+            value_arguments(
+                call,
+                if sized { n } else { n.saturating_sub(1) },
+                &["low", "high"],
+            )
         }
         _ => Vec::new(),
     };
