@@ -75,8 +75,6 @@ pub(crate) struct FnState {
     /// Local names bound to a torch function (`oe = torch.einsum` in `forward`): calls through
     /// them are calls of what they name, from the binding on.
     pub torch_aliases: HashMap<String, String>,
-    /// Names bound to something other than a torch function once an alias exists.
-    pub not_aliases: HashSet<String>,
     pub sizes: HashSet<String>,
     /// Parameters that are sizes because a caller fills them with one (`make_grid(b, h, w)`
     /// called with `x.shape`'s): the function's own code reads no tensor's size for them.
@@ -4446,7 +4444,31 @@ pub(crate) fn name_bindings(body: &[Stmt]) -> HashMap<&str, usize> {
     impl<'a> Visitor<'a> for Count<'a> {
         fn visit_stmt(&mut self, s: &'a Stmt) {
             match s {
-                Stmt::FunctionDef(_) | Stmt::ClassDef(_) => return,
+                Stmt::FunctionDef(f) => {
+                    *self.0.entry(f.name.id.as_str()).or_default() += 1;
+                    return;
+                }
+                Stmt::ClassDef(c) => {
+                    *self.0.entry(c.name.id.as_str()).or_default() += 1;
+                    return;
+                }
+                Stmt::Import(i) => {
+                    for a in &i.names {
+                        let name = a.asname.as_ref().unwrap_or(&a.name).id.as_str();
+                        *self
+                            .0
+                            .entry(name.split('.').next().unwrap_or(name))
+                            .or_default() += 1;
+                    }
+                }
+                Stmt::ImportFrom(i) => {
+                    for a in &i.names {
+                        *self
+                            .0
+                            .entry(a.asname.as_ref().unwrap_or(&a.name).id.as_str())
+                            .or_default() += 1;
+                    }
+                }
                 Stmt::Assign(a) => a.targets.iter().for_each(|t| self.target(t)),
                 Stmt::AnnAssign(a) => self.target(&a.target),
                 Stmt::AugAssign(a) => self.target(&a.target),
@@ -4463,6 +4485,19 @@ pub(crate) fn name_bindings(body: &[Stmt]) -> HashMap<&str, usize> {
         fn visit_comprehension(&mut self, c: &'a ast::Comprehension) {
             self.target(&c.target);
             visitor::walk_comprehension(self, c);
+        }
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if let Expr::Named(n) = e {
+                self.target(&n.target);
+            }
+            visitor::walk_expr(self, e);
+        }
+        fn visit_except_handler(&mut self, h: &'a ast::ExceptHandler) {
+            let ast::ExceptHandler::ExceptHandler(h2) = h;
+            if let Some(name) = &h2.name {
+                *self.0.entry(name.id.as_str()).or_default() += 1;
+            }
+            visitor::walk_except_handler(self, h);
         }
     }
     let mut count = Count::default();
@@ -4705,19 +4740,26 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                     .filter(|q| q.starts_with("torch.") && !ch.is_tensor(value)),
                 _ => None,
             };
-            // A name the function binds to anything else as well is no alias anywhere in it
-            // (bindings are read before the function's statements are visited).
+            // Only a name the function binds once, and not as a parameter, is an alias (as at
+            // module level): the checker reads bindings before it visits the statements.
+            let alias = alias.filter(|_| {
+                ch.bodies.len() > 1
+                    && ch.bodies.last().is_some_and(|body| {
+                        name_bindings(body).get(id.as_str()) == Some(&1)
+                            && !ch.defs.last().is_some_and(|f| {
+                                parameters(f).any(|p| p.parameter.name.id.as_str() == id)
+                            })
+                    })
+            });
             let st = ch.fns.last_mut().expect("scope");
             match alias {
-                Some(q) if !st.not_aliases.contains(&id) => {
+                Some(q) => {
                     st.torch_aliases.insert(id.clone(), q);
                 }
-                Some(_) => {}
-                None => {
-                    if st.torch_aliases.remove(&id).is_some() || !st.torch_aliases.is_empty() {
-                        st.not_aliases.insert(id.clone());
-                    }
+                None if !st.torch_aliases.is_empty() => {
+                    st.torch_aliases.remove(&id);
                 }
+                None => {}
             }
             let tensor = ch.is_tensor(value);
             let mask = ch.is_bool_mask(value) && !matches!(value, Expr::Name(_));
@@ -6301,10 +6343,14 @@ fn tensor_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
 
 /// Attributes a class body binds only to its weights: registered with
 /// `self.register_parameter("name", ...)` / `self.register_buffer("name", ...)` or assigned an
-/// `nn.Parameter(...)` in `__init__`, and never stored or registered again elsewhere
-/// (`self.grid = make_grid(x)`, `self.anchors, self.strides = make_anchors(x)` or
-/// `self.pos_embed = nn.Parameter(resize(...))` in `forward` make it a cache). `stored` gathers
-/// what the other methods store, so that a subclass's or base class's reassignment counts too.
+/// `nn.Parameter(...)` while the module is built (in `__init__` or a method only `__init__`
+/// calls: `self._build_pos_embed(n, d)`), and never stored again by a method that runs later
+/// (`self.grid = make_grid(x)`, `self.anchors, self.strides = make_anchors(x)`, a buffer
+/// registered in `forward`, or `self.pos_embed = nn.Parameter(resize(...))` in a `forward`).
+/// A placeholder while building (`self.pos_embed = None` in a base class) does not count, and
+/// elsewhere a new `nn.Parameter` (timm's `set_input_size`) is still a weight of the export.
+/// `stored` gathers what the later methods store, so that a subclass's or base class's
+/// reassignment counts too.
 fn weight_attributes(
     ch: &Checker,
     class_body: &[Stmt],
@@ -6329,24 +6375,80 @@ fn weight_attributes(
             .is_some_and(|q| q.ends_with("nn.Parameter"))
             || matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "Parameter")
     };
+    let methods: Vec<&ast::StmtFunctionDef> = class_body
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::FunctionDef(f) => Some(f),
+            _ => None,
+        })
+        .collect();
+    // `self.<name>(...)` calls in a method's body.
+    let calls = |f: &ast::StmtFunctionDef| -> HashSet<String> {
+        struct Calls(HashSet<String>);
+        impl<'a> Visitor<'a> for Calls {
+            fn visit_expr(&mut self, e: &'a Expr) {
+                if let Expr::Call(c) = e {
+                    if let Some(m) = self_attr(&c.func) {
+                        self.0.insert(m.to_string());
+                    }
+                }
+                visitor::walk_expr(self, e);
+            }
+        }
+        let mut v = Calls(HashSet::default());
+        v.visit_body(&f.body);
+        v.0
+    };
+    // Building: `__init__` and the methods it calls that no other method calls.
+    let from_init = methods
+        .iter()
+        .find(|f| f.name.id.as_str() == "__init__")
+        .map(|f| calls(f))
+        .unwrap_or_default();
+    let later_calls: HashSet<String> = methods
+        .iter()
+        .filter(|f| f.name.id.as_str() != "__init__")
+        .flat_map(|f| calls(f))
+        .collect();
+    let building = |f: &ast::StmtFunctionDef| {
+        let name = f.name.id.as_str();
+        name == "__init__" || (from_init.contains(name) && !later_calls.contains(name))
+    };
     let mut weights = HashSet::default();
-    for s in class_body {
-        let Stmt::FunctionDef(f) = s else { continue };
-        let body = std::slice::from_ref(s);
-        if f.name.id.as_str() == "__init__" {
+    for f in &methods {
+        let body = std::slice::from_ref(
+            class_body
+                .iter()
+                .find(|s| matches!(s, Stmt::FunctionDef(d) if std::ptr::eq(d, *f)))
+                .expect("a method of the class"),
+        );
+        let assigned = self_assignments(body);
+        if building(f) {
             weights.extend(registrations(body).into_iter().map(|(n, _)| n.to_string()));
             let mut others = HashSet::default();
             Stores(&mut others).visit_body(&f.body);
-            for (attr, value) in self_assignments(body) {
+            for (attr, value) in &assigned {
+                if is_parameter(value) || value.is_none_literal_expr() {
+                    others.remove(*attr);
+                }
                 if is_parameter(value) {
                     weights.insert(attr.to_string());
-                    others.remove(attr);
                 }
             }
             stored.extend(others);
         } else {
+            let forward = f.name.id.as_str().starts_with("forward");
             stored.extend(registrations(body).into_iter().map(|(n, _)| n.to_string()));
-            Stores(stored).visit_body(&f.body);
+            let mut others = HashSet::default();
+            Stores(&mut others).visit_body(&f.body);
+            if !forward {
+                for (attr, value) in &assigned {
+                    if is_parameter(value) {
+                        others.remove(*attr);
+                    }
+                }
+            }
+            stored.extend(others);
         }
     }
     weights
@@ -6362,15 +6464,16 @@ fn bool_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
                 k.arg.as_ref().is_some_and(|a| a.as_str() == "dtype")
                     && ch.qualify(&k.value).is_some_and(|d| d == "torch.bool")
             }) || matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "bool")
-                // `torch.tensor(CFG.disabled_outputs)` of `[False, True, ...]`.
+                // `torch.tensor(CFG.disabled_outputs)` of `[False, True, ...]`, with no other
+                // dtype given; a name the class's methods bind (a parameter, a local) is theirs.
                 || (matches!(
                     ch.qualify(&c.func).as_deref(),
                     Some("torch.tensor" | "torch.as_tensor" | "torch.BoolTensor")
-                ) && c
-                    .arguments
-                    .args
-                    .first()
-                    .is_some_and(|a| bool_list(ch.bodies[0], a)))
+                ) && crate::rules::keyword(c, "dtype").is_none()
+                    && c.arguments.args.first().is_some_and(|a| {
+                        !matches!(a, Expr::Name(n) if bound_in_methods(class_body, n.id.as_str()))
+                            && bool_list(ch.bodies[0], a)
+                    }))
         }
         _ => false,
     };
@@ -6390,6 +6493,15 @@ fn bool_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
         })
         .map(|(attr, _)| attr.to_string())
         .collect()
+}
+
+/// Whether a method of a class body binds `name` (as a parameter or a local).
+fn bound_in_methods(class_body: &[Stmt], name: &str) -> bool {
+    class_body.iter().any(|s| {
+        matches!(s, Stmt::FunctionDef(f)
+            if parameters(f).any(|p| p.parameter.name.id.as_str() == name)
+                || name_bindings(&f.body).contains_key(name))
+    })
 }
 
 /// Whether an expression is a list or tuple of Boolean literals, written there, bound to a
@@ -6723,10 +6835,17 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         st.frozen_sizes = outer.frozen_sizes.clone();
                         st.containers = outer.containers.clone();
                         st.records = outer.records.clone();
-                        // Its own parameters shadow the enclosing function's names (`def
+                        st.torch_aliases = outer.torch_aliases.clone();
+                        // Its own parameters and names shadow the enclosing function's (`def
                         // helper(pair, a=True)` inside a function with a tensor `a`).
+                        if !st.torch_aliases.is_empty() {
+                            let own = name_bindings(&f.body);
+                            st.torch_aliases
+                                .retain(|n, _| !own.contains_key(n.as_str()));
+                        }
                         for p in parameters(f) {
                             let name = p.parameter.name.id.as_str();
+                            st.torch_aliases.remove(name);
                             st.frozen.remove(name);
                             st.frozen_sizes.remove(name);
                             st.tensors.remove(name);
@@ -7417,9 +7536,13 @@ impl<'a> Checker<'a> {
             st.containers = outer.containers.clone();
             st.records = outer.records.clone();
         }
+        if let Some(outer) = self.fns.last() {
+            st.torch_aliases = outer.torch_aliases.clone();
+        }
         if let Some(params) = &l.parameters {
             for p in params.iter_non_variadic_params() {
                 let name = p.parameter.name.id.as_str();
+                st.torch_aliases.remove(name);
                 st.frozen.remove(name);
                 st.frozen_sizes.remove(name);
                 st.sizes.remove(name);

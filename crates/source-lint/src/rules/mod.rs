@@ -75,11 +75,12 @@ pub(crate) fn positional_export_argument<'e>(
     call: &'e ast::ExprCall,
     name: &str,
 ) -> Option<&'e Expr> {
-    if ch.qualify(&call.func).as_deref() != Some("torch.onnx.export") {
+    let args = &call.arguments.args;
+    // Most calls have fewer arguments than the first one read: no name to resolve.
+    if args.len() < 7 || args.iter().any(|a| matches!(a, Expr::Starred(_))) {
         return None;
     }
-    let args = &call.arguments.args;
-    if args.iter().any(|a| matches!(a, Expr::Starred(_))) {
+    if ch.qualify(&call.func).as_deref() != Some("torch.onnx.export") {
         return None;
     }
     let export_type = || {

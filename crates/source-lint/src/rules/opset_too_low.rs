@@ -99,7 +99,19 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
                 };
                 // `LEGACY_OPSET if legacy else EDGE_OPSET`: the lower of the two is exported
                 // when the test picks it.
+                // `opset if opset is not None else 11`: the fallback is for a caller passing
+                // `None`; the name's own value is what the export gets.
+                let guarded = |i: &ruff_python_ast::ExprIf, branch: &ruff_python_ast::Expr| {
+                    matches!((i.test.as_ref(), branch), (
+                        ruff_python_ast::Expr::Compare(c),
+                        ruff_python_ast::Expr::Name(b),
+                    ) if c.comparators.len() == 1
+                        && c.comparators[0].is_none_literal_expr()
+                        && matches!(c.left.as_ref(), ruff_python_ast::Expr::Name(a) if a.id == b.id))
+                };
                 let v = match &value {
+                    ruff_python_ast::Expr::If(i) if guarded(i, &i.body) => one(&i.body),
+                    ruff_python_ast::Expr::If(i) if guarded(i, &i.orelse) => one(&i.orelse),
                     ruff_python_ast::Expr::If(i) => match (one(&i.body), one(&i.orelse)) {
                         (Some(a), Some(b)) => Some(a.min(b)),
                         (a, b) => a.or(b),
