@@ -123,6 +123,10 @@ pub(crate) struct LoopInfo {
     pub rows: Vec<String>,
 }
 
+/// A class's weight attributes ([`weight_attributes`]), computed when first asked, and the
+/// bodies of the class and of its base classes of the file they are read from.
+type LazyWeights<'a> = (std::cell::OnceCell<HashSet<String>>, Vec<&'a [Stmt]>);
+
 /// A function of the file that calls the exporter, and that call.
 pub(crate) type ExportWrapper<'a> = (&'a ast::StmtFunctionDef, &'a ast::ExprCall);
 
@@ -136,6 +140,8 @@ pub(crate) struct Checker<'a> {
     /// forms cost nothing in files without them: `partial` (partials of torch functions), `:=`
     /// (walrus bindings).
     pub has_partial: bool,
+    /// Whether any function of the file has bound a local alias of a torch function.
+    has_local_aliases: std::cell::Cell<bool>,
     pub has_walrus: bool,
     /// The statements after the `if` being visited, in its block: after `if not
     /// self.training: return x` they are the training side.
@@ -157,7 +163,9 @@ pub(crate) struct Checker<'a> {
     class_bool_attrs: Vec<HashSet<String>>,
     /// Attributes of each enclosing class that only ever hold its weights: `nn.Parameter`s and
     /// registered buffers, never reassigned. Their sizes are constants of the model.
-    class_weight_attrs: Vec<HashSet<String>>,
+    /// Computed when first asked: most classes never read a size of `self.<attr>`. Beside
+    /// each, the bodies of the class and of its base classes of the file.
+    class_weight_attrs: Vec<LazyWeights<'a>>,
     /// Functions (class `None`) and methods whose return annotation names `Tensor`.
     /// For a tuple annotation, which elements are tensors (empty: the whole value is one).
     returns_tensor: HashMap<(Option<String>, String), Vec<bool>>,
@@ -461,6 +469,7 @@ impl<'a> Checker<'a> {
             imports,
             torch_imported,
             has_partial: has("partial"),
+            has_local_aliases: std::cell::Cell::new(false),
             has_walrus: has(":="),
             rest_after_if: &[],
             eval_only: 0,
@@ -697,7 +706,12 @@ impl<'a> Checker<'a> {
         match e {
             Expr::Name(n) => {
                 let id = n.id.as_str();
-                if let Some(q) = self.fns.last().and_then(|f| f.torch_aliases.get(id)) {
+                if let Some(q) = self
+                    .has_local_aliases
+                    .get()
+                    .then(|| self.fns.last()?.torch_aliases.get(id))
+                    .flatten()
+                {
                     out.push_str(q);
                     return true;
                 }
@@ -1525,7 +1539,19 @@ impl<'a> Checker<'a> {
             e => self_attr(e).is_some_and(|attr| {
                 self.class_weight_attrs
                     .last()
-                    .is_some_and(|w| w.contains(attr))
+                    .is_some_and(|(weights, bodies)| {
+                        weights
+                            .get_or_init(|| {
+                                let mut stored = HashSet::default();
+                                let mut w = HashSet::default();
+                                for body in bodies {
+                                    w.extend(weight_attributes(self, body, &mut stored));
+                                }
+                                w.retain(|a| !stored.contains(a));
+                                w
+                            })
+                            .contains(attr)
+                    })
             }),
         }
     }
@@ -4734,8 +4760,15 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
         Expr::Name(n) => {
             let id = n.id.to_string();
             // `oe = torch.einsum`: a local alias of a torch function (or module).
+            let imported_root = |mut e: &Expr| loop {
+                match e {
+                    Expr::Attribute(a) => e = &a.value,
+                    Expr::Name(n) => break ch.imports.contains_key(n.id.as_str()),
+                    _ => break false,
+                }
+            };
             let alias = match value {
-                Expr::Attribute(_) => ch
+                Expr::Attribute(_) if imported_root(value) => ch
                     .qualify(value)
                     .filter(|q| q.starts_with("torch.") && !ch.is_tensor(value)),
                 _ => None,
@@ -4755,6 +4788,7 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
             match alias {
                 Some(q) => {
                     st.torch_aliases.insert(id.clone(), q);
+                    ch.has_local_aliases.set(true);
                 }
                 None if !st.torch_aliases.is_empty() => {
                     st.torch_aliases.remove(&id);
@@ -6466,10 +6500,16 @@ fn bool_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
             }) || matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "bool")
                 // `torch.tensor(CFG.disabled_outputs)` of `[False, True, ...]`, with no other
                 // dtype given; a name the class's methods bind (a parameter, a local) is theirs.
-                || (matches!(
-                    ch.qualify(&c.func).as_deref(),
-                    Some("torch.tensor" | "torch.as_tensor" | "torch.BoolTensor")
-                ) && crate::rules::keyword(c, "dtype").is_none()
+                || (c.arguments.args.first().is_some_and(|a| {
+                    matches!(
+                        a,
+                        Expr::List(_) | Expr::Tuple(_) | Expr::Name(_) | Expr::Attribute(_)
+                    )
+                }) && crate::rules::keyword(c, "dtype").is_none()
+                    && matches!(
+                        ch.qualify(&c.func).as_deref(),
+                        Some("torch.tensor" | "torch.as_tensor" | "torch.BoolTensor")
+                    )
                     && c.arguments.args.first().is_some_and(|a| {
                         !matches!(a, Expr::Name(n) if bound_in_methods(class_body, n.id.as_str()))
                             && bool_list(ch.bodies[0], a)
@@ -7003,8 +7043,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 // subclass's too (`class FastWarp(Warp)` reading `self.grids`).
                 let mut tensor_attrs = tensor_attributes(self, &c.body);
                 let mut bool_attrs = bool_attributes(self, &c.body);
-                let mut stored = HashSet::default();
-                let mut weight_attrs = weight_attributes(self, &c.body, &mut stored);
+                let mut lineage_bodies: Vec<&'a [Stmt]> = vec![&c.body];
                 for base in lineage(&self.class_bases, c.name.id.as_str())
                     .into_iter()
                     .skip(1)
@@ -7016,13 +7055,13 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     if let Some(d) = defined {
                         tensor_attrs.extend(tensor_attributes(self, &d.body));
                         bool_attrs.extend(bool_attributes(self, &d.body));
-                        weight_attrs.extend(weight_attributes(self, &d.body, &mut stored));
+                        lineage_bodies.push(&d.body);
                     }
                 }
-                weight_attrs.retain(|a| !stored.contains(a));
                 self.class_tensor_attrs.push(tensor_attrs);
                 self.class_bool_attrs.push(bool_attrs);
-                self.class_weight_attrs.push(weight_attrs);
+                self.class_weight_attrs
+                    .push((std::cell::OnceCell::new(), lineage_bodies));
                 self.visit_body(&c.body);
                 self.class_weight_attrs.pop();
                 self.class_bool_attrs.pop();
