@@ -141,7 +141,7 @@ pub(crate) struct Checker<'a> {
     /// (walrus bindings).
     pub has_partial: bool,
     /// Whether any function of the file has bound a local alias of a torch function.
-    has_local_aliases: std::cell::Cell<bool>,
+    has_local_aliases: bool,
     pub has_walrus: bool,
     /// The statements after the `if` being visited, in its block: after `if not
     /// self.training: return x` they are the training side.
@@ -469,7 +469,7 @@ impl<'a> Checker<'a> {
             imports,
             torch_imported,
             has_partial: has("partial"),
-            has_local_aliases: std::cell::Cell::new(false),
+            has_local_aliases: false,
             has_walrus: has(":="),
             rest_after_if: &[],
             eval_only: 0,
@@ -708,7 +708,6 @@ impl<'a> Checker<'a> {
                 let id = n.id.as_str();
                 if let Some(q) = self
                     .has_local_aliases
-                    .get()
                     .then(|| self.fns.last()?.torch_aliases.get(id))
                     .flatten()
                 {
@@ -4788,7 +4787,7 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
             match alias {
                 Some(q) => {
                     st.torch_aliases.insert(id.clone(), q);
-                    ch.has_local_aliases.set(true);
+                    ch.has_local_aliases = true;
                 }
                 None if !st.torch_aliases.is_empty() => {
                     st.torch_aliases.remove(&id);
@@ -6357,10 +6356,10 @@ fn lineage<'s>(bases: &HashMap<&'s str, Vec<&'s str>>, class: &'s str) -> Vec<&'
 fn tensor_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
     let is_tensor_call = |v: &Expr| {
         let Expr::Call(c) = v else { return false };
-        ch.qualify(&c.func).is_some_and(|q| {
-            q.ends_with("nn.Parameter")
-                || ((q == "torch" || q.starts_with("torch.")) && torch_returns_tensor(&q))
-        }) || matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "Parameter")
+        is_parameter_call(ch, v)
+            || ch.qualify(&c.func).is_some_and(|q| {
+                (q == "torch" || q.starts_with("torch.")) && torch_returns_tensor(&q)
+            })
     };
     let mut out: HashSet<String> = self_assignments(class_body)
         .into_iter()
@@ -6373,6 +6372,14 @@ fn tensor_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
             .map(|(name, _)| name.to_string()),
     );
     out
+}
+
+/// `nn.Parameter(...)` (also imported bare as `Parameter`).
+fn is_parameter_call(ch: &Checker, v: &Expr) -> bool {
+    let Expr::Call(c) = v else { return false };
+    ch.qualify(&c.func)
+        .is_some_and(|q| q.ends_with("nn.Parameter"))
+        || matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "Parameter")
 }
 
 /// Attributes a class body binds only to its weights: registered with
@@ -6403,19 +6410,12 @@ fn weight_attributes(
             visitor::walk_expr(self, e);
         }
     }
-    let is_parameter = |v: &Expr| {
-        let Expr::Call(c) = v else { return false };
-        ch.qualify(&c.func)
-            .is_some_and(|q| q.ends_with("nn.Parameter"))
-            || matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "Parameter")
-    };
-    let methods: Vec<&ast::StmtFunctionDef> = class_body
-        .iter()
-        .filter_map(|s| match s {
-            Stmt::FunctionDef(f) => Some(f),
+    let methods = || {
+        class_body.iter().filter_map(|s| match s {
+            Stmt::FunctionDef(f) => Some((s, f)),
             _ => None,
         })
-        .collect();
+    };
     // `self.<name>(...)` calls in a method's body.
     let calls = |f: &ast::StmtFunctionDef| -> HashSet<String> {
         struct Calls(HashSet<String>);
@@ -6434,56 +6434,41 @@ fn weight_attributes(
         v.0
     };
     // Building: `__init__` and the methods it calls that no other method calls.
-    let from_init = methods
-        .iter()
-        .find(|f| f.name.id.as_str() == "__init__")
-        .map(|f| calls(f))
+    let from_init = methods()
+        .find(|(_, f)| f.name.id.as_str() == "__init__")
+        .map(|(_, f)| calls(f))
         .unwrap_or_default();
-    let later_calls: HashSet<String> = methods
-        .iter()
-        .filter(|f| f.name.id.as_str() != "__init__")
-        .flat_map(|f| calls(f))
+    let later_calls: HashSet<String> = methods()
+        .filter(|(_, f)| f.name.id.as_str() != "__init__")
+        .flat_map(|(_, f)| calls(f))
         .collect();
-    let building = |f: &ast::StmtFunctionDef| {
-        let name = f.name.id.as_str();
-        name == "__init__" || (from_init.contains(name) && !later_calls.contains(name))
-    };
     let mut weights = HashSet::default();
-    for f in &methods {
-        let body = std::slice::from_ref(
-            class_body
-                .iter()
-                .find(|s| matches!(s, Stmt::FunctionDef(d) if std::ptr::eq(d, *f)))
-                .expect("a method of the class"),
-        );
-        let assigned = self_assignments(body);
-        if building(f) {
-            weights.extend(registrations(body).into_iter().map(|(n, _)| n.to_string()));
-            let mut others = HashSet::default();
-            Stores(&mut others).visit_body(&f.body);
-            for (attr, value) in &assigned {
-                if is_parameter(value) || value.is_none_literal_expr() {
-                    others.remove(*attr);
-                }
-                if is_parameter(value) {
-                    weights.insert(attr.to_string());
-                }
-            }
-            stored.extend(others);
+    for (stmt, f) in methods() {
+        let name = f.name.id.as_str();
+        let building =
+            name == "__init__" || (from_init.contains(name) && !later_calls.contains(name));
+        let body = std::slice::from_ref(stmt);
+        let registered = registrations(body).into_iter().map(|(n, _)| n.to_string());
+        if building {
+            weights.extend(registered);
         } else {
-            let forward = f.name.id.as_str().starts_with("forward");
-            stored.extend(registrations(body).into_iter().map(|(n, _)| n.to_string()));
-            let mut others = HashSet::default();
-            Stores(&mut others).visit_body(&f.body);
-            if !forward {
-                for (attr, value) in &assigned {
-                    if is_parameter(value) {
-                        others.remove(*attr);
-                    }
-                }
-            }
-            stored.extend(others);
+            stored.extend(registered);
         }
+        let mut others = HashSet::default();
+        Stores(&mut others).visit_body(&f.body);
+        // A new `nn.Parameter` keeps the attribute a weight, except in `forward`; so does a
+        // placeholder `None` while building.
+        let keeps_parameters = building || !name.starts_with("forward");
+        for (attr, value) in self_assignments(body) {
+            let parameter = is_parameter_call(ch, value);
+            if (parameter && keeps_parameters) || (building && value.is_none_literal_expr()) {
+                others.remove(attr);
+            }
+            if parameter && building {
+                weights.insert(attr.to_string());
+            }
+        }
+        stored.extend(others);
     }
     weights
 }
@@ -6500,20 +6485,18 @@ fn bool_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
             }) || matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "bool")
                 // `torch.tensor(CFG.disabled_outputs)` of `[False, True, ...]`, with no other
                 // dtype given; a name the class's methods bind (a parameter, a local) is theirs.
-                || (c.arguments.args.first().is_some_and(|a| {
+                || c.arguments.args.first().is_some_and(|a| {
                     matches!(
                         a,
                         Expr::List(_) | Expr::Tuple(_) | Expr::Name(_) | Expr::Attribute(_)
-                    )
-                }) && crate::rules::keyword(c, "dtype").is_none()
-                    && matches!(
-                        ch.qualify(&c.func).as_deref(),
-                        Some("torch.tensor" | "torch.as_tensor" | "torch.BoolTensor")
-                    )
-                    && c.arguments.args.first().is_some_and(|a| {
-                        !matches!(a, Expr::Name(n) if bound_in_methods(class_body, n.id.as_str()))
-                            && bool_list(ch.bodies[0], a)
-                    }))
+                    ) && crate::rules::keyword(c, "dtype").is_none()
+                        && matches!(
+                            ch.qualify(&c.func).as_deref(),
+                            Some("torch.tensor" | "torch.as_tensor" | "torch.BoolTensor")
+                        )
+                        && !matches!(a, Expr::Name(n) if bound_in_methods(class_body, n.id.as_str()))
+                        && bool_list(ch.bodies[0], a)
+                })
         }
         _ => false,
     };
