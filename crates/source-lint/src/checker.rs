@@ -79,6 +79,10 @@ pub(crate) struct FnState {
     /// Parameters that are sizes because a caller fills them with one (`make_grid(b, h, w)`
     /// called with `x.shape`'s): the function's own code reads no tensor's size for them.
     pub size_params: HashSet<String>,
+    /// Parameters every caller of this file fills with one of the module's weights
+    /// (`self.get_absolute_positions(self.position_embeddings, ...)`), and locals bound to a
+    /// slice of one: their sizes are constants.
+    pub weight_params: HashSet<String>,
     pub frozen: HashSet<String>,
     /// The frozen names bound at least once to a size made a Python number (`n = len(x)`,
     /// `h, w = [int(s) for s in x.shape[2:]]`, a helper's frozen result, a parameter a caller
@@ -1535,24 +1539,28 @@ impl<'a> Checker<'a> {
             {
                 true
             }
-            e => self_attr(e).is_some_and(|attr| {
-                self.class_weight_attrs
-                    .last()
-                    .is_some_and(|(weights, bodies)| {
-                        weights
-                            .get_or_init(|| {
-                                let mut stored = HashSet::default();
-                                let mut w = HashSet::default();
-                                for body in bodies {
-                                    w.extend(weight_attributes(self, body, &mut stored));
-                                }
-                                w.retain(|a| !stored.contains(a));
-                                w
-                            })
-                            .contains(attr)
-                    })
-            }),
+            Expr::Name(n) => self.state().weight_params.contains(n.id.as_str()),
+            e => self_attr(e).is_some_and(|attr| self.is_weight_attr(attr)),
         }
+    }
+
+    /// Whether `self.<attr>` is one of the class's parameters or buffers.
+    fn is_weight_attr(&self, attr: &str) -> bool {
+        self.class_weight_attrs
+            .last()
+            .is_some_and(|(weights, bodies)| {
+                weights
+                    .get_or_init(|| {
+                        let mut stored = HashSet::default();
+                        let mut w = HashSet::default();
+                        for body in bodies {
+                            w.extend(weight_attributes(self, body, &mut stored));
+                        }
+                        w.retain(|a| !stored.contains(a));
+                        w
+                    })
+                    .contains(attr)
+            })
     }
 
     /// Whether an expression reads the shape of the module's weights (`self.pos_embed.shape`,
@@ -4794,6 +4802,17 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                 }
                 None => {}
             }
+            // `abs_pos = abs_pos[:, 1:]` on a weight parameter: still the weight's sizes.
+            if ch.fns.last().is_some_and(|st| !st.weight_params.is_empty()) {
+                let weight = ch.is_weight(value)
+                    || matches!(value, Expr::Subscript(s) if ch.is_weight(&s.value));
+                let st = ch.fns.last_mut().expect("scope");
+                if weight {
+                    st.weight_params.insert(id.clone());
+                } else {
+                    st.weight_params.remove(&id);
+                }
+            }
             let tensor = ch.is_tensor(value);
             let mask = ch.is_bool_mask(value) && !matches!(value, Expr::Name(_));
             let mask_list = match value {
@@ -5884,6 +5903,10 @@ struct ArgumentSeeds {
     frozen: HashSet<String>,
     sizes: HashSet<String>,
     masks: HashSet<String>,
+    /// Parameters filled with attributes of the module (`self.pos_embed`; `None` for a
+    /// submodule's `.weight`/`.bias`), and those some caller fills with anything else.
+    self_attrs: HashMap<String, Vec<Option<String>>>,
+    not_self_attrs: HashSet<String>,
 }
 
 /// A parameter as a caller fills it: by position or by keyword.
@@ -6190,6 +6213,33 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
                         matches!(&d.expression, Expr::Name(n) if n.id.as_str() == "staticmethod")
                     });
                         let mut bind = |name: &str, arg: &Expr| {
+                            // `self.pos_embed`, `self.embed.weight`: possibly a weight, told
+                            // when the callee is visited.
+                            let attr = match arg {
+                                Expr::Attribute(a) if is_self_chain(arg) => {
+                                    match a.value.as_ref() {
+                                        Expr::Name(_) => Some(Some(a.attr.id.to_string())),
+                                        Expr::Attribute(_)
+                                            if matches!(a.attr.id.as_str(), "weight" | "bias") =>
+                                        {
+                                            Some(None)
+                                        }
+                                        _ => None,
+                                    }
+                                }
+                                _ => None,
+                            };
+                            let seed = seeds.entry(callee.range.start()).or_default();
+                            match attr {
+                                Some(attr) => seed
+                                    .self_attrs
+                                    .entry(name.to_string())
+                                    .or_default()
+                                    .push(attr),
+                                None => {
+                                    seed.not_self_attrs.insert(name.to_string());
+                                }
+                            }
                             if frozen_here(arg, &frozen_names) {
                                 let seed = seeds.entry(callee.range.start()).or_default();
                                 seed.frozen.insert(name.to_string());
@@ -6920,6 +6970,20 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         let annotation = p.parameter.annotation.as_deref();
                         let annotated_tensor =
                             annotation.is_some_and(|a| !annotation_is_non_tensor(a));
+                        // `get_absolute_positions(self, abs_pos_embeddings, ...)` called with
+                        // `self.position_embeddings` alone: a weight, whose sizes are constants.
+                        if let Some(attrs) = seeds.and_then(|s| {
+                            s.self_attrs
+                                .get(name)
+                                .filter(|_| !s.not_self_attrs.contains(name))
+                        }) {
+                            if attrs
+                                .iter()
+                                .all(|a| a.as_deref().is_none_or(|a| self.is_weight_attr(a)))
+                            {
+                                st.weight_params.insert(name.to_string());
+                            }
+                        }
                         // `apply_dirichlet(out, on_bnd, 0.0)` with `on_bnd = (y.abs() >= 1).any(-1)`:
                         // a parameter some caller fills with a mask is one.
                         if seeds.is_some_and(|s| s.masks.contains(name))
