@@ -286,6 +286,7 @@ const SHAPE_ONLY_METHODS: &[&str] = &[
     "flip",
     "index_select",
     "repeat",
+    "repeat_interleave",
     "narrow",
     "unsqueeze",
     "squeeze",
@@ -839,6 +840,11 @@ impl<'a> Checker<'a> {
         self.class_methods.last().and_then(|m| m.get(name).copied())
     }
 
+    /// The methods of the innermost enclosing class, by name.
+    pub fn class_methods(&self) -> Option<&HashMap<String, &'a [Stmt]>> {
+        self.class_methods.last()
+    }
+
     pub fn is_self_attr(e: &Expr, attr: &str) -> bool {
         self_attr(e) == Some(attr)
     }
@@ -1305,8 +1311,14 @@ impl<'a> Checker<'a> {
         let judge = |x: &Expr| {
             let constant = self.is_constant_tensor(x);
             // `torch.tensor([c.shape[0] for c in cands])`: a list of the inputs' sizes.
-            let sizes_list =
-                matches!(x, Expr::ListComp(_) | Expr::List(_) | Expr::Tuple(_)) && reads_size(x);
+            // `torch.tensor([len(k) for k in keeps])`: lengths of what the inputs gave (not of
+            // the module's own lists, `len(self.anchors)`).
+            let sizes_list = matches!(x, Expr::ListComp(_) | Expr::List(_) | Expr::Tuple(_))
+                && (reads_size(x)
+                    || rules::any_sub_expr(x, |e| {
+                        matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(f) if f.id.as_str() == "len")
+                            && matches!(&c.arguments.args[..], [a] if !is_self_chain(a)))
+                    }));
             let inert = constant
                 || (!self.is_tensor(x)
                     && !self.is_size(x)
@@ -5608,13 +5620,18 @@ fn mask_returning_tuples(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
                 _ => false,
             },
             Expr::UnaryOp(u) => matches!(u.op, ast::UnaryOp::Invert) && mask(&u.operand, bound),
+            // `~theirs.any(dim=1)[:, None] & self.hit_mask[None, :]`: one side a mask (the
+            // other a tensor: `&` with a mask gives a mask), not a bit operation on numbers.
             Expr::BinOp(b) => {
                 matches!(
                     b.op,
                     ast::Operator::BitAnd | ast::Operator::BitOr | ast::Operator::BitXor
-                ) && mask(&b.left, bound)
-                    && mask(&b.right, bound)
+                ) && (mask(&b.left, bound) || mask(&b.right, bound))
+                    && !b.left.is_number_literal_expr()
+                    && !b.right.is_number_literal_expr()
             }
+            // `keep[:, None]`: a mask indexed or sliced is a mask.
+            Expr::Subscript(s) => mask(&s.value, bound),
             _ => false,
         }
     }
@@ -7413,6 +7430,18 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 if let Some(f) = self.fns.last_mut() {
                     f.tensors.extend(added.iter().cloned());
                 }
+                // `[j for j in range(n) if labels[j] < 2]`: a filter on a tensor's value keeps
+                // the items the example kept.
+                for g in generators {
+                    for cond in &g.ifs {
+                        rules::tensor_condition::check_test(
+                            self,
+                            cond,
+                            "for ... if",
+                            ruff_text_size::Ranged::start(cond),
+                        );
+                    }
+                }
                 visitor::walk_expr(self, expr);
                 if let Some(f) = self.fns.last_mut() {
                     for n in &added {
@@ -7567,7 +7596,7 @@ fn m_name(c: &ast::ExprCall) -> &str {
 }
 
 /// `x` for `self.x`.
-fn self_attr(e: &Expr) -> Option<&str> {
+pub(crate) fn self_attr(e: &Expr) -> Option<&str> {
     match e {
         Expr::Attribute(a) if is_self(&a.value) => Some(a.attr.id.as_str()),
         _ => None,

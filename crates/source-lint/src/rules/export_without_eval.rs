@@ -20,7 +20,11 @@
 //! ...)`), the callers in the file decide: it is flagged when one of them passes a local it never
 //! put in eval mode, and left alone when no caller is seen. A loader imported from another linted
 //! file that ends in `model.eval()` (`det = load_detector(path)`) counts as putting the model in
-//! eval mode, as one of the same file does.
+//! eval mode, as one of the same file does. A module a class keeps (`torch.onnx.export(self.model,
+//! ...)` in a trainer's or service's `export_onnx`) is flagged when another method of the class
+//! puts it in training mode (`self.model.train()`) and the exporting method does not put it in eval
+//! mode before the call (itself, by `self.eval()`, or through a method of the class it calls):
+//! the mode then depends on which method ran last.
 //!
 //! ## Why is this bad?
 //! A module in training mode exports dropout as active and batch norm with batch statistics
@@ -506,6 +510,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         Expr::Name(n) => (n.id.as_str(), None),
         Expr::Attribute(a) => match a.value.as_ref() {
             Expr::Name(n) if n.id.as_str() != "self" => (n.id.as_str(), Some(a.attr.id.as_str())),
+            Expr::Name(_) => return check_self_attribute(ch, call, a.attr.id.as_str()),
             _ => return,
         },
         _ => return,
@@ -545,6 +550,83 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         format!("call `{name}.eval()` before `torch.onnx.export` (the default dynamo exporter does not switch modes)")
     };
     ch.help(i, help);
+}
+
+/// `torch.onnx.export(self.model, ...)` in a method (a trainer's or a service's `export_onnx`):
+/// flagged when another method of the class puts `self.model` in training mode
+/// (`self.model.train()`) and nothing in the exporting method before the call puts it in eval
+/// mode, itself or through another method of the class: the mode then depends on what ran before.
+/// With no `train()` in the class, the module's mode is whatever its owner made it, and it is
+/// left alone.
+fn check_self_attribute(ch: &mut Checker, call: &ast::ExprCall, attr: &str) {
+    let Some(method) = ch.defs.last().copied() else {
+        return;
+    };
+    let Some(methods) = ch.class_methods() else {
+        return;
+    };
+    // `self.model.train()` / `self.model.train(True)` in a method.
+    let trains = |body: &[Stmt]| {
+        body.iter().any(|s| {
+            crate::rules::any_sub_stmt_expr(s, |e| {
+                matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(t)
+                if t.attr.id.as_str() == "train"
+                    && crate::checker::self_attr(&t.value) == Some(attr)
+                    && c.arguments.keywords.is_empty()
+                    && match &c.arguments.args[..] {
+                        [] => true,
+                        [Expr::BooleanLiteral(b)] => b.value,
+                        _ => false,
+                    }))
+            })
+        })
+    };
+    // `self.model.eval()`, `self.model.train(False)`, `self.eval()`, or any `.eval()` in a method
+    // of the class this one calls (`self._prepare()`).
+    let evals = |e: &Expr| {
+        has_eval(e, Receiver::Attribute("self", attr)) || has_eval(e, Receiver::Name("self"))
+    };
+    let mut training_method = None;
+    for (name, body) in methods.iter() {
+        if name.as_str() != method.name.id.as_str() && trains(body) {
+            training_method = Some(name.clone());
+            break;
+        }
+    }
+    let Some(trainer) = training_method else {
+        return;
+    };
+    let mut stmts = Vec::new();
+    collect(&method.body, call.range().start(), &mut stmts);
+    let at = call.range().start();
+    let evaluated = stmts
+        .iter()
+        .filter(|s| s.range().start() < at)
+        .any(|s| {
+            crate::rules::any_sub_stmt_expr(s, |e| {
+                e.range().end() <= at && evals(e)
+                    || e.range().end() <= at && matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(m)
+                        if matches!(m.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self")
+                            && methods.get(m.attr.id.as_str()).is_some_and(|b| {
+                                b.iter().any(|s| crate::rules::any_sub_stmt_expr(s, |e| has_eval(e, Receiver::Any)))
+                            })))
+            })
+        });
+    if evaluated {
+        return;
+    }
+    let i = ch.report(
+        &RULE,
+        call.func.range(),
+        format!(
+            "`self.{attr}` is exported without `.eval()` in `{}`: `{trainer}` puts it in training mode, so the exported mode depends on what ran before",
+            method.name.id
+        ),
+    );
+    ch.help(
+        i,
+        format!("call `self.{attr}.eval()` in `{}` before the export (the default dynamo exporter does not switch modes)", method.name.id),
+    );
 }
 
 /// What the statements of the enclosing function before `at` do to a local `name` (or to its

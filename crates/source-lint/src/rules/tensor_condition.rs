@@ -1,7 +1,8 @@
 //! ## What it does
 //! Flags Python control flow on tensor values in model code: `if x.sum() > 0:`,
 //! `while (x > eps).any():`, `a if mask.all() else b`, `if not valid.all():`, a `match` arm's
-//! guard (`case "auto" if lengths.min() < 8:`), and conditions
+//! guard (`case "auto" if lengths.min() < 8:`), a comprehension's filter (`[j for j in
+//! range(n) if labels[j] < 2]`, which keeps the items the example kept), and conditions
 //! that read a tensor through Python (`if bool(t.any()):`, `if t.item() < 0.01:`). Tensors made
 //! only from Python numbers or random draws (`if torch.rand(1) < self.p:`) do not depend on the
 //! inputs and are left alone, and so is a test export never evaluates (`if not
@@ -133,11 +134,12 @@ pub(crate) fn check_test(ch: &mut Checker, test: &Expr, kind: &str, keyword: Tex
     } else {
         test.range()
     };
-    let i = ch.report(
-        &RULE,
-        range,
-        format!("`{kind} {text}` branches on a tensor value: the trace keeps only the branch the example took"),
-    );
+    let message = if kind == "for ... if" {
+        format!("comprehension filter `if {text}` tests a tensor value: the trace keeps only the items the example kept")
+    } else {
+        format!("`{kind} {text}` branches on a tensor value: the trace keeps only the branch the example took")
+    };
+    let i = ch.report(&RULE, range, message);
     ch.help(
         i,
         "select with `torch.where(cond, a, b)` or move the branch out of the exported code",
