@@ -443,6 +443,9 @@ const CORPUS_DIRS: &[&str] = &[
     "archery",
     "printing",
     "snowmaking",
+    "irrigation",
+    "curling",
+    "cheesemaking",
 ];
 
 #[test]
