@@ -211,6 +211,8 @@ pub(crate) struct Checker<'a> {
     /// [`argument_seeds`] of this file, read when the first model function is entered (or when
     /// the project pass asks for [`Checker::imported_argument_kinds`]).
     argument_seeds: std::cell::OnceCell<FileArguments>,
+    /// [`self_method_arguments`] of this file, read when first asked.
+    self_method_arguments: std::cell::OnceCell<HashMap<String, SelfMethodArguments>>,
     /// [`Project::argument_kinds`]: how other files' callers fill this file's functions.
     imported_argument_kinds: HashMap<String, ArgumentKinds>,
     /// Module-level functions of this file that call the exporter, with that call
@@ -510,6 +512,7 @@ impl<'a> Checker<'a> {
             own_mask_returns,
             imported_eval_helpers: project.eval_helpers.clone(),
             argument_seeds: std::cell::OnceCell::new(),
+            self_method_arguments: std::cell::OnceCell::new(),
             export_wrappers: std::cell::OnceCell::new(),
             imported_argument_kinds: project.argument_kinds.clone(),
             fns: Vec::new(),
@@ -1311,14 +1314,8 @@ impl<'a> Checker<'a> {
         let judge = |x: &Expr| {
             let constant = self.is_constant_tensor(x);
             // `torch.tensor([c.shape[0] for c in cands])`: a list of the inputs' sizes.
-            // `torch.tensor([len(k) for k in keeps])`: lengths of what the inputs gave (not of
-            // the module's own lists, `len(self.anchors)`).
             let sizes_list = matches!(x, Expr::ListComp(_) | Expr::List(_) | Expr::Tuple(_))
-                && (reads_size(x)
-                    || rules::any_sub_expr(x, |e| {
-                        matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(f) if f.id.as_str() == "len")
-                            && matches!(&c.arguments.args[..], [a] if !is_self_chain(a)))
-                    }));
+                && (reads_size(x) || self.lengths_of_tensors(x));
             let inert = constant
                 || (!self.is_tensor(x)
                     && !self.is_size(x)
@@ -1554,6 +1551,34 @@ impl<'a> Checker<'a> {
             Expr::Name(n) => self.state().weight_params.contains(n.id.as_str()),
             e => self_attr(e).is_some_and(|attr| self.is_weight_attr(attr)),
         }
+    }
+
+    /// Whether a list holds lengths of tensors: `[len(k) for k in keeps]` over a list of
+    /// tensors, `[len(boxes), len(scores)]` (not of Python lists, `len(self.anchors)`).
+    fn lengths_of_tensors(&self, e: &Expr) -> bool {
+        let mut over_tensors: Vec<&str> = Vec::new();
+        let elts: Vec<&Expr> = match e {
+            Expr::ListComp(l) => {
+                for g in &l.generators {
+                    let tensors = self.is_tensor(&g.iter)
+                        || matches!(&g.iter, Expr::Name(n) if self.state().containers.contains(n.id.as_str()));
+                    if let (true, Expr::Name(t)) = (tensors, &g.target) {
+                        over_tensors.push(t.id.as_str());
+                    }
+                }
+                vec![&l.elt]
+            }
+            Expr::List(l) => l.elts.iter().collect(),
+            Expr::Tuple(t) => t.elts.iter().collect(),
+            _ => return false,
+        };
+        elts.into_iter().any(|x| {
+            rules::any_sub_expr(x, |e| {
+                matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(f) if f.id.as_str() == "len")
+                    && matches!(&c.arguments.args[..], [a] if self.is_tensor(a)
+                        || matches!(a, Expr::Name(n) if over_tensors.contains(&n.id.as_str()))))
+            })
+        })
     }
 
     /// Whether `self.<attr>` is one of the class's parameters or buffers.
@@ -4816,8 +4841,23 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
             }
             // `abs_pos = abs_pos[:, 1:]` on a weight parameter: still the weight's sizes.
             if ch.fns.last().is_some_and(|st| !st.weight_params.is_empty()) {
+                // Only a slice by literals (`[:, 1:]`): `pos[:, : x.shape[1]]` or `table[idx]`
+                // takes its size from the input.
+                let literal_slice = |e: &Expr| {
+                    !rules::any_sub_expr(e, |x| {
+                        !matches!(
+                            x,
+                            Expr::NumberLiteral(_)
+                                | Expr::NoneLiteral(_)
+                                | Expr::EllipsisLiteral(_)
+                                | Expr::Slice(_)
+                                | Expr::Tuple(_)
+                                | Expr::UnaryOp(_)
+                        )
+                    })
+                };
                 let weight = ch.is_weight(value)
-                    || matches!(value, Expr::Subscript(s) if ch.is_weight(&s.value));
+                    || matches!(value, Expr::Subscript(s) if ch.is_weight(&s.value) && literal_slice(&s.slice));
                 let st = ch.fns.last_mut().expect("scope");
                 if weight {
                     st.weight_params.insert(id.clone());
@@ -5620,15 +5660,25 @@ fn mask_returning_tuples(module: &[Stmt]) -> HashMap<String, Vec<bool>> {
                 _ => false,
             },
             Expr::UnaryOp(u) => matches!(u.op, ast::UnaryOp::Invert) && mask(&u.operand, bound),
-            // `~theirs.any(dim=1)[:, None] & self.hit_mask[None, :]`: one side a mask (the
-            // other a tensor: `&` with a mask gives a mask), not a bit operation on numbers.
+            // `~theirs.any(dim=1)[:, None] & self.hit_mask[None, :]`: masks on both sides, one
+            // of them possibly only by its name (`bool | int64` gives integers).
             Expr::BinOp(b) => {
+                let named = |e: &Expr| {
+                    let mut e = e;
+                    loop {
+                        match e {
+                            Expr::Subscript(s) => e = &s.value,
+                            Expr::Attribute(a) => break names_a_mask(a.attr.id.as_str()),
+                            Expr::Name(n) => break names_a_mask(n.id.as_str()),
+                            _ => break false,
+                        }
+                    }
+                };
+                let (l, r) = (mask(&b.left, bound), mask(&b.right, bound));
                 matches!(
                     b.op,
                     ast::Operator::BitAnd | ast::Operator::BitOr | ast::Operator::BitXor
-                ) && (mask(&b.left, bound) || mask(&b.right, bound))
-                    && !b.left.is_number_literal_expr()
-                    && !b.right.is_number_literal_expr()
+                ) && ((l && (r || named(&b.right))) || (r && named(&b.left)))
             }
             // `keep[:, None]`: a mask indexed or sliced is a mask.
             Expr::Subscript(s) => mask(&s.value, bound),
@@ -5920,10 +5970,6 @@ struct ArgumentSeeds {
     frozen: HashSet<String>,
     sizes: HashSet<String>,
     masks: HashSet<String>,
-    /// Parameters filled with attributes of the module (`self.pos_embed`; `None` for a
-    /// submodule's `.weight`/`.bias`), and those some caller fills with anything else.
-    self_attrs: HashMap<String, Vec<Option<String>>>,
-    not_self_attrs: HashSet<String>,
 }
 
 /// A parameter as a caller fills it: by position or by keyword.
@@ -5951,6 +5997,110 @@ impl ArgumentKinds {
     fn is_empty(&self) -> bool {
         self.frozen.is_empty() && self.sizes.is_empty() && self.masks.is_empty()
     }
+}
+
+/// How the calls `self.<method>(...)` of a file fill a method's arguments with the module's
+/// attributes (`self.pos_embed`; `None` for a submodule's `.weight`/`.bias`), by position
+/// (counting from the first argument after `self`) or keyword. `None` for an argument some call
+/// fills with anything else.
+#[derive(Default)]
+pub(crate) struct SelfMethodArguments {
+    /// The method is used otherwise: passed as a value (`map(self.to_grid, xs)`), or called with
+    /// `*args`/`**kwargs`.
+    escapes: bool,
+    fills: HashMap<ArgumentRef, Option<Vec<Option<String>>>>,
+}
+
+impl SelfMethodArguments {
+    /// The attributes every call fills the parameter at `position` (or named `name`) with, when
+    /// some call fills it and every one fills it with an attribute of the module.
+    fn fills(&self, position: Option<usize>, name: &str) -> Option<Vec<Option<String>>> {
+        if self.escapes {
+            return None;
+        }
+        // `position` counts `self`.
+        let by_position = position
+            .and_then(|p| p.checked_sub(1))
+            .and_then(|p| self.fills.get(&ArgumentRef::Position(p)));
+        let by_keyword = self.fills.get(&ArgumentRef::Keyword(name.to_string()));
+        let mut attrs = Vec::new();
+        for fill in [by_position, by_keyword].into_iter().flatten() {
+            attrs.extend(fill.as_ref()?.iter().cloned());
+        }
+        (!attrs.is_empty()).then_some(attrs)
+    }
+}
+
+/// Every `self.<method>(...)` call of a file, keyed by the method's name whatever class it is in
+/// (a subclass calls an inherited method by the same name): see [`SelfMethodArguments`].
+fn self_method_arguments(module: &[Stmt]) -> HashMap<String, SelfMethodArguments> {
+    struct Calls(HashMap<String, SelfMethodArguments>);
+    impl<'a> Visitor<'a> for Calls {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            match e {
+                Expr::Call(c) => {
+                    if let Expr::Attribute(a) = c.func.as_ref() {
+                        if is_self(&a.value) {
+                            let entry = self.0.entry(a.attr.id.to_string()).or_default();
+                            let attr_of = |x: &Expr| match x {
+                                Expr::Attribute(v) if is_self_chain(x) => match v.value.as_ref() {
+                                    Expr::Name(_) => Some(Some(v.attr.id.to_string())),
+                                    Expr::Attribute(_)
+                                        if matches!(v.attr.id.as_str(), "weight" | "bias") =>
+                                    {
+                                        Some(None)
+                                    }
+                                    _ => None,
+                                },
+                                _ => None,
+                            };
+                            let mut fill = |r: ArgumentRef, x: &Expr| {
+                                let slot = entry.fills.entry(r).or_insert_with(|| Some(Vec::new()));
+                                match (attr_of(x), slot.as_mut()) {
+                                    (Some(attr), Some(attrs)) => attrs.push(attr),
+                                    _ => *slot = None,
+                                }
+                            };
+                            for (i, x) in c.arguments.args.iter().enumerate() {
+                                if x.is_starred_expr() {
+                                    entry.escapes = true;
+                                    break;
+                                }
+                                fill(ArgumentRef::Position(i), x);
+                            }
+                            for k in &c.arguments.keywords {
+                                match &k.arg {
+                                    Some(name) => {
+                                        fill(ArgumentRef::Keyword(name.to_string()), &k.value)
+                                    }
+                                    None => entry.escapes = true,
+                                }
+                            }
+                            // The receiver is the method, not a use of it as a value.
+                            for x in &c.arguments.args {
+                                self.visit_expr(x);
+                            }
+                            for k in &c.arguments.keywords {
+                                self.visit_expr(&k.value);
+                            }
+                            return;
+                        }
+                    }
+                }
+                // `map(self.to_grid, xs)`, `fn = self.to_grid`: called with what cannot be seen.
+                Expr::Attribute(a) if is_self(&a.value) => {
+                    self.0.entry(a.attr.id.to_string()).or_default().escapes = true;
+                }
+                _ => {}
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut calls = Calls(HashMap::default());
+    for s in module {
+        calls.visit_stmt(s);
+    }
+    calls.0
 }
 
 /// What [`argument_seeds`] reads from a file: the seeds of its own functions (by `def` offset),
@@ -6230,33 +6380,6 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
                         matches!(&d.expression, Expr::Name(n) if n.id.as_str() == "staticmethod")
                     });
                         let mut bind = |name: &str, arg: &Expr| {
-                            // `self.pos_embed`, `self.embed.weight`: possibly a weight, told
-                            // when the callee is visited.
-                            let attr = match arg {
-                                Expr::Attribute(a) if is_self_chain(arg) => {
-                                    match a.value.as_ref() {
-                                        Expr::Name(_) => Some(Some(a.attr.id.to_string())),
-                                        Expr::Attribute(_)
-                                            if matches!(a.attr.id.as_str(), "weight" | "bias") =>
-                                        {
-                                            Some(None)
-                                        }
-                                        _ => None,
-                                    }
-                                }
-                                _ => None,
-                            };
-                            let seed = seeds.entry(callee.range.start()).or_default();
-                            match attr {
-                                Some(attr) => seed
-                                    .self_attrs
-                                    .entry(name.to_string())
-                                    .or_default()
-                                    .push(attr),
-                                None => {
-                                    seed.not_self_attrs.insert(name.to_string());
-                                }
-                            }
                             if frozen_here(arg, &frozen_names) {
                                 let seed = seeds.entry(callee.range.start()).or_default();
                                 seed.frozen.insert(name.to_string());
@@ -6989,15 +7112,18 @@ impl<'a> Visitor<'a> for Checker<'a> {
                             annotation.is_some_and(|a| !annotation_is_non_tensor(a));
                         // `get_absolute_positions(self, abs_pos_embeddings, ...)` called with
                         // `self.position_embeddings` alone: a weight, whose sizes are constants.
-                        if let Some(attrs) = seeds.and_then(|s| {
-                            s.self_attrs
-                                .get(name)
-                                .filter(|_| !s.not_self_attrs.contains(name))
-                        }) {
-                            if attrs
-                                .iter()
-                                .all(|a| a.as_deref().is_none_or(|a| self.is_weight_attr(a)))
-                            {
+                        if !self.classes.is_empty() && positional.first() == Some(&"self") {
+                            let position = positional.iter().position(|p| *p == name);
+                            let fills = self
+                                .self_method_arguments
+                                .get_or_init(|| self_method_arguments(self.bodies[0]))
+                                .get(f.name.id.as_str())
+                                .and_then(|m| m.fills(position, name));
+                            if fills.is_some_and(|attrs| {
+                                attrs
+                                    .iter()
+                                    .all(|a| a.as_deref().is_none_or(|a| self.is_weight_attr(a)))
+                            }) {
                                 st.weight_params.insert(name.to_string());
                             }
                         }
@@ -7374,6 +7500,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
             // a tensor (its elements) inside the comprehension.
             Expr::ListComp(ast::ExprListComp { generators, .. })
             | Expr::SetComp(ast::ExprSetComp { generators, .. })
+            | Expr::DictComp(ast::ExprDictComp { generators, .. })
             | Expr::Generator(ast::ExprGenerator { generators, .. })
                 if self.in_model() =>
             {
@@ -7400,6 +7527,20 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         (target, iter) => over.push((target, iter)),
                     }
                 }
+                // `[s for s in self.strides if s > 4]` after `s = x.softmax(-1)`: the variable
+                // shadows the function's tensor inside the comprehension.
+                let shadowed_tensors: Vec<String> = over
+                    .iter()
+                    .filter_map(|(target, iter)| match target {
+                        Expr::Name(n)
+                            if !self.is_tensor(iter)
+                                && self.state().tensors.contains(n.id.as_str()) =>
+                        {
+                            Some(n.id.to_string())
+                        }
+                        _ => None,
+                    })
+                    .collect();
                 let added: Vec<String> = over
                     .into_iter()
                     .filter_map(|(target, iter)| match target {
@@ -7429,6 +7570,9 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 }
                 if let Some(f) = self.fns.last_mut() {
                     f.tensors.extend(added.iter().cloned());
+                    for n in &shadowed_tensors {
+                        f.tensors.remove(n);
+                    }
                 }
                 // `[j for j in range(n) if labels[j] < 2]`: a filter on a tensor's value keeps
                 // the items the example kept.
@@ -7447,6 +7591,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     for n in &added {
                         f.tensors.remove(n);
                     }
+                    f.tensors.extend(shadowed_tensors);
                     f.records.extend(shadowed);
                 }
                 return;

@@ -22,9 +22,12 @@
 //! file that ends in `model.eval()` (`det = load_detector(path)`) counts as putting the model in
 //! eval mode, as one of the same file does. A module a class keeps (`torch.onnx.export(self.model,
 //! ...)` in a trainer's or service's `export_onnx`) is flagged when another method of the class
-//! puts it in training mode (`self.model.train()`) and the exporting method does not put it in eval
-//! mode before the call (itself, by `self.eval()`, or through a method of the class it calls):
-//! the mode then depends on which method ran last.
+//! puts it in training mode (`self.model.train()`), no method of the class calls the exporting
+//! one, and the exporting method leaves it in training mode: no `eval()` before the call (on the
+//! module, a chain such as `self.model.cpu().eval()`, `self`, or in a method of the class it
+//! calls, followed three deep), or a `train()` after it. The mode then depends on which method ran
+//! last. A method it cannot follow (an inherited one), a function handed `self.model`, or a new
+//! `self.model` stored before the export leave it alone.
 //!
 //! ## Why is this bad?
 //! A module in training mode exports dropout as active and batch norm with batch statistics
@@ -554,10 +557,11 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
 
 /// `torch.onnx.export(self.model, ...)` in a method (a trainer's or a service's `export_onnx`):
 /// flagged when another method of the class puts `self.model` in training mode
-/// (`self.model.train()`) and nothing in the exporting method before the call puts it in eval
-/// mode, itself or through another method of the class: the mode then depends on what ran before.
-/// With no `train()` in the class, the module's mode is whatever its owner made it, and it is
-/// left alone.
+/// (`self.model.train()`), no method of the class calls the exporting one (its callers would
+/// decide), and the exporting method leaves it in training mode: nothing before the call puts it
+/// in eval mode, or a `train()` comes after the `eval()`. Anything the method cannot be followed
+/// through (an inherited method, a function handed `self.model`, a new `self.model`) leaves it
+/// alone. With no `train()` in the class, the module's mode is whatever its owner made it.
 fn check_self_attribute(ch: &mut Checker, call: &ast::ExprCall, attr: &str) {
     let Some(method) = ch.defs.last().copied() else {
         return;
@@ -565,68 +569,249 @@ fn check_self_attribute(ch: &mut Checker, call: &ast::ExprCall, attr: &str) {
     let Some(methods) = ch.class_methods() else {
         return;
     };
-    // `self.model.train()` / `self.model.train(True)` in a method.
-    let trains = |body: &[Stmt]| {
-        body.iter().any(|s| {
-            crate::rules::any_sub_stmt_expr(s, |e| {
-                matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(t)
-                if t.attr.id.as_str() == "train"
-                    && crate::checker::self_attr(&t.value) == Some(attr)
-                    && c.arguments.keywords.is_empty()
-                    && match &c.arguments.args[..] {
-                        [] => true,
-                        [Expr::BooleanLiteral(b)] => b.value,
-                        _ => false,
-                    }))
+    // A method of the class itself, not a function nested in one.
+    if !methods
+        .get(method.name.id.as_str())
+        .is_some_and(|b| std::ptr::eq(b.as_ptr(), method.body.as_ptr()))
+    {
+        return;
+    }
+    let name = method.name.id.as_str();
+    // Called by another method of the class: the caller may put the module in eval mode first.
+    let called_here = methods.iter().any(|(m, body)| {
+        m.as_str() != name
+            && body.iter().any(|s| {
+                crate::rules::any_sub_stmt_expr(s, |e| {
+                    matches!(e, Expr::Attribute(a) if a.attr.id.as_str() == name
+                        && crate::checker::is_self(&a.value))
+                })
             })
-        })
-    };
-    // `self.model.eval()`, `self.model.train(False)`, `self.eval()`, or any `.eval()` in a method
-    // of the class this one calls (`self._prepare()`).
-    let evals = |e: &Expr| {
-        has_eval(e, Receiver::Attribute("self", attr)) || has_eval(e, Receiver::Name("self"))
-    };
-    let mut training_method = None;
-    for (name, body) in methods.iter() {
-        if name.as_str() != method.name.id.as_str() && trains(body) {
-            training_method = Some(name.clone());
-            break;
+    });
+    if called_here {
+        return;
+    }
+    // The attributes the class stores (`self.criterion = ...`): calling one is not calling an
+    // inherited method.
+    let mut stored: crate::HashSet<&str> = crate::HashSet::default();
+    for body in methods.values() {
+        for s in body.iter() {
+            collect_self_stores(s, &mut stored);
         }
     }
-    let Some(trainer) = training_method else {
+    // The first method in source order that puts `self.<attr>` in training mode.
+    let mut training: Vec<(&String, &&[Stmt])> = methods
+        .iter()
+        .filter(|(m, body)| {
+            m.as_str() != name
+                && mode_of(body, attr, methods, &stored, None, 0) == SelfMode::Training
+        })
+        .collect();
+    training.sort_by_key(|(_, body)| body.first().map(|s| s.range().start()));
+    let Some((trainer, _)) = training.first() else {
         return;
     };
-    let mut stmts = Vec::new();
-    collect(&method.body, call.range().start(), &mut stmts);
-    let at = call.range().start();
-    let evaluated = stmts
-        .iter()
-        .filter(|s| s.range().start() < at)
-        .any(|s| {
-            crate::rules::any_sub_stmt_expr(s, |e| {
-                e.range().end() <= at && evals(e)
-                    || e.range().end() <= at && matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(m)
-                        if matches!(m.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self")
-                            && methods.get(m.attr.id.as_str()).is_some_and(|b| {
-                                b.iter().any(|s| crate::rules::any_sub_stmt_expr(s, |e| has_eval(e, Receiver::Any)))
-                            })))
-            })
-        });
-    if evaluated {
+    if !matches!(
+        mode_of(
+            &method.body,
+            attr,
+            methods,
+            &stored,
+            Some(call.range().start()),
+            0
+        ),
+        SelfMode::Training | SelfMode::Unset
+    ) {
         return;
     }
+    let trainer = trainer.to_string();
     let i = ch.report(
         &RULE,
         call.func.range(),
         format!(
-            "`self.{attr}` is exported without `.eval()` in `{}`: `{trainer}` puts it in training mode, so the exported mode depends on what ran before",
-            method.name.id
+            "`self.{attr}` is exported without `.eval()` in `{name}`: `{trainer}` puts it in training mode, so the exported mode depends on what ran before"
         ),
     );
     ch.help(
         i,
-        format!("call `self.{attr}.eval()` in `{}` before the export (the default dynamo exporter does not switch modes)", method.name.id),
+        format!("call `self.{attr}.eval()` in `{name}` before the export (the default dynamo exporter does not switch modes)"),
     );
+}
+
+/// The attributes a statement stores on `self` (`self.x = ...`, `self.a, self.b = ...`).
+fn collect_self_stores<'s>(s: &'s Stmt, out: &mut crate::HashSet<&'s str>) {
+    struct Stores<'o, 's>(&'o mut crate::HashSet<&'s str>);
+    impl<'s> Visitor<'s> for Stores<'_, 's> {
+        fn visit_expr(&mut self, e: &'s Expr) {
+            if let Expr::Attribute(a) = e {
+                if matches!(a.ctx, ast::ExprContext::Store) && crate::checker::is_self(&a.value) {
+                    self.0.insert(a.attr.id.as_str());
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    Stores(out).visit_stmt(s);
+}
+
+/// What a method's statements leave `self.<attr>` in, as far as they can be followed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum SelfMode {
+    /// Nothing in the method changes it.
+    Unset,
+    Training,
+    Eval,
+    /// Something the method does cannot be followed (an inherited method, a function handed
+    /// the module, a new module stored under the name).
+    Unknown,
+}
+
+/// The mode `self.<attr>` is left in by `body` (before `before`, when given): the last of its
+/// `eval()`/`train()` calls on the module or on `self`, following the class's own methods it
+/// calls (three deep).
+fn mode_of(
+    body: &[Stmt],
+    attr: &str,
+    methods: &crate::HashMap<String, &[Stmt]>,
+    stored: &crate::HashSet<&str>,
+    before: Option<TextSize>,
+    depth: u32,
+) -> SelfMode {
+    use crate::checker::{is_self, self_attr};
+    // Each event at the offset where it takes effect.
+    let mut events: Vec<(TextSize, SelfMode)> = Vec::new();
+    let in_range = |e: &Expr| before.is_none_or(|at| e.range().end() <= at);
+    // Whether an expression is `self.<attr>` (or `self`), or a chain of the module's methods
+    // that return it (`self.model.cpu()`, `self.model.requires_grad_(False)`).
+    fn on_module(e: &Expr, attr: &str) -> bool {
+        match e {
+            Expr::Call(c) => match c.func.as_ref() {
+                Expr::Attribute(a)
+                    if matches!(
+                        a.attr.id.as_str(),
+                        "cpu"
+                            | "cuda"
+                            | "to"
+                            | "float"
+                            | "half"
+                            | "double"
+                            | "bfloat16"
+                            | "requires_grad_"
+                            | "eval"
+                            | "train"
+                    ) =>
+                {
+                    on_module(&a.value, attr)
+                }
+                _ => false,
+            },
+            e => self_attr(e) == Some(attr) || is_self(e),
+        }
+    }
+    struct Events<'m, 'e, F: Fn(&Expr) -> bool> {
+        attr: &'m str,
+        methods: &'m crate::HashMap<String, &'m [Stmt]>,
+        stored: &'m crate::HashSet<&'m str>,
+        depth: u32,
+        in_range: F,
+        out: &'e mut Vec<(TextSize, SelfMode)>,
+    }
+    impl<'a, F: Fn(&Expr) -> bool> Visitor<'a> for Events<'_, '_, F> {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            // `self.model = load(ckpt)`: another module, in a mode not followed.
+            if let Stmt::Assign(a) = s {
+                if a.targets.iter().any(|t| self_attr(t) == Some(self.attr))
+                    && (self.in_range)(&a.value)
+                {
+                    self.out.push((a.range().end(), SelfMode::Unknown));
+                }
+            }
+            // Nested functions and classes run elsewhere.
+            if matches!(s, Stmt::FunctionDef(_) | Stmt::ClassDef(_)) {
+                return;
+            }
+            visitor::walk_stmt(self, s);
+        }
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if !(self.in_range)(e) {
+                return visitor::walk_expr(self, e);
+            }
+            if let Expr::Call(c) = e {
+                let at = c.range().end();
+                if let Expr::Attribute(a) = c.func.as_ref() {
+                    let m = a.attr.id.as_str();
+                    let flag = match &c.arguments.args[..] {
+                        [] => Some(true),
+                        [Expr::BooleanLiteral(b)] => Some(b.value),
+                        _ => None,
+                    };
+                    // `self.train()` in a class with its own `train` method calls that method.
+                    let own_method = is_self(&a.value) && self.methods.contains_key(m);
+                    if on_module(&a.value, self.attr) && !own_method {
+                        match (m, flag) {
+                            ("eval" | "freeze", Some(true)) if c.arguments.args.is_empty() => {
+                                self.out.push((at, SelfMode::Eval));
+                            }
+                            ("train", Some(false)) => self.out.push((at, SelfMode::Eval)),
+                            ("train", Some(true)) => self.out.push((at, SelfMode::Training)),
+                            _ => {}
+                        }
+                    }
+                    // `self._prepare()`: a method of the class, followed; an inherited one not.
+                    if is_self(&a.value)
+                        && (own_method || !matches!(m, "eval" | "train" | "freeze"))
+                    {
+                        let mode = match self.methods.get(m) {
+                            Some(body) if self.depth < 3 => mode_of(
+                                body,
+                                self.attr,
+                                self.methods,
+                                self.stored,
+                                None,
+                                self.depth + 1,
+                            ),
+                            // `self.model(x)`, `self.criterion(out, y)`: a submodule or another
+                            // attribute the class stores, called.
+                            None if self.stored.contains(m) => SelfMode::Unset,
+                            _ => SelfMode::Unknown,
+                        };
+                        if mode != SelfMode::Unset {
+                            self.out.push((at, mode));
+                        }
+                    }
+                }
+                // `freeze(self.model)`: a function handed the module may switch its mode.
+                if c.arguments
+                    .args
+                    .iter()
+                    .chain(c.arguments.keywords.iter().map(|k| &k.value))
+                    .any(|x| self_attr(x) == Some(self.attr) || is_self(x))
+                {
+                    self.out.push((at, SelfMode::Unknown));
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut v = Events {
+        attr,
+        methods,
+        stored,
+        depth,
+        in_range,
+        out: &mut events,
+    };
+    for s in body {
+        if before.is_some_and(|at| s.range().start() >= at) {
+            break;
+        }
+        v.visit_stmt(s);
+    }
+    events.sort_by_key(|(at, _)| *at);
+    // Once something cannot be followed, the mode stays unknown.
+    if events.iter().any(|(_, m)| *m == SelfMode::Unknown) {
+        return SelfMode::Unknown;
+    }
+    events.last().map_or(SelfMode::Unset, |(_, m)| *m)
 }
 
 /// What the statements of the enclosing function before `at` do to a local `name` (or to its
