@@ -446,6 +446,9 @@ const CORPUS_DIRS: &[&str] = &[
     "irrigation",
     "curling",
     "cheesemaking",
+    "tramways",
+    "opera",
+    "lumber",
 ];
 
 #[test]
