@@ -4841,19 +4841,11 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
             }
             // `abs_pos = abs_pos[:, 1:]` on a weight parameter: still the weight's sizes.
             if ch.fns.last().is_some_and(|st| !st.weight_params.is_empty()) {
-                // Only a slice by literals (`[:, 1:]`): `pos[:, : x.shape[1]]` or `table[idx]`
-                // takes its size from the input.
+                // A slice by numbers (`[:, 1:]`, `[:, self.num_prefix_tokens:]`) keeps the
+                // weight's sizes; `pos[:, : x.shape[1]]` or `table[idx]` take the input's.
                 let literal_slice = |e: &Expr| {
                     !rules::any_sub_expr(e, |x| {
-                        !matches!(
-                            x,
-                            Expr::NumberLiteral(_)
-                                | Expr::NoneLiteral(_)
-                                | Expr::EllipsisLiteral(_)
-                                | Expr::Slice(_)
-                                | Expr::Tuple(_)
-                                | Expr::UnaryOp(_)
-                        )
+                        matches!(x, Expr::Call(_)) || ch.is_size(x) || ch.is_tensor(x)
                     })
                 };
                 let weight = ch.is_weight(value)
@@ -4910,6 +4902,14 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
             let container = matches!(value, Expr::ListComp(l)
                 if ch.is_tensor(&l.elt)
                     || matches!(l.elt.as_ref(), Expr::Call(c) if is_self_chain(&c.func)))
+                // `keeps = [s[s > 0.5] for s in scores]`: a list of what is read from the rows
+                // of a tensor.
+                || matches!(value, Expr::ListComp(l) if matches!(&l.generators[..],
+                    [g] if ch.is_tensor(&g.iter)
+                        && matches!(&g.target, Expr::Name(t) if value_root(&l.elt) == Some(t.id.as_str()))))
+                // `feats = [x, y]`: a list of tensors.
+                || matches!(value, Expr::List(l)
+                    if !l.elts.is_empty() && l.elts.iter().all(|e| ch.is_tensor(e)))
                 // `feats = guard(self.backbone(img))` with `-> Dict[str, Tensor]`: computed
                 // here from tensors, as a list the function builds.
                 || matches!(value, Expr::Call(c) if ch.returns_container(c)
@@ -6003,104 +6003,159 @@ impl ArgumentKinds {
 /// attributes (`self.pos_embed`; `None` for a submodule's `.weight`/`.bias`), by position
 /// (counting from the first argument after `self`) or keyword. `None` for an argument some call
 /// fills with anything else.
+/// An attribute of the module an argument names (`self.pos_embed`), or `None` for a submodule's
+/// `.weight`/`.bias`.
+type WeightRef = Option<String>;
+
 #[derive(Default)]
 pub(crate) struct SelfMethodArguments {
-    /// The method is used otherwise: passed as a value (`map(self.to_grid, xs)`), or called with
-    /// `*args`/`**kwargs`.
-    escapes: bool,
-    fills: HashMap<ArgumentRef, Option<Vec<Option<String>>>>,
+    /// The classes (`None`: another receiver) where the method is used otherwise: passed as a
+    /// value (`map(self.to_grid, xs)`), or called with `*args`/`**kwargs`.
+    escapes: HashSet<Option<String>>,
+    /// By the class of the calling method (`None`: a call on another receiver,
+    /// `self.block.square(x)`, `super().square(x)`, which may reach any class's method).
+    fills: HashMap<Option<String>, HashMap<ArgumentRef, Option<Vec<WeightRef>>>>,
 }
 
 impl SelfMethodArguments {
-    /// The attributes every call fills the parameter at `position` (or named `name`) with, when
-    /// some call fills it and every one fills it with an attribute of the module.
-    fn fills(&self, position: Option<usize>, name: &str) -> Option<Vec<Option<String>>> {
-        if self.escapes {
+    /// The attributes every call that may reach `class`'s method fills the parameter at
+    /// `position` (counted from the first argument a call passes) or named `name` with, when
+    /// some call fills it and every one fills it with an attribute of the module. A call
+    /// through `self` reaches the method of its own class, of a base class, or a subclass's
+    /// override.
+    fn fills(
+        &self,
+        class: &str,
+        bases: &HashMap<&str, Vec<&str>>,
+        position: Option<usize>,
+        name: &str,
+    ) -> Option<Vec<WeightRef>> {
+        // A use in the class, in a subclass (inherited), or in a base class (which an override
+        // answers).
+        let related = |caller: &Option<String>| {
+            caller.as_deref().is_none_or(|c| {
+                c == class
+                    || lineage(bases, c).contains(&class)
+                    || lineage(bases, class).contains(&c)
+            })
+        };
+        if self.escapes.iter().any(related) {
             return None;
         }
-        // `position` counts `self`.
-        let by_position = position
-            .and_then(|p| p.checked_sub(1))
-            .and_then(|p| self.fills.get(&ArgumentRef::Position(p)));
-        let by_keyword = self.fills.get(&ArgumentRef::Keyword(name.to_string()));
         let mut attrs = Vec::new();
-        for fill in [by_position, by_keyword].into_iter().flatten() {
-            attrs.extend(fill.as_ref()?.iter().cloned());
+        for (caller, fills) in &self.fills {
+            if !related(caller) {
+                continue;
+            }
+            let by_position = position.and_then(|p| fills.get(&ArgumentRef::Position(p)));
+            let by_keyword = fills.get(&ArgumentRef::Keyword(name.to_string()));
+            for fill in [by_position, by_keyword].into_iter().flatten() {
+                attrs.extend(fill.as_ref()?.iter().cloned());
+            }
         }
         (!attrs.is_empty()).then_some(attrs)
     }
 }
 
-/// Every `self.<method>(...)` call of a file, keyed by the method's name whatever class it is in
-/// (a subclass calls an inherited method by the same name): see [`SelfMethodArguments`].
+/// Every `self.<method>(...)` call of a file (and every `x.<method>(...)` on another receiver),
+/// keyed by the method's name and the calling class: see [`SelfMethodArguments`].
 fn self_method_arguments(module: &[Stmt]) -> HashMap<String, SelfMethodArguments> {
-    struct Calls(HashMap<String, SelfMethodArguments>);
+    struct Calls {
+        methods: HashMap<String, SelfMethodArguments>,
+        class: Option<String>,
+    }
     impl<'a> Visitor<'a> for Calls {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            if let Stmt::ClassDef(c) = s {
+                let outer = self.class.replace(c.name.id.to_string());
+                visitor::walk_stmt(self, s);
+                self.class = outer;
+                return;
+            }
+            visitor::walk_stmt(self, s);
+        }
         fn visit_expr(&mut self, e: &'a Expr) {
             match e {
                 Expr::Call(c) => {
                     if let Expr::Attribute(a) = c.func.as_ref() {
-                        if is_self(&a.value) {
-                            let entry = self.0.entry(a.attr.id.to_string()).or_default();
-                            let attr_of = |x: &Expr| match x {
-                                Expr::Attribute(v) if is_self_chain(x) => match v.value.as_ref() {
-                                    Expr::Name(_) => Some(Some(v.attr.id.to_string())),
-                                    Expr::Attribute(_)
-                                        if matches!(v.attr.id.as_str(), "weight" | "bias") =>
-                                    {
-                                        Some(None)
-                                    }
-                                    _ => None,
-                                },
+                        let caller = if is_self(&a.value) {
+                            self.class.clone()
+                        } else {
+                            None
+                        };
+                        let method = self.methods.entry(a.attr.id.to_string()).or_default();
+                        let mut escapes = false;
+                        let entry = method.fills.entry(caller.clone()).or_default();
+                        let attr_of = |x: &Expr| match x {
+                            Expr::Attribute(v) if is_self_chain(x) => match v.value.as_ref() {
+                                Expr::Name(_) => Some(Some(v.attr.id.to_string())),
+                                Expr::Attribute(_)
+                                    if matches!(v.attr.id.as_str(), "weight" | "bias") =>
+                                {
+                                    Some(None)
+                                }
                                 _ => None,
-                            };
-                            let mut fill = |r: ArgumentRef, x: &Expr| {
-                                let slot = entry.fills.entry(r).or_insert_with(|| Some(Vec::new()));
-                                match (attr_of(x), slot.as_mut()) {
-                                    (Some(attr), Some(attrs)) => attrs.push(attr),
-                                    _ => *slot = None,
-                                }
-                            };
-                            for (i, x) in c.arguments.args.iter().enumerate() {
-                                if x.is_starred_expr() {
-                                    entry.escapes = true;
-                                    break;
-                                }
-                                fill(ArgumentRef::Position(i), x);
+                            },
+                            _ => None,
+                        };
+                        let mut fill = |r: ArgumentRef, x: &Expr| {
+                            let slot = entry.entry(r).or_insert_with(|| Some(Vec::new()));
+                            match (attr_of(x), slot.as_mut()) {
+                                (Some(attr), Some(attrs)) => attrs.push(attr),
+                                _ => *slot = None,
                             }
-                            for k in &c.arguments.keywords {
-                                match &k.arg {
-                                    Some(name) => {
-                                        fill(ArgumentRef::Keyword(name.to_string()), &k.value)
-                                    }
-                                    None => entry.escapes = true,
-                                }
+                        };
+                        for (i, x) in c.arguments.args.iter().enumerate() {
+                            if x.is_starred_expr() {
+                                escapes = true;
+                                break;
                             }
-                            // The receiver is the method, not a use of it as a value.
-                            for x in &c.arguments.args {
-                                self.visit_expr(x);
-                            }
-                            for k in &c.arguments.keywords {
-                                self.visit_expr(&k.value);
-                            }
-                            return;
+                            fill(ArgumentRef::Position(i), x);
                         }
+                        for k in &c.arguments.keywords {
+                            match &k.arg {
+                                Some(name) => {
+                                    fill(ArgumentRef::Keyword(name.to_string()), &k.value)
+                                }
+                                None => escapes = true,
+                            }
+                        }
+                        if escapes {
+                            method.escapes.insert(caller);
+                        }
+                        // The receiver, not the method as a value.
+                        self.visit_expr(&a.value);
+                        for x in &c.arguments.args {
+                            self.visit_expr(x);
+                        }
+                        for k in &c.arguments.keywords {
+                            self.visit_expr(&k.value);
+                        }
+                        return;
                     }
                 }
                 // `map(self.to_grid, xs)`, `fn = self.to_grid`: called with what cannot be seen.
                 Expr::Attribute(a) if is_self(&a.value) => {
-                    self.0.entry(a.attr.id.to_string()).or_default().escapes = true;
+                    let class = self.class.clone();
+                    self.methods
+                        .entry(a.attr.id.to_string())
+                        .or_default()
+                        .escapes
+                        .insert(class);
                 }
                 _ => {}
             }
             visitor::walk_expr(self, e);
         }
     }
-    let mut calls = Calls(HashMap::default());
+    let mut calls = Calls {
+        methods: HashMap::default(),
+        class: None,
+    };
     for s in module {
         calls.visit_stmt(s);
     }
-    calls.0
+    calls.methods
 }
 
 /// What [`argument_seeds`] reads from a file: the seeds of its own functions (by `def` offset),
@@ -7112,13 +7167,24 @@ impl<'a> Visitor<'a> for Checker<'a> {
                             annotation.is_some_and(|a| !annotation_is_non_tensor(a));
                         // `get_absolute_positions(self, abs_pos_embeddings, ...)` called with
                         // `self.position_embeddings` alone: a weight, whose sizes are constants.
-                        if !self.classes.is_empty() && positional.first() == Some(&"self") {
-                            let position = positional.iter().position(|p| *p == name);
+                        // Counted from the first argument a call passes: after `self`/`cls`,
+                        // from the first parameter of a static method.
+                        let static_method = f.decorator_list.iter().any(|d| {
+                            matches!(&d.expression, Expr::Name(n) if n.id.as_str() == "staticmethod")
+                        });
+                        let shift = usize::from(!static_method);
+                        if let Some(class) = self.classes.last().filter(|_| {
+                            static_method || matches!(positional.first(), Some(&("self" | "cls")))
+                        }) {
+                            let position = positional
+                                .iter()
+                                .position(|p| *p == name)
+                                .and_then(|p| p.checked_sub(shift));
                             let fills = self
                                 .self_method_arguments
                                 .get_or_init(|| self_method_arguments(self.bodies[0]))
                                 .get(f.name.id.as_str())
-                                .and_then(|m| m.fills(position, name));
+                                .and_then(|m| m.fills(class, &self.class_bases, position, name));
                             if fills.is_some_and(|attrs| {
                                 attrs
                                     .iter()
@@ -7509,8 +7575,14 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     matches!(c.func.as_ref(), Expr::Name(f) if f.id.as_str() == name)
                         && !self.imports.contains_key(name)
                 };
-                let mut over: Vec<(&Expr, &Expr)> = Vec::new();
+                // Generator by generator, so that `for r in row` after `for row in x` knows
+                // `row` for a tensor.
+                let mut added: Vec<String> = Vec::new();
+                // `[s for s in self.strides if s > 4]` after `s = x.softmax(-1)`: the variable
+                // shadows the function's tensor inside the comprehension.
+                let mut shadowed_tensors: Vec<String> = Vec::new();
                 for g in generators {
+                    let mut over: Vec<(&Expr, &Expr)> = Vec::new();
                     match (&g.target, &g.iter) {
                         (Expr::Tuple(t), Expr::Call(c))
                             if builtin(c, "zip") && t.elts.len() == c.arguments.args.len() =>
@@ -7526,33 +7598,37 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         }
                         (target, iter) => over.push((target, iter)),
                     }
+                    // Over a tensor, or a list of tensors (`feats = [x, y]`, a list the
+                    // function builds or is handed).
+                    let of_tensors = |iter: &Expr| {
+                        self.is_tensor(iter)
+                            || matches!(iter, Expr::Name(n) if self.state().containers.contains(n.id.as_str()))
+                            || matches!(iter, Expr::List(l) if !l.elts.is_empty() && l.elts.iter().all(|e| self.is_tensor(e)))
+                    };
+                    let mut tensor_targets: Vec<String> = Vec::new();
+                    for (target, iter) in over {
+                        if let Expr::Name(n) = target {
+                            if of_tensors(iter) {
+                                tensor_targets.push(n.id.to_string());
+                            }
+                        }
+                    }
+                    let mut names = Vec::new();
+                    collect_names(&g.target, &mut names);
+                    if let Some(f) = self.fns.last_mut() {
+                        for n in names {
+                            let tensor = tensor_targets.contains(&n);
+                            let known = f.tensors.contains(&n);
+                            if tensor && !known {
+                                f.tensors.insert(n.clone());
+                                added.push(n);
+                            } else if !tensor && known && !added.contains(&n) {
+                                f.tensors.remove(&n);
+                                shadowed_tensors.push(n);
+                            }
+                        }
+                    }
                 }
-                // `[s for s in self.strides if s > 4]` after `s = x.softmax(-1)`: the variable
-                // shadows the function's tensor inside the comprehension.
-                let shadowed_tensors: Vec<String> = over
-                    .iter()
-                    .filter_map(|(target, iter)| match target {
-                        Expr::Name(n)
-                            if !self.is_tensor(iter)
-                                && self.state().tensors.contains(n.id.as_str()) =>
-                        {
-                            Some(n.id.to_string())
-                        }
-                        _ => None,
-                    })
-                    .collect();
-                let added: Vec<String> = over
-                    .into_iter()
-                    .filter_map(|(target, iter)| match target {
-                        Expr::Name(n)
-                            if self.is_tensor(iter)
-                                && !self.state().tensors.contains(n.id.as_str()) =>
-                        {
-                            Some(n.id.to_string())
-                        }
-                        _ => None,
-                    })
-                    .collect();
                 // `[int(c.score) for c in self.cfgs]`: the variable shadows a record `c`.
                 let mut shadowed: Vec<(String, String)> = Vec::new();
                 if !self.state().records.is_empty() {
@@ -7566,12 +7642,6 @@ impl<'a> Visitor<'a> for Checker<'a> {
                                 .into_iter()
                                 .filter_map(|n| f.records.remove(&n).map(|c| (n, c))),
                         );
-                    }
-                }
-                if let Some(f) = self.fns.last_mut() {
-                    f.tensors.extend(added.iter().cloned());
-                    for n in &shadowed_tensors {
-                        f.tensors.remove(n);
                     }
                 }
                 // `[j for j in range(n) if labels[j] < 2]`: a filter on a tensor's value keeps

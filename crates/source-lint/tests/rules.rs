@@ -449,6 +449,9 @@ const CORPUS_DIRS: &[&str] = &[
     "tramways",
     "opera",
     "lumber",
+    "fencing",
+    "planetarium",
+    "saltworks",
 ];
 
 #[test]

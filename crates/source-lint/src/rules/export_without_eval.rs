@@ -21,13 +21,17 @@
 //! put in eval mode, and left alone when no caller is seen. A loader imported from another linted
 //! file that ends in `model.eval()` (`det = load_detector(path)`) counts as putting the model in
 //! eval mode, as one of the same file does. A module a class keeps (`torch.onnx.export(self.model,
-//! ...)` in a trainer's or service's `export_onnx`) is flagged when another method of the class
-//! puts it in training mode (`self.model.train()`), no method of the class calls the exporting
-//! one, and the exporting method leaves it in training mode: no `eval()` before the call (on the
-//! module, a chain such as `self.model.cpu().eval()`, `self`, or in a method of the class it
-//! calls, followed three deep), or a `train()` after it. The mode then depends on which method ran
-//! last. A method it cannot follow (an inherited one), a function handed `self.model`, or a new
-//! `self.model` stored before the export leave it alone.
+//! ...)` in a trainer's or service's method) is judged by the mode the method's statements before
+//! the export leave it in, in order, following the class's own methods it calls: flagged after a
+//! `train()` (`self.model.train()`, `self.train()`, or a method that ends in it, such as a
+//! validation step that restores training mode). When the method sets no mode, the callers in
+//! the class decide: one that calls it after `train()` (a `fit` that exports at its end) is
+//! flagged; with no caller in the class, another method that trains the module makes the mode
+//! depend on what ran before, which is flagged too. An `eval()` before the export (also
+//! `self.model.cpu().eval()`, `train(False)`, `train(mode=False)`) clears it; what cannot be
+//! followed (an inherited method named for a mode change, a function of the file that switches
+//! modes handed the module, a new module stored under the name, a context manager of the class)
+//! leaves it alone.
 //!
 //! ## Why is this bad?
 //! A module in training mode exports dropout as active and batch norm with batch statistics
@@ -555,13 +559,15 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     ch.help(i, help);
 }
 
-/// `torch.onnx.export(self.model, ...)` in a method (a trainer's or a service's `export_onnx`):
-/// flagged when another method of the class puts `self.model` in training mode
-/// (`self.model.train()`), no method of the class calls the exporting one (its callers would
-/// decide), and the exporting method leaves it in training mode: nothing before the call puts it
-/// in eval mode, or a `train()` comes after the `eval()`. Anything the method cannot be followed
-/// through (an inherited method, a function handed `self.model`, a new `self.model`) leaves it
-/// alone. With no `train()` in the class, the module's mode is whatever its owner made it.
+/// `torch.onnx.export(self.model, ...)` in a method (a trainer's or a service's `export_onnx`).
+/// The mode at the export is read from the exporting method's statements before it, in order
+/// (following the class's own methods it calls): a `train()` last means training mode. With no
+/// mode set there, the callers in the class decide: one that calls the exporting method after
+/// `self.model.train()` exports in training mode; with no caller in the class, another method
+/// that trains `self.model` makes the mode depend on what ran before. Anything that cannot be
+/// followed (an inherited method named for a mode change, a function of the file that switches
+/// modes handed the module, a new module stored under the name, a generator method such as a
+/// context manager) leaves it alone.
 fn check_self_attribute(ch: &mut Checker, call: &ast::ExprCall, attr: &str) {
     let Some(method) = ch.defs.last().copied() else {
         return;
@@ -577,64 +583,92 @@ fn check_self_attribute(ch: &mut Checker, call: &ast::ExprCall, attr: &str) {
         return;
     }
     let name = method.name.id.as_str();
-    // Called by another method of the class: the caller may put the module in eval mode first.
-    let called_here = methods.iter().any(|(m, body)| {
-        m.as_str() != name
-            && body.iter().any(|s| {
-                crate::rules::any_sub_stmt_expr(s, |e| {
-                    matches!(e, Expr::Attribute(a) if a.attr.id.as_str() == name
-                        && crate::checker::is_self(&a.value))
-                })
-            })
-    });
-    if called_here {
-        return;
-    }
-    // The attributes the class stores (`self.criterion = ...`): calling one is not calling an
-    // inherited method.
+    // The attributes the class stores (`self.criterion = ...`): calling one is not calling a
+    // method.
     let mut stored: crate::HashSet<&str> = crate::HashSet::default();
     for body in methods.values() {
         for s in body.iter() {
             collect_self_stores(s, &mut stored);
         }
     }
-    // The first method in source order that puts `self.<attr>` in training mode.
-    let mut training: Vec<(&String, &&[Stmt])> = methods
-        .iter()
-        .filter(|(m, body)| {
-            m.as_str() != name
-                && mode_of(body, attr, methods, &stored, None, 0) == SelfMode::Training
+    // Functions of the file that switch a module's mode (`def freeze(m): m.eval()`).
+    let mode_helpers: crate::HashSet<&str> = ch
+        .bodies
+        .first()
+        .map(|m| {
+            m.iter()
+                .filter_map(|s| match s {
+                    Stmt::FunctionDef(f)
+                        if f.body.iter().any(|s| {
+                            crate::rules::any_sub_stmt_expr(s, |e| {
+                                matches!(e, Expr::Call(c) if matches!(c.func.as_ref(),
+                                    Expr::Attribute(a) if matches!(a.attr.id.as_str(), "eval" | "train" | "freeze")))
+                            })
+                        }) =>
+                    {
+                        Some(f.name.id.as_str())
+                    }
+                    _ => None,
+                })
+                .collect()
         })
-        .collect();
-    training.sort_by_key(|(_, body)| body.first().map(|s| s.range().start()));
-    let Some((trainer, _)) = training.first() else {
-        return;
+        .unwrap_or_default();
+    let cx = ModeContext {
+        attr,
+        methods,
+        stored: &stored,
+        mode_helpers: &mode_helpers,
     };
-    if !matches!(
-        mode_of(
-            &method.body,
-            attr,
-            methods,
-            &stored,
-            Some(call.range().start()),
-            0
+    let at = call.range().start();
+    let here = mode_of(&method.body, &cx, Some(at), &mut vec![name]);
+    let (message, help) = match here {
+        SelfMode::Eval | SelfMode::Unknown => return,
+        SelfMode::Training => (
+            format!("`self.{attr}` is exported in training mode: `{name}` puts it back in training mode (`train()`) before the export"),
+            format!("call `self.{attr}.eval()` right before the export (the default dynamo exporter does not switch modes)"),
         ),
-        SelfMode::Training | SelfMode::Unset
-    ) {
-        return;
-    }
-    let trainer = trainer.to_string();
-    let i = ch.report(
-        &RULE,
-        call.func.range(),
-        format!(
-            "`self.{attr}` is exported without `.eval()` in `{name}`: `{trainer}` puts it in training mode, so the exported mode depends on what ran before"
-        ),
-    );
-    ch.help(
-        i,
-        format!("call `self.{attr}.eval()` in `{name}` before the export (the default dynamo exporter does not switch modes)"),
-    );
+        SelfMode::Unset => {
+            // The callers in the class, and the mode each leaves at its call.
+            let mut callers: Vec<(&str, SelfMode, TextSize)> = Vec::new();
+            for (m, body) in methods.iter() {
+                if m.as_str() == name {
+                    continue;
+                }
+                let mut stmts = Vec::new();
+                collect(body, TextSize::new(u32::MAX), &mut stmts);
+                let calls = call_sites(&stmts, name);
+                for site in calls {
+                    let mode = mode_of(body, &cx, Some(site), &mut vec![m.as_str(), name]);
+                    callers.push((m.as_str(), mode, site));
+                }
+            }
+            callers.sort_by_key(|(_, _, at)| *at);
+            if let Some((caller, _, _)) = callers.iter().find(|(_, m, _)| *m == SelfMode::Training) {
+                (
+                    format!("`self.{attr}` is exported in training mode: `{caller}` calls `{name}` after `self.{attr}.train()`"),
+                    format!("call `self.{attr}.eval()` in `{name}` before the export (the default dynamo exporter does not switch modes)"),
+                )
+            } else if !callers.is_empty() {
+                return;
+            } else {
+                // The first method in source order that trains the module.
+                let mut training: Vec<(&String, &&[Stmt])> = methods
+                    .iter()
+                    .filter(|(m, body)| m.as_str() != name && trains(body, &cx))
+                    .collect();
+                training.sort_by_key(|(_, body)| body.first().map(|s| s.range().start()));
+                let Some((trainer, _)) = training.first() else {
+                    return;
+                };
+                (
+                    format!("`self.{attr}` is exported without `.eval()` in `{name}`: `{trainer}` puts it in training mode, so the exported mode depends on what ran before"),
+                    format!("call `self.{attr}.eval()` in `{name}` before the export (the default dynamo exporter does not switch modes)"),
+                )
+            }
+        }
+    };
+    let i = ch.report(&RULE, call.func.range(), message);
+    ch.help(i, help);
 }
 
 /// The attributes a statement stores on `self` (`self.x = ...`, `self.a, self.b = ...`).
@@ -653,6 +687,50 @@ fn collect_self_stores<'s>(s: &'s Stmt, out: &mut crate::HashSet<&'s str>) {
     Stores(out).visit_stmt(s);
 }
 
+/// The offsets of the calls `self.<name>(...)` among the statements' own expressions.
+fn call_sites(stmts: &[&Stmt], name: &str) -> Vec<TextSize> {
+    let mut calls = Vec::new();
+    for s in stmts {
+        for e in own_exprs(s) {
+            collect_calls(e, &mut calls);
+        }
+    }
+    calls
+        .into_iter()
+        .filter(|c| {
+            matches!(c.func.as_ref(), Expr::Attribute(a)
+                if a.attr.id.as_str() == name && crate::checker::is_self(&a.value))
+        })
+        .map(|c| c.range().start())
+        .collect()
+}
+
+/// The expressions a statement evaluates itself: a compound statement's header only (its
+/// blocks are listed by [`collect`]).
+fn own_exprs(s: &Stmt) -> Vec<&Expr> {
+    match s {
+        Stmt::Expr(e) => vec![&e.value],
+        Stmt::Assign(a) => vec![&a.value],
+        Stmt::AugAssign(a) => vec![&a.value],
+        Stmt::AnnAssign(a) => a.value.as_deref().into_iter().collect(),
+        Stmt::Return(r) => r.value.as_deref().into_iter().collect(),
+        Stmt::If(i) => vec![&i.test],
+        Stmt::While(w) => vec![&w.test],
+        Stmt::For(f) => vec![&f.iter],
+        Stmt::With(w) => w.items.iter().map(|i| &i.context_expr).collect(),
+        Stmt::Match(m) => vec![&m.subject],
+        _ => Vec::new(),
+    }
+}
+
+/// What [`mode_of`] needs to know of the class and the file.
+struct ModeContext<'c> {
+    attr: &'c str,
+    methods: &'c crate::HashMap<String, &'c [Stmt]>,
+    stored: &'c crate::HashSet<&'c str>,
+    mode_helpers: &'c crate::HashSet<&'c str>,
+}
+
 /// What a method's statements leave `self.<attr>` in, as far as they can be followed.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum SelfMode {
@@ -660,28 +738,55 @@ enum SelfMode {
     Unset,
     Training,
     Eval,
-    /// Something the method does cannot be followed (an inherited method, a function handed
-    /// the module, a new module stored under the name).
+    /// Something the method does cannot be followed.
     Unknown,
 }
 
-/// The mode `self.<attr>` is left in by `body` (before `before`, when given): the last of its
-/// `eval()`/`train()` calls on the module or on `self`, following the class's own methods it
-/// calls (three deep).
-fn mode_of(
-    body: &[Stmt],
-    attr: &str,
-    methods: &crate::HashMap<String, &[Stmt]>,
-    stored: &crate::HashSet<&str>,
+/// Whether a method puts `self.<attr>` in training mode somewhere (`fit`, `validate` that ends
+/// in `train()`).
+fn trains(body: &[Stmt], cx: &ModeContext) -> bool {
+    events(body, cx, None, &mut Vec::new())
+        .iter()
+        .any(|(_, m)| *m == SelfMode::Training)
+}
+
+/// The mode `self.<attr>` is left in by `body` (before `before`, when given): its last event.
+fn mode_of<'m>(
+    body: &'m [Stmt],
+    cx: &ModeContext<'m>,
     before: Option<TextSize>,
-    depth: u32,
+    stack: &mut Vec<&'m str>,
 ) -> SelfMode {
+    events(body, cx, before, stack)
+        .last()
+        .map_or(SelfMode::Unset, |(_, m)| *m)
+}
+
+/// Inherited methods whose names say they may switch modes (`self.prepare_for_export()`).
+fn names_a_mode_change(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    [
+        "eval", "train", "freeze", "export", "prepare", "deploy", "infer", "fuse", "mode", "setup",
+        "load", "restore",
+    ]
+    .iter()
+    .any(|w| n.contains(w))
+}
+
+/// The events of `body` on `self.<attr>`'s mode, in order, on the way to `before`.
+fn events<'m>(
+    body: &'m [Stmt],
+    cx: &ModeContext<'m>,
+    before: Option<TextSize>,
+    stack: &mut Vec<&'m str>,
+) -> Vec<(TextSize, SelfMode)> {
     use crate::checker::{is_self, self_attr};
-    // Each event at the offset where it takes effect.
-    let mut events: Vec<(TextSize, SelfMode)> = Vec::new();
-    let in_range = |e: &Expr| before.is_none_or(|at| e.range().end() <= at);
-    // Whether an expression is `self.<attr>` (or `self`), or a chain of the module's methods
-    // that return it (`self.model.cpu()`, `self.model.requires_grad_(False)`).
+    let at = before.unwrap_or(TextSize::new(u32::MAX));
+    let mut stmts = Vec::new();
+    collect(body, at, &mut stmts);
+    let mut out: Vec<(TextSize, SelfMode)> = Vec::new();
+    // `self.<attr>` (or `self`), or a chain of the module's methods that return it
+    // (`self.model.cpu()`, `self.model.requires_grad_(False)`).
     fn on_module(e: &Expr, attr: &str) -> bool {
         match e {
             Expr::Call(c) => match c.func.as_ref() {
@@ -707,111 +812,127 @@ fn mode_of(
             e => self_attr(e) == Some(attr) || is_self(e),
         }
     }
-    struct Events<'m, 'e, F: Fn(&Expr) -> bool> {
-        attr: &'m str,
-        methods: &'m crate::HashMap<String, &'m [Stmt]>,
-        stored: &'m crate::HashSet<&'m str>,
-        depth: u32,
-        in_range: F,
-        out: &'e mut Vec<(TextSize, SelfMode)>,
-    }
-    impl<'a, F: Fn(&Expr) -> bool> Visitor<'a> for Events<'_, '_, F> {
-        fn visit_stmt(&mut self, s: &'a Stmt) {
-            // `self.model = load(ckpt)`: another module, in a mode not followed.
-            if let Stmt::Assign(a) = s {
-                if a.targets.iter().any(|t| self_attr(t) == Some(self.attr))
-                    && (self.in_range)(&a.value)
-                {
-                    self.out.push((a.range().end(), SelfMode::Unknown));
-                }
-            }
-            // Nested functions and classes run elsewhere.
-            if matches!(s, Stmt::FunctionDef(_) | Stmt::ClassDef(_)) {
-                return;
-            }
-            visitor::walk_stmt(self, s);
+    let has_yield = |b: &[Stmt]| {
+        b.iter().any(|s| {
+            crate::rules::any_sub_stmt_expr(s, |e| matches!(e, Expr::Yield(_) | Expr::YieldFrom(_)))
+        })
+    };
+    for s in stmts {
+        if s.range().start() >= at {
+            break;
         }
-        fn visit_expr(&mut self, e: &'a Expr) {
-            if !(self.in_range)(e) {
-                return visitor::walk_expr(self, e);
+        // `self.model = load(ckpt)`: another module (not `self.model = self.model.cpu()`).
+        if let Stmt::Assign(a) = s {
+            if a.targets.iter().any(|t| self_attr(t) == Some(cx.attr))
+                && a.value.range().end() <= at
+                && !(matches!(a.value.as_ref(), Expr::Call(_)) && on_module(&a.value, cx.attr))
+            {
+                out.push((a.range().end(), SelfMode::Unknown));
             }
-            if let Expr::Call(c) = e {
-                let at = c.range().end();
-                if let Expr::Attribute(a) = c.func.as_ref() {
-                    let m = a.attr.id.as_str();
-                    let flag = match &c.arguments.args[..] {
-                        [] => Some(true),
-                        [Expr::BooleanLiteral(b)] => Some(b.value),
+        }
+        let mut calls: Vec<&ast::ExprCall> = Vec::new();
+        for e in own_exprs(s) {
+            collect_calls(e, &mut calls);
+        }
+        for c in calls {
+            if c.range().end() > at {
+                continue;
+            }
+            let end = c.range().end();
+            if let Expr::Attribute(a) = c.func.as_ref() {
+                let m = a.attr.id.as_str();
+                // `self.train()` in a class with its own `train` method calls that method.
+                let own_method = is_self(&a.value) && cx.methods.contains_key(m);
+                if on_module(&a.value, cx.attr) && !own_method {
+                    let flag = match (&c.arguments.args[..], &c.arguments.keywords[..]) {
+                        ([], []) => Some(true),
+                        ([Expr::BooleanLiteral(b)], []) => Some(b.value),
+                        ([], [k]) if k.arg.as_ref().is_some_and(|n| n.as_str() == "mode") => {
+                            match &k.value {
+                                Expr::BooleanLiteral(b) => Some(b.value),
+                                _ => None,
+                            }
+                        }
                         _ => None,
                     };
-                    // `self.train()` in a class with its own `train` method calls that method.
-                    let own_method = is_self(&a.value) && self.methods.contains_key(m);
-                    if on_module(&a.value, self.attr) && !own_method {
-                        match (m, flag) {
-                            ("eval" | "freeze", Some(true)) if c.arguments.args.is_empty() => {
-                                self.out.push((at, SelfMode::Eval));
-                            }
-                            ("train", Some(false)) => self.out.push((at, SelfMode::Eval)),
-                            ("train", Some(true)) => self.out.push((at, SelfMode::Training)),
-                            _ => {}
+                    match (m, flag) {
+                        ("eval" | "freeze", _) if c.arguments.args.is_empty() => {
+                            out.push((end, SelfMode::Eval));
                         }
-                    }
-                    // `self._prepare()`: a method of the class, followed; an inherited one not.
-                    if is_self(&a.value)
-                        && (own_method || !matches!(m, "eval" | "train" | "freeze"))
-                    {
-                        let mode = match self.methods.get(m) {
-                            Some(body) if self.depth < 3 => mode_of(
-                                body,
-                                self.attr,
-                                self.methods,
-                                self.stored,
-                                None,
-                                self.depth + 1,
-                            ),
-                            // `self.model(x)`, `self.criterion(out, y)`: a submodule or another
-                            // attribute the class stores, called.
-                            None if self.stored.contains(m) => SelfMode::Unset,
-                            _ => SelfMode::Unknown,
-                        };
-                        if mode != SelfMode::Unset {
-                            self.out.push((at, mode));
-                        }
+                        ("train", Some(true)) => out.push((end, SelfMode::Training)),
+                        ("train", Some(false)) => out.push((end, SelfMode::Eval)),
+                        // `self.model.train(training)`: set, to what is not known.
+                        ("train", None) => out.push((end, SelfMode::Unknown)),
+                        _ => {}
                     }
                 }
-                // `freeze(self.model)`: a function handed the module may switch its mode.
-                if c.arguments
-                    .args
-                    .iter()
-                    .chain(c.arguments.keywords.iter().map(|k| &k.value))
-                    .any(|x| self_attr(x) == Some(self.attr) || is_self(x))
+                if is_self(&a.value)
+                    && (own_method || !matches!(m, "eval" | "train" | "freeze"))
+                    && m != cx.attr
                 {
-                    self.out.push((at, SelfMode::Unknown));
+                    let mode = match cx.methods.get(m) {
+                        // A method already being followed (recursion): nothing new.
+                        Some(_) if stack.contains(&m) => SelfMode::Unset,
+                        // A generator (`@contextmanager def eval_mode(self)`): it runs in
+                        // parts around the caller's block.
+                        Some(b) if has_yield(b) => SelfMode::Unknown,
+                        Some(b) => {
+                            let key: &'m str =
+                                cx.methods.get_key_value(m).map_or("", |(k, _)| k.as_str());
+                            stack.push(key);
+                            let mode = mode_of(b, cx, None, stack);
+                            stack.pop();
+                            mode
+                        }
+                        // A submodule or another attribute the class stores, called.
+                        None if cx.stored.contains(m) => SelfMode::Unset,
+                        // An inherited method: only one named for a mode change counts.
+                        None if names_a_mode_change(m) => SelfMode::Unknown,
+                        None => SelfMode::Unset,
+                    };
+                    if mode != SelfMode::Unset {
+                        out.push((end, mode));
+                    }
                 }
+            }
+            // `freeze(self.model)`: a function of the file that switches modes, handed the
+            // module (not `print(self.model)`, `wandb.watch(self.model)` or another export).
+            let handed = c
+                .arguments
+                .args
+                .iter()
+                .chain(c.arguments.keywords.iter().map(|k| &k.value))
+                .any(|x| self_attr(x) == Some(cx.attr) || is_self(x));
+            if handed {
+                let callee = match c.func.as_ref() {
+                    Expr::Name(n) => Some(n.id.as_str()),
+                    Expr::Attribute(a) => Some(a.attr.id.as_str()),
+                    _ => None,
+                };
+                if callee.is_some_and(|f| cx.mode_helpers.contains(f) || names_a_mode_change(f))
+                    && callee.is_none_or(|f| f != "export")
+                {
+                    out.push((end, SelfMode::Unknown));
+                }
+            }
+        }
+    }
+    out.sort_by_key(|(at, _)| *at);
+    out
+}
+
+/// The calls in an expression (nested lambdas and comprehensions included).
+fn collect_calls<'e>(e: &'e Expr, out: &mut Vec<&'e ast::ExprCall>) {
+    struct Calls<'o, 'e>(&'o mut Vec<&'e ast::ExprCall>);
+    impl<'e> Visitor<'e> for Calls<'_, 'e> {
+        fn visit_expr(&mut self, e: &'e Expr) {
+            if let Expr::Call(c) = e {
+                self.0.push(c);
             }
             visitor::walk_expr(self, e);
         }
     }
-    let mut v = Events {
-        attr,
-        methods,
-        stored,
-        depth,
-        in_range,
-        out: &mut events,
-    };
-    for s in body {
-        if before.is_some_and(|at| s.range().start() >= at) {
-            break;
-        }
-        v.visit_stmt(s);
-    }
-    events.sort_by_key(|(at, _)| *at);
-    // Once something cannot be followed, the mode stays unknown.
-    if events.iter().any(|(_, m)| *m == SelfMode::Unknown) {
-        return SelfMode::Unknown;
-    }
-    events.last().map_or(SelfMode::Unset, |(_, m)| *m)
+    Calls(out).visit_expr(e);
 }
 
 /// What the statements of the enclosing function before `at` do to a local `name` (or to its

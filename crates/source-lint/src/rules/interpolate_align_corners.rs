@@ -73,8 +73,14 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         "torch.nn.Upsample" | "torch.nn.modules.upsampling.Upsample" => (2 + shift, 3 + shift),
         _ => return,
     };
-    // Resizing in data or evaluation code does not reach the exported graph.
-    if mode_pos == 3 + shift && ch.in_side_code() {
+    // Resizing in data or evaluation code does not reach the exported graph, nor does a resize
+    // a constructor runs (a dataset's `__init__` resizing its images; not a partial it binds for
+    // `forward`).
+    let in_constructor = ch
+        .fns
+        .last()
+        .is_some_and(|f| f.name == "__init__" && !f.in_model);
+    if mode_pos == 3 + shift && (ch.in_side_code() || (in_constructor && shift == 0)) {
         return;
     }
     // A literal, or a name bound to one (a parameter's default: `mode="bilinear"`).
