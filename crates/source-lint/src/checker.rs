@@ -6078,10 +6078,21 @@ fn self_method_arguments(module: &[Stmt]) -> HashMap<String, SelfMethodArguments
             match e {
                 Expr::Call(c) => {
                     if let Expr::Attribute(a) = c.func.as_ref() {
+                        // Through `self`: the calling class's method. Through a submodule
+                        // (`self.block.square(x)`) or `super()`: any class's. Other receivers
+                        // (`df.resample(...)`, `F.interpolate(...)`) are other objects.
                         let caller = if is_self(&a.value) {
-                            self.class.clone()
+                            Some(self.class.clone())
+                        } else if is_self_chain(&a.value)
+                            || matches!(a.value.as_ref(), Expr::Call(s) if matches!(s.func.as_ref(), Expr::Name(n) if n.id.as_str() == "super"))
+                        {
+                            Some(None)
                         } else {
                             None
+                        };
+                        let Some(caller) = caller else {
+                            visitor::walk_expr(self, e);
+                            return;
                         };
                         let method = self.methods.entry(a.attr.id.to_string()).or_default();
                         let mut escapes = false;
@@ -7600,17 +7611,38 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     }
                     // Over a tensor, or a list of tensors (`feats = [x, y]`, a list the
                     // function builds or is handed).
+                    // (Not a dict of tensors, whose iteration gives its keys: only names bound
+                    // to lists.)
+                    let list_of_tensors = |n: &str| {
+                        self.state().containers.contains(n)
+                            && !self.state().tensor_dicts.contains(n)
+                            && self.bodies.last().is_some_and(|body| {
+                                let values = rules::bound_values(body, n);
+                                !values.is_empty()
+                                    && values.iter().all(|v| {
+                                        matches!(
+                                            v,
+                                            Expr::List(_) | Expr::ListComp(_) | Expr::Tuple(_)
+                                        )
+                                    })
+                            })
+                    };
                     let of_tensors = |iter: &Expr| {
                         self.is_tensor(iter)
-                            || matches!(iter, Expr::Name(n) if self.state().containers.contains(n.id.as_str()))
+                            || matches!(iter, Expr::Name(n) if list_of_tensors(n.id.as_str()))
                             || matches!(iter, Expr::List(l) if !l.elts.is_empty() && l.elts.iter().all(|e| self.is_tensor(e)))
                     };
                     let mut tensor_targets: Vec<String> = Vec::new();
                     for (target, iter) in over {
-                        if let Expr::Name(n) = target {
-                            if of_tensors(iter) {
+                        match target {
+                            Expr::Name(n) if of_tensors(iter) => {
                                 tensor_targets.push(n.id.to_string());
                             }
+                            // `for start, end in spans` over a tensor: its rows unpacked.
+                            Expr::Tuple(_) | Expr::List(_) if self.is_tensor(iter) => {
+                                collect_names(target, &mut tensor_targets);
+                            }
+                            _ => {}
                         }
                     }
                     let mut names = Vec::new();

@@ -567,7 +567,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
 /// that trains `self.model` makes the mode depend on what ran before. Anything that cannot be
 /// followed (an inherited method named for a mode change, a function of the file that switches
 /// modes handed the module, a new module stored under the name, a generator method such as a
-/// context manager) leaves it alone.
+/// context manager, a mode set in one branch of an `if` only) leaves it alone.
 fn check_self_attribute(ch: &mut Checker, call: &ast::ExprCall, attr: &str) {
     let Some(method) = ch.defs.last().copied() else {
         return;
@@ -584,12 +584,18 @@ fn check_self_attribute(ch: &mut Checker, call: &ast::ExprCall, attr: &str) {
     }
     let name = method.name.id.as_str();
     // The attributes the class stores (`self.criterion = ...`): calling one is not calling a
-    // method.
+    // method. Whether the exporting method is used as a value (`hooks.append(self.export)`):
+    // then its callers are not all seen.
     let mut stored: crate::HashSet<&str> = crate::HashSet::default();
+    let mut used_as_value = false;
     for body in methods.values() {
         for s in body.iter() {
             collect_self_stores(s, &mut stored);
+            used_as_value |= method_used_as_value(s, name);
         }
+    }
+    if used_as_value {
+        return;
     }
     // Functions of the file that switch a module's mode (`def freeze(m): m.eval()`).
     let mode_helpers: crate::HashSet<&str> = ch
@@ -618,13 +624,14 @@ fn check_self_attribute(ch: &mut Checker, call: &ast::ExprCall, attr: &str) {
         methods,
         stored: &stored,
         mode_helpers: &mode_helpers,
+        memo: Default::default(),
     };
     let at = call.range().start();
-    let here = mode_of(&method.body, &cx, Some(at), &mut vec![name]);
+    let here = cx.mode(&method.body, Some(at), &mut vec![name]);
     let (message, help) = match here {
         SelfMode::Eval | SelfMode::Unknown => return,
         SelfMode::Training => (
-            format!("`self.{attr}` is exported in training mode: `{name}` puts it back in training mode (`train()`) before the export"),
+            format!("`self.{attr}` is exported in training mode: `{name}` puts it in training mode before the export"),
             format!("call `self.{attr}.eval()` right before the export (the default dynamo exporter does not switch modes)"),
         ),
         SelfMode::Unset => {
@@ -634,27 +641,28 @@ fn check_self_attribute(ch: &mut Checker, call: &ast::ExprCall, attr: &str) {
                 if m.as_str() == name {
                     continue;
                 }
-                let mut stmts = Vec::new();
-                collect(body, TextSize::new(u32::MAX), &mut stmts);
-                let calls = call_sites(&stmts, name);
-                for site in calls {
-                    let mode = mode_of(body, &cx, Some(site), &mut vec![m.as_str(), name]);
+                for site in call_sites(body, name) {
+                    let mode = cx.mode(body, Some(site), &mut vec![m.as_str(), name]);
                     callers.push((m.as_str(), mode, site));
                 }
             }
             callers.sort_by_key(|(_, _, at)| *at);
             if let Some((caller, _, _)) = callers.iter().find(|(_, m, _)| *m == SelfMode::Training) {
                 (
-                    format!("`self.{attr}` is exported in training mode: `{caller}` calls `{name}` after `self.{attr}.train()`"),
+                    format!("`self.{attr}` is exported in training mode: `{caller}` calls `{name}` with `self.{attr}` in training mode"),
                     format!("call `self.{attr}.eval()` in `{name}` before the export (the default dynamo exporter does not switch modes)"),
                 )
-            } else if !callers.is_empty() {
+            } else if !callers.is_empty() || name.starts_with("on_") {
+                // A framework's hook (`on_validation_end`) runs in the mode the framework
+                // chose.
                 return;
             } else {
                 // The first method in source order that trains the module.
                 let mut training: Vec<(&String, &&[Stmt])> = methods
                     .iter()
-                    .filter(|(m, body)| m.as_str() != name && trains(body, &cx))
+                    .filter(|(m, body)| {
+                        m.as_str() != name && cx.trains(body, &mut vec![m.as_str()])
+                    })
                     .collect();
                 training.sort_by_key(|(_, body)| body.first().map(|s| s.range().start()));
                 let Some((trainer, _)) = training.first() else {
@@ -687,8 +695,47 @@ fn collect_self_stores<'s>(s: &'s Stmt, out: &mut crate::HashSet<&'s str>) {
     Stores(out).visit_stmt(s);
 }
 
-/// The offsets of the calls `self.<name>(...)` among the statements' own expressions.
-fn call_sites(stmts: &[&Stmt], name: &str) -> Vec<TextSize> {
+/// Whether a statement uses `self.<name>` other than by calling it (`hooks.append(self.export)`).
+fn method_used_as_value(s: &Stmt, name: &str) -> bool {
+    struct Uses<'n> {
+        name: &'n str,
+        found: bool,
+    }
+    impl<'a> Visitor<'a> for Uses<'_> {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            match e {
+                Expr::Call(c)
+                    if matches!(c.func.as_ref(), Expr::Attribute(a)
+                    if a.attr.id.as_str() == self.name && crate::checker::is_self(&a.value)) =>
+                {
+                    for a in &c.arguments.args {
+                        self.visit_expr(a);
+                    }
+                    for k in &c.arguments.keywords {
+                        self.visit_expr(&k.value);
+                    }
+                    return;
+                }
+                Expr::Attribute(a)
+                    if a.attr.id.as_str() == self.name && crate::checker::is_self(&a.value) =>
+                {
+                    self.found = true;
+                }
+                _ => {}
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut u = Uses { name, found: false };
+    u.visit_stmt(s);
+    u.found
+}
+
+/// The offsets of the calls `self.<name>(...)` in a body (its nested blocks too, not nested
+/// functions).
+fn call_sites(body: &[Stmt], name: &str) -> Vec<TextSize> {
+    let mut stmts = Vec::new();
+    flow_statements(body, &mut stmts);
     let mut calls = Vec::new();
     for s in stmts {
         for e in own_exprs(s) {
@@ -705,8 +752,47 @@ fn call_sites(stmts: &[&Stmt], name: &str) -> Vec<TextSize> {
         .collect()
 }
 
-/// The expressions a statement evaluates itself: a compound statement's header only (its
-/// blocks are listed by [`collect`]).
+/// Every statement of a body and of its nested blocks (loops, `try` handlers, `else` blocks;
+/// not nested functions or classes), in order.
+fn flow_statements<'s>(body: &'s [Stmt], out: &mut Vec<&'s Stmt>) {
+    for s in body {
+        out.push(s);
+        match s {
+            Stmt::If(i) => {
+                flow_statements(&i.body, out);
+                for c in &i.elif_else_clauses {
+                    flow_statements(&c.body, out);
+                }
+            }
+            Stmt::For(f) => {
+                flow_statements(&f.body, out);
+                flow_statements(&f.orelse, out);
+            }
+            Stmt::While(w) => {
+                flow_statements(&w.body, out);
+                flow_statements(&w.orelse, out);
+            }
+            Stmt::With(w) => flow_statements(&w.body, out),
+            Stmt::Try(t) => {
+                flow_statements(&t.body, out);
+                for h in &t.handlers {
+                    let ast::ExceptHandler::ExceptHandler(h) = h;
+                    flow_statements(&h.body, out);
+                }
+                flow_statements(&t.orelse, out);
+                flow_statements(&t.finalbody, out);
+            }
+            Stmt::Match(m) => {
+                for c in &m.cases {
+                    flow_statements(&c.body, out);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The expressions a statement evaluates itself: a compound statement's header only.
 fn own_exprs(s: &Stmt) -> Vec<&Expr> {
     match s {
         Stmt::Expr(e) => vec![&e.value],
@@ -723,14 +809,6 @@ fn own_exprs(s: &Stmt) -> Vec<&Expr> {
     }
 }
 
-/// What [`mode_of`] needs to know of the class and the file.
-struct ModeContext<'c> {
-    attr: &'c str,
-    methods: &'c crate::HashMap<String, &'c [Stmt]>,
-    stored: &'c crate::HashSet<&'c str>,
-    mode_helpers: &'c crate::HashSet<&'c str>,
-}
-
 /// What a method's statements leave `self.<attr>` in, as far as they can be followed.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum SelfMode {
@@ -742,108 +820,249 @@ enum SelfMode {
     Unknown,
 }
 
-/// Whether a method puts `self.<attr>` in training mode somewhere (`fit`, `validate` that ends
-/// in `train()`).
-fn trains(body: &[Stmt], cx: &ModeContext) -> bool {
-    events(body, cx, None, &mut Vec::new())
-        .iter()
-        .any(|(_, m)| *m == SelfMode::Training)
+/// What [`ModeContext::mode`] needs to know of the class and the file, and the modes of the
+/// class's methods already followed (each is followed once per export: a chain of helpers
+/// calling each other several times stays linear).
+struct ModeContext<'c> {
+    attr: &'c str,
+    methods: &'c crate::HashMap<String, &'c [Stmt]>,
+    stored: &'c crate::HashSet<&'c str>,
+    mode_helpers: &'c crate::HashSet<&'c str>,
+    memo: std::cell::RefCell<crate::HashMap<&'c str, SelfMode>>,
 }
 
-/// The mode `self.<attr>` is left in by `body` (before `before`, when given): its last event.
-fn mode_of<'m>(
-    body: &'m [Stmt],
-    cx: &ModeContext<'m>,
-    before: Option<TextSize>,
-    stack: &mut Vec<&'m str>,
-) -> SelfMode {
-    events(body, cx, before, stack)
-        .last()
-        .map_or(SelfMode::Unset, |(_, m)| *m)
-}
-
-/// Inherited methods whose names say they may switch modes (`self.prepare_for_export()`).
+/// Names whose words say they may switch a module's mode (`self.prepare_for_export()`,
+/// `freeze(model)`; not `log_model`, `upload_artifacts`).
 fn names_a_mode_change(name: &str) -> bool {
-    let n = name.to_ascii_lowercase();
-    [
-        "eval", "train", "freeze", "export", "prepare", "deploy", "infer", "fuse", "mode", "setup",
-        "load", "restore",
-    ]
-    .iter()
-    .any(|w| n.contains(w))
+    name.to_ascii_lowercase().split('_').any(|w| {
+        matches!(
+            w,
+            "eval"
+                | "train"
+                | "freeze"
+                | "export"
+                | "prepare"
+                | "deploy"
+                | "infer"
+                | "inference"
+                | "fuse"
+                | "mode"
+                | "setup"
+                | "load"
+                | "restore"
+                | "switch"
+        )
+    })
 }
 
-/// The events of `body` on `self.<attr>`'s mode, in order, on the way to `before`.
-fn events<'m>(
-    body: &'m [Stmt],
-    cx: &ModeContext<'m>,
-    before: Option<TextSize>,
-    stack: &mut Vec<&'m str>,
-) -> Vec<(TextSize, SelfMode)> {
-    use crate::checker::{is_self, self_attr};
-    let at = before.unwrap_or(TextSize::new(u32::MAX));
-    let mut stmts = Vec::new();
-    collect(body, at, &mut stmts);
-    let mut out: Vec<(TextSize, SelfMode)> = Vec::new();
-    // `self.<attr>` (or `self`), or a chain of the module's methods that return it
-    // (`self.model.cpu()`, `self.model.requires_grad_(False)`).
-    fn on_module(e: &Expr, attr: &str) -> bool {
-        match e {
-            Expr::Call(c) => match c.func.as_ref() {
-                Expr::Attribute(a)
-                    if matches!(
-                        a.attr.id.as_str(),
-                        "cpu"
-                            | "cuda"
-                            | "to"
-                            | "float"
-                            | "half"
-                            | "double"
-                            | "bfloat16"
-                            | "requires_grad_"
-                            | "eval"
-                            | "train"
-                    ) =>
-                {
-                    on_module(&a.value, attr)
-                }
-                _ => false,
-            },
-            e => self_attr(e) == Some(attr) || is_self(e),
-        }
+impl<'c> ModeContext<'c> {
+    /// The mode `self.<attr>` is left in by `body` (before `before`, when given).
+    fn mode(
+        &self,
+        body: &'c [Stmt],
+        before: Option<TextSize>,
+        stack: &mut Vec<&'c str>,
+    ) -> SelfMode {
+        let mut mode = SelfMode::Unset;
+        self.walk(
+            body,
+            before.unwrap_or(TextSize::new(u32::MAX)),
+            stack,
+            &mut mode,
+            &mut false,
+        );
+        mode
     }
-    let has_yield = |b: &[Stmt]| {
-        b.iter().any(|s| {
-            crate::rules::any_sub_stmt_expr(s, |e| matches!(e, Expr::Yield(_) | Expr::YieldFrom(_)))
-        })
-    };
-    for s in stmts {
-        if s.range().start() >= at {
-            break;
+
+    /// Whether a method puts `self.<attr>` in training mode somewhere (`fit`, or a validation
+    /// step that ends in `train()`).
+    fn trains(&self, body: &'c [Stmt], stack: &mut Vec<&'c str>) -> bool {
+        let mut mode = SelfMode::Unset;
+        let mut trained = false;
+        self.walk(
+            body,
+            TextSize::new(u32::MAX),
+            stack,
+            &mut mode,
+            &mut trained,
+        );
+        trained
+    }
+
+    /// The mode of a method of the class called from another, followed once.
+    fn method_mode(&self, name: &'c str, body: &'c [Stmt], stack: &mut Vec<&'c str>) -> SelfMode {
+        if stack.contains(&name) {
+            return SelfMode::Unset;
         }
-        // `self.model = load(ckpt)`: another module (not `self.model = self.model.cpu()`).
-        if let Stmt::Assign(a) = s {
-            if a.targets.iter().any(|t| self_attr(t) == Some(cx.attr))
-                && a.value.range().end() <= at
-                && !(matches!(a.value.as_ref(), Expr::Call(_)) && on_module(&a.value, cx.attr))
-            {
-                out.push((a.range().end(), SelfMode::Unknown));
+        if let Some(m) = self.memo.borrow().get(name) {
+            return *m;
+        }
+        // A generator (`@contextmanager def eval_mode(self)`) runs in parts around the
+        // caller's block.
+        let generator = body.iter().any(|s| {
+            crate::rules::any_sub_stmt_expr(s, |e| matches!(e, Expr::Yield(_) | Expr::YieldFrom(_)))
+        });
+        let mode = if generator || stack.len() > 8 {
+            SelfMode::Unknown
+        } else {
+            stack.push(name);
+            let mode = self.mode(body, None, stack);
+            stack.pop();
+            mode
+        };
+        self.memo.borrow_mut().insert(name, mode);
+        mode
+    }
+
+    /// Follows `body`'s statements before `at` in order, updating `mode` (and `trained` when
+    /// any step puts the module in training mode).
+    fn walk(
+        &self,
+        body: &'c [Stmt],
+        at: TextSize,
+        stack: &mut Vec<&'c str>,
+        mode: &mut SelfMode,
+        trained: &mut bool,
+    ) {
+        use crate::checker::self_attr;
+        let holds = |b: &[Stmt]| {
+            b.first().is_some_and(|f| f.range().start() <= at)
+                && b.last().is_some_and(|l| at < l.range().end())
+        };
+        for s in body {
+            if s.range().start() >= at {
+                break;
+            }
+            for e in own_exprs(s) {
+                self.expr(e, at, stack, mode, trained);
+            }
+            match s {
+                // `self.model = load(ckpt)`, `self.model, meta = load(ckpt)`: another module
+                // (not `self.model = self.model.cpu()`).
+                Stmt::Assign(a) => {
+                    let stores = a.targets.iter().any(|t| match t {
+                        Expr::Tuple(ast::ExprTuple { elts, .. })
+                        | Expr::List(ast::ExprList { elts, .. }) => {
+                            elts.iter().any(|e| self_attr(e) == Some(self.attr))
+                        }
+                        t => self_attr(t) == Some(self.attr),
+                    });
+                    if stores
+                        && !(matches!(a.value.as_ref(), Expr::Call(_))
+                            && on_module(&a.value, self.attr))
+                    {
+                        *mode = SelfMode::Unknown;
+                    }
+                }
+                Stmt::AnnAssign(a) if self_attr(&a.target) == Some(self.attr) => {
+                    *mode = SelfMode::Unknown;
+                }
+                // Clauses are alternatives: the one holding `at` is followed; otherwise the
+                // mode after the `if` is theirs when they agree, unknown when they differ.
+                Stmt::If(i) => {
+                    let clauses: Vec<&'c [Stmt]> = std::iter::once(&i.body[..])
+                        .chain(i.elif_else_clauses.iter().map(|c| &c.body[..]))
+                        .collect();
+                    let complete = i.elif_else_clauses.last().is_some_and(|c| c.test.is_none());
+                    self.alternatives(&clauses, complete, at, holds, stack, mode, trained);
+                }
+                Stmt::Match(m) => {
+                    let clauses: Vec<&'c [Stmt]> = m.cases.iter().map(|c| &c.body[..]).collect();
+                    self.alternatives(&clauses, false, at, holds, stack, mode, trained);
+                }
+                // A loop's body taken once, then its `else`.
+                Stmt::For(f) => {
+                    self.walk(&f.body, at, stack, mode, trained);
+                    self.walk(&f.orelse, at, stack, mode, trained);
+                }
+                Stmt::While(w) => {
+                    self.walk(&w.body, at, stack, mode, trained);
+                    self.walk(&w.orelse, at, stack, mode, trained);
+                }
+                Stmt::With(w) => self.walk(&w.body, at, stack, mode, trained),
+                Stmt::Try(t) => {
+                    self.walk(&t.body, at, stack, mode, trained);
+                    let handlers: Vec<&'c [Stmt]> = t
+                        .handlers
+                        .iter()
+                        .map(|h| {
+                            let ast::ExceptHandler::ExceptHandler(h) = h;
+                            &h.body[..]
+                        })
+                        .collect();
+                    if let Some(h) = handlers.iter().find(|h| holds(h)) {
+                        self.walk(h, at, stack, mode, trained);
+                    }
+                    self.walk(&t.orelse, at, stack, mode, trained);
+                    self.walk(&t.finalbody, at, stack, mode, trained);
+                }
+                _ => {}
             }
         }
-        let mut calls: Vec<&ast::ExprCall> = Vec::new();
-        for e in own_exprs(s) {
-            collect_calls(e, &mut calls);
+    }
+
+    /// An `if`'s clauses (or a `match`'s cases): see [`ModeContext::walk`].
+    #[allow(clippy::too_many_arguments)]
+    fn alternatives(
+        &self,
+        clauses: &[&'c [Stmt]],
+        complete: bool,
+        at: TextSize,
+        holds: impl Fn(&[Stmt]) -> bool,
+        stack: &mut Vec<&'c str>,
+        mode: &mut SelfMode,
+        trained: &mut bool,
+    ) {
+        if let Some(c) = clauses.iter().find(|c| holds(c)) {
+            return self.walk(c, at, stack, mode, trained);
         }
+        let mut after: Option<SelfMode> = None;
+        let mut agree = true;
+        for c in clauses {
+            let mut m = *mode;
+            self.walk(c, at, stack, &mut m, trained);
+            match after {
+                None => after = Some(m),
+                Some(a) if a != m => agree = false,
+                Some(_) => {}
+            }
+        }
+        // Without an `else`, the mode may also pass through unchanged.
+        if !complete && after.is_some_and(|a| a != *mode) {
+            agree = false;
+        }
+        *mode = match (agree, after) {
+            (true, Some(a)) => a,
+            (true, None) => *mode,
+            (false, _) => SelfMode::Unknown,
+        };
+    }
+
+    /// The steps of one expression, in the order its calls finish.
+    fn expr(
+        &self,
+        e: &'c Expr,
+        at: TextSize,
+        stack: &mut Vec<&'c str>,
+        mode: &mut SelfMode,
+        trained: &mut bool,
+    ) {
+        use crate::checker::{is_self, self_attr};
+        let mut calls = Vec::new();
+        collect_calls(e, &mut calls);
+        calls.sort_by_key(|c| c.range().end());
         for c in calls {
             if c.range().end() > at {
                 continue;
             }
-            let end = c.range().end();
+            let mut step = SelfMode::Unset;
             if let Expr::Attribute(a) = c.func.as_ref() {
                 let m = a.attr.id.as_str();
                 // `self.train()` in a class with its own `train` method calls that method.
-                let own_method = is_self(&a.value) && cx.methods.contains_key(m);
-                if on_module(&a.value, cx.attr) && !own_method {
+                let own = is_self(&a.value)
+                    .then(|| self.methods.get_key_value(m))
+                    .flatten();
+                if own.is_none() && on_module(&a.value, self.attr) {
                     let flag = match (&c.arguments.args[..], &c.arguments.keywords[..]) {
                         ([], []) => Some(true),
                         ([Expr::BooleanLiteral(b)], []) => Some(b.value),
@@ -855,77 +1074,94 @@ fn events<'m>(
                         }
                         _ => None,
                     };
-                    match (m, flag) {
-                        ("eval" | "freeze", _) if c.arguments.args.is_empty() => {
-                            out.push((end, SelfMode::Eval));
-                        }
-                        ("train", Some(true)) => out.push((end, SelfMode::Training)),
-                        ("train", Some(false)) => out.push((end, SelfMode::Eval)),
+                    step = match (m, flag) {
+                        ("eval" | "freeze", _) if c.arguments.args.is_empty() => SelfMode::Eval,
+                        ("train", Some(true)) => SelfMode::Training,
+                        ("train", Some(false)) => SelfMode::Eval,
                         // `self.model.train(training)`: set, to what is not known.
-                        ("train", None) => out.push((end, SelfMode::Unknown)),
-                        _ => {}
-                    }
-                }
-                if is_self(&a.value)
-                    && (own_method || !matches!(m, "eval" | "train" | "freeze"))
-                    && m != cx.attr
-                {
-                    let mode = match cx.methods.get(m) {
-                        // A method already being followed (recursion): nothing new.
-                        Some(_) if stack.contains(&m) => SelfMode::Unset,
-                        // A generator (`@contextmanager def eval_mode(self)`): it runs in
-                        // parts around the caller's block.
-                        Some(b) if has_yield(b) => SelfMode::Unknown,
-                        Some(b) => {
-                            let key: &'m str =
-                                cx.methods.get_key_value(m).map_or("", |(k, _)| k.as_str());
-                            stack.push(key);
-                            let mode = mode_of(b, cx, None, stack);
-                            stack.pop();
-                            mode
-                        }
-                        // A submodule or another attribute the class stores, called.
-                        None if cx.stored.contains(m) => SelfMode::Unset,
-                        // An inherited method: only one named for a mode change counts.
-                        None if names_a_mode_change(m) => SelfMode::Unknown,
-                        None => SelfMode::Unset,
+                        ("train", None) => SelfMode::Unknown,
+                        _ => SelfMode::Unset,
                     };
-                    if mode != SelfMode::Unset {
-                        out.push((end, mode));
-                    }
+                }
+                if let Some((key, body)) = own {
+                    step = self.method_mode(key.as_str(), body, stack);
+                } else if is_self(&a.value)
+                    && !matches!(m, "eval" | "train" | "freeze")
+                    && m != self.attr
+                    && !self.stored.contains(m)
+                    && names_a_mode_change(m)
+                {
+                    // An inherited method named for a mode change.
+                    step = SelfMode::Unknown;
                 }
             }
-            // `freeze(self.model)`: a function of the file that switches modes, handed the
-            // module (not `print(self.model)`, `wandb.watch(self.model)` or another export).
+            // `freeze(self.model)`: a function that switches modes, handed the module (not
+            // `print(self.model)`, `wandb.watch(self.model)` or another export).
             let handed = c
                 .arguments
                 .args
                 .iter()
                 .chain(c.arguments.keywords.iter().map(|k| &k.value))
-                .any(|x| self_attr(x) == Some(cx.attr) || is_self(x));
-            if handed {
+                .any(|x| self_attr(x) == Some(self.attr) || is_self(x));
+            if handed && step == SelfMode::Unset {
                 let callee = match c.func.as_ref() {
                     Expr::Name(n) => Some(n.id.as_str()),
                     Expr::Attribute(a) => Some(a.attr.id.as_str()),
                     _ => None,
                 };
-                if callee.is_some_and(|f| cx.mode_helpers.contains(f) || names_a_mode_change(f))
-                    && callee.is_none_or(|f| f != "export")
-                {
-                    out.push((end, SelfMode::Unknown));
+                if callee.is_some_and(|f| {
+                    f != "export" && (self.mode_helpers.contains(f) || names_a_mode_change(f))
+                }) {
+                    step = SelfMode::Unknown;
                 }
+            }
+            if step == SelfMode::Training {
+                *trained = true;
+            }
+            if step != SelfMode::Unset {
+                *mode = step;
             }
         }
     }
-    out.sort_by_key(|(at, _)| *at);
-    out
 }
 
-/// The calls in an expression (nested lambdas and comprehensions included).
+/// Whether an expression is `self.<attr>` (or `self`), or a chain of the module's methods that
+/// return it (`self.model.cpu()`, `self.model.requires_grad_(False)`).
+fn on_module(e: &Expr, attr: &str) -> bool {
+    use crate::checker::{is_self, self_attr};
+    match e {
+        Expr::Call(c) => match c.func.as_ref() {
+            Expr::Attribute(a)
+                if matches!(
+                    a.attr.id.as_str(),
+                    "cpu"
+                        | "cuda"
+                        | "to"
+                        | "float"
+                        | "half"
+                        | "double"
+                        | "bfloat16"
+                        | "requires_grad_"
+                        | "eval"
+                        | "train"
+                ) =>
+            {
+                on_module(&a.value, attr)
+            }
+            _ => false,
+        },
+        e => self_attr(e) == Some(attr) || is_self(e),
+    }
+}
+
+/// The calls in an expression, not inside lambdas (which run when called, elsewhere).
 fn collect_calls<'e>(e: &'e Expr, out: &mut Vec<&'e ast::ExprCall>) {
     struct Calls<'o, 'e>(&'o mut Vec<&'e ast::ExprCall>);
     impl<'e> Visitor<'e> for Calls<'_, 'e> {
         fn visit_expr(&mut self, e: &'e Expr) {
+            if matches!(e, Expr::Lambda(_)) {
+                return;
+            }
             if let Expr::Call(c) = e {
                 self.0.push(c);
             }
