@@ -28,10 +28,12 @@
 //! the class decide: one that calls it after `train()` (a `fit` that exports at its end) is
 //! flagged; with no caller in the class, another method that trains the module makes the mode
 //! depend on what ran before, which is flagged too. An `eval()` before the export (also
-//! `self.model.cpu().eval()`, `train(False)`, `train(mode=False)`) clears it; what cannot be
-//! followed (an inherited method named for a mode change, a function of the file that switches
-//! modes handed the module, a new module stored under the name, a context manager of the class)
-//! leaves it alone.
+//! `self.model.cpu().eval()`, `train(False)`, `train(mode=False)`) clears it, in loops, `try`
+//! handlers and `else` blocks too; the clauses of an `if` count when they agree. What cannot be
+//! followed leaves it alone: an inherited method named for a mode change, a function of the file
+//! that switches modes handed the module, a new module stored under the name, a context manager
+//! of the class, a mode set in one clause only, an exporting method handed out as a value (a
+//! hook), a framework's hook (`on_validation_end`).
 //!
 //! ## Why is this bad?
 //! A module in training mode exports dropout as active and batch norm with batch statistics
