@@ -6060,11 +6060,14 @@ impl SelfMethodArguments {
 /// Every `self.<method>(...)` call of a file (and every `x.<method>(...)` on another receiver),
 /// keyed by the method's name and the calling class: see [`SelfMethodArguments`].
 fn self_method_arguments(module: &[Stmt]) -> HashMap<String, SelfMethodArguments> {
-    struct Calls {
+    struct Calls<'m> {
         methods: HashMap<String, SelfMethodArguments>,
         class: Option<String>,
+        /// The names of the file's methods that take an argument: calls of others are not
+        /// recorded.
+        defined: HashSet<&'m str>,
     }
-    impl<'a> Visitor<'a> for Calls {
+    impl<'a> Visitor<'a> for Calls<'_> {
         fn visit_stmt(&mut self, s: &'a Stmt) {
             if let Stmt::ClassDef(c) = s {
                 let outer = self.class.replace(c.name.id.to_string());
@@ -6078,6 +6081,10 @@ fn self_method_arguments(module: &[Stmt]) -> HashMap<String, SelfMethodArguments
             match e {
                 Expr::Call(c) => {
                     if let Expr::Attribute(a) = c.func.as_ref() {
+                        if !self.defined.contains(a.attr.id.as_str()) {
+                            visitor::walk_expr(self, e);
+                            return;
+                        }
                         // Through `self`: the calling class's method. Through a submodule
                         // (`self.block.square(x)`) or `super()`: any class's. Other receivers
                         // (`df.resample(...)`, `F.interpolate(...)`) are other objects.
@@ -6146,7 +6153,9 @@ fn self_method_arguments(module: &[Stmt]) -> HashMap<String, SelfMethodArguments
                     }
                 }
                 // `map(self.to_grid, xs)`, `fn = self.to_grid`: called with what cannot be seen.
-                Expr::Attribute(a) if is_self(&a.value) => {
+                Expr::Attribute(a)
+                    if is_self(&a.value) && self.defined.contains(a.attr.id.as_str()) =>
+                {
                     let class = self.class.clone();
                     self.methods
                         .entry(a.attr.id.to_string())
@@ -6159,9 +6168,26 @@ fn self_method_arguments(module: &[Stmt]) -> HashMap<String, SelfMethodArguments
             visitor::walk_expr(self, e);
         }
     }
+    let defined: HashSet<&str> = functions_and_methods(module)
+        .filter(|(class, f)| {
+            let static_method = f
+                .decorator_list
+                .iter()
+                .any(|d| matches!(&d.expression, Expr::Name(n) if n.id.as_str() == "staticmethod"));
+            let params = f.parameters.posonlyargs.len()
+                + f.parameters.args.len()
+                + f.parameters.kwonlyargs.len();
+            class.is_some() && params > usize::from(!static_method)
+        })
+        .map(|(_, f)| f.name.id.as_str())
+        .collect();
+    if defined.is_empty() {
+        return HashMap::default();
+    }
     let mut calls = Calls {
         methods: HashMap::default(),
         class: None,
+        defined,
     };
     for s in module {
         calls.visit_stmt(s);
