@@ -4575,6 +4575,24 @@ pub(crate) fn name_bindings(body: &[Stmt]) -> HashMap<&str, usize> {
     count.0
 }
 
+/// The expressions a statement evaluates itself (compound statements: their header only;
+/// [`flatten`] lists the statements of their bodies).
+pub(crate) fn own_exprs(s: &Stmt) -> Vec<&Expr> {
+    match s {
+        Stmt::Assign(a) => vec![&a.value],
+        Stmt::AnnAssign(a) => a.value.as_deref().into_iter().collect(),
+        Stmt::AugAssign(a) => vec![&a.value],
+        Stmt::Expr(e) => vec![&e.value],
+        Stmt::Return(r) => r.value.as_deref().into_iter().collect(),
+        Stmt::If(i) => vec![&i.test],
+        Stmt::While(w) => vec![&w.test],
+        Stmt::For(f) => vec![&f.iter],
+        Stmt::With(w) => w.items.iter().map(|i| &i.context_expr).collect(),
+        Stmt::Match(m) => vec![&m.subject],
+        _ => Vec::new(),
+    }
+}
+
 pub(crate) fn flatten<'s>(body: &'s [Stmt], out: &mut Vec<&'s Stmt>) {
     for s in body {
         out.push(s);
@@ -6278,23 +6296,6 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
                 self.0.push(c);
             }
             visitor::walk_expr(self, e);
-        }
-    }
-    // The expressions a statement evaluates itself (compound statements: their header only;
-    // `flatten` lists the statements of their bodies).
-    fn own_exprs(s: &Stmt) -> Vec<&Expr> {
-        match s {
-            Stmt::Assign(a) => vec![&a.value],
-            Stmt::AnnAssign(a) => a.value.as_deref().into_iter().collect(),
-            Stmt::AugAssign(a) => vec![&a.value],
-            Stmt::Expr(e) => vec![&e.value],
-            Stmt::Return(r) => r.value.as_deref().into_iter().collect(),
-            Stmt::If(i) => vec![&i.test],
-            Stmt::While(w) => vec![&w.test],
-            Stmt::For(f) => vec![&f.iter],
-            Stmt::With(w) => w.items.iter().map(|i| &i.context_expr).collect(),
-            Stmt::Match(m) => vec![&m.subject],
-            _ => Vec::new(),
         }
     }
     let defs: HashMap<(Option<&str>, &str), &ast::StmtFunctionDef> = functions_and_methods(module)

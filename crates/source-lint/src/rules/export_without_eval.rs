@@ -58,7 +58,7 @@
 //! torch.onnx.export(model, (x,), "net.onnx")
 //! ```
 
-use crate::checker::{called_names_expr, Checker};
+use crate::checker::{called_names_expr, own_exprs, Checker};
 use crate::registry::{FixKind, Rule};
 use crate::rules::{keyword, mentions};
 use diagnostics::Severity;
@@ -737,7 +737,7 @@ fn method_used_as_value(s: &Stmt, name: &str) -> bool {
 /// functions).
 fn call_sites(body: &[Stmt], name: &str) -> Vec<TextSize> {
     let mut stmts = Vec::new();
-    flow_statements(body, &mut stmts);
+    crate::checker::flatten(body, &mut stmts);
     let mut calls = Vec::new();
     for s in stmts {
         for e in own_exprs(s) {
@@ -752,63 +752,6 @@ fn call_sites(body: &[Stmt], name: &str) -> Vec<TextSize> {
         })
         .map(|c| c.range().start())
         .collect()
-}
-
-/// Every statement of a body and of its nested blocks (loops, `try` handlers, `else` blocks;
-/// not nested functions or classes), in order.
-fn flow_statements<'s>(body: &'s [Stmt], out: &mut Vec<&'s Stmt>) {
-    for s in body {
-        out.push(s);
-        match s {
-            Stmt::If(i) => {
-                flow_statements(&i.body, out);
-                for c in &i.elif_else_clauses {
-                    flow_statements(&c.body, out);
-                }
-            }
-            Stmt::For(f) => {
-                flow_statements(&f.body, out);
-                flow_statements(&f.orelse, out);
-            }
-            Stmt::While(w) => {
-                flow_statements(&w.body, out);
-                flow_statements(&w.orelse, out);
-            }
-            Stmt::With(w) => flow_statements(&w.body, out),
-            Stmt::Try(t) => {
-                flow_statements(&t.body, out);
-                for h in &t.handlers {
-                    let ast::ExceptHandler::ExceptHandler(h) = h;
-                    flow_statements(&h.body, out);
-                }
-                flow_statements(&t.orelse, out);
-                flow_statements(&t.finalbody, out);
-            }
-            Stmt::Match(m) => {
-                for c in &m.cases {
-                    flow_statements(&c.body, out);
-                }
-            }
-            _ => {}
-        }
-    }
-}
-
-/// The expressions a statement evaluates itself: a compound statement's header only.
-fn own_exprs(s: &Stmt) -> Vec<&Expr> {
-    match s {
-        Stmt::Expr(e) => vec![&e.value],
-        Stmt::Assign(a) => vec![&a.value],
-        Stmt::AugAssign(a) => vec![&a.value],
-        Stmt::AnnAssign(a) => a.value.as_deref().into_iter().collect(),
-        Stmt::Return(r) => r.value.as_deref().into_iter().collect(),
-        Stmt::If(i) => vec![&i.test],
-        Stmt::While(w) => vec![&w.test],
-        Stmt::For(f) => vec![&f.iter],
-        Stmt::With(w) => w.items.iter().map(|i| &i.context_expr).collect(),
-        Stmt::Match(m) => vec![&m.subject],
-        _ => Vec::new(),
-    }
 }
 
 /// What a method's statements leave `self.<attr>` in, as far as they can be followed.

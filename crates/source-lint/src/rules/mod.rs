@@ -362,32 +362,26 @@ pub(crate) fn int_literal(e: &Expr) -> Option<u32> {
     }
 }
 
+/// Finds whether some visited expression satisfies a predicate.
+struct AnyExpr<P>(P, bool);
+
+impl<'a, P: Fn(&Expr) -> bool> Visitor<'a> for AnyExpr<P> {
+    fn visit_expr(&mut self, e: &'a Expr) {
+        self.1 |= (self.0)(e);
+        visitor::walk_expr(self, e);
+    }
+}
+
 /// Whether some sub-expression of `e` (itself included) satisfies `pred`.
 pub(crate) fn any_sub_expr(e: &Expr, pred: impl Fn(&Expr) -> bool) -> bool {
-    use ruff_python_ast::visitor::{self, Visitor};
-    struct Find<P>(P, bool);
-    impl<'a, P: Fn(&Expr) -> bool> Visitor<'a> for Find<P> {
-        fn visit_expr(&mut self, e: &'a Expr) {
-            self.1 |= (self.0)(e);
-            visitor::walk_expr(self, e);
-        }
-    }
-    let mut f = Find(pred, false);
+    let mut f = AnyExpr(pred, false);
     f.visit_expr(e);
     f.1
 }
 
 /// Whether some expression of a statement (of its nested blocks too) satisfies `pred`.
 pub(crate) fn any_sub_stmt_expr(s: &Stmt, pred: impl Fn(&Expr) -> bool) -> bool {
-    use ruff_python_ast::visitor::{self, Visitor};
-    struct Find<P>(P, bool);
-    impl<'a, P: Fn(&Expr) -> bool> Visitor<'a> for Find<P> {
-        fn visit_expr(&mut self, e: &'a Expr) {
-            self.1 |= (self.0)(e);
-            visitor::walk_expr(self, e);
-        }
-    }
-    let mut f = Find(pred, false);
+    let mut f = AnyExpr(pred, false);
     f.visit_stmt(s);
     f.1
 }
