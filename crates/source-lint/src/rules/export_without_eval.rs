@@ -915,14 +915,19 @@ impl<'c> ModeContext<'c> {
                     let clauses: Vec<&'c [Stmt]> = m.cases.iter().map(|c| &c.body[..]).collect();
                     self.alternatives(&clauses, false, at, holds, stack, mode, trained);
                 }
-                // A loop's body taken once, then its `else`.
-                Stmt::For(f) => {
-                    self.walk(&f.body, at, stack, mode, trained);
-                    self.walk(&f.orelse, at, stack, mode, trained);
-                }
-                Stmt::While(w) => {
-                    self.walk(&w.body, at, stack, mode, trained);
-                    self.walk(&w.orelse, at, stack, mode, trained);
+                // A loop's body taken once, then its `else`. A loop left by `break` may leave
+                // it in the mode of any point of its body; an `else` that exits the method
+                // (`return`, `raise`) does not reach what follows.
+                Stmt::For(ast::StmtFor { body, orelse, .. })
+                | Stmt::While(ast::StmtWhile { body, orelse, .. }) => {
+                    let before = *mode;
+                    self.walk(body, at, stack, mode, trained);
+                    if !holds(body) && *mode != before && breaks(body) {
+                        *mode = SelfMode::Unknown;
+                    }
+                    if holds(orelse) || !crate::checker::always_exits(orelse) {
+                        self.walk(orelse, at, stack, mode, trained);
+                    }
                 }
                 Stmt::With(w) => self.walk(&w.body, at, stack, mode, trained),
                 Stmt::Try(t) => {
@@ -938,7 +943,9 @@ impl<'c> ModeContext<'c> {
                     if let Some(h) = handlers.iter().find(|h| holds(h)) {
                         self.walk(h, at, stack, mode, trained);
                     }
-                    self.walk(&t.orelse, at, stack, mode, trained);
+                    if holds(&t.orelse) || !crate::checker::always_exits(&t.orelse) {
+                        self.walk(&t.orelse, at, stack, mode, trained);
+                    }
                     self.walk(&t.finalbody, at, stack, mode, trained);
                 }
                 _ => {}
@@ -963,7 +970,8 @@ impl<'c> ModeContext<'c> {
         }
         let mut after: Option<SelfMode> = None;
         let mut agree = true;
-        for c in clauses {
+        // A clause that leaves the method (`return`, `raise`) does not reach what follows.
+        for c in clauses.iter().filter(|c| !crate::checker::always_exits(c)) {
             let mut m = *mode;
             self.walk(c, at, stack, &mut m, trained);
             match after {
@@ -1068,6 +1076,26 @@ impl<'c> ModeContext<'c> {
             }
         }
     }
+}
+
+/// Whether a loop's body has a `break` of its own (not of a nested loop).
+fn breaks(body: &[Stmt]) -> bool {
+    body.iter().any(|s| match s {
+        Stmt::Break(_) => true,
+        Stmt::If(i) => breaks(&i.body) || i.elif_else_clauses.iter().any(|c| breaks(&c.body)),
+        Stmt::With(w) => breaks(&w.body),
+        Stmt::Try(t) => {
+            breaks(&t.body)
+                || breaks(&t.orelse)
+                || breaks(&t.finalbody)
+                || t.handlers.iter().any(|h| {
+                    let ast::ExceptHandler::ExceptHandler(h) = h;
+                    breaks(&h.body)
+                })
+        }
+        Stmt::Match(m) => m.cases.iter().any(|c| breaks(&c.body)),
+        _ => false,
+    })
 }
 
 /// Whether an expression is `self.<attr>` (or `self`), or a chain of the module's methods that
