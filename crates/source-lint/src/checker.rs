@@ -6084,6 +6084,8 @@ fn self_method_arguments(module: &[Stmt]) -> HashMap<String, SelfMethodArguments
         /// The names of the file's methods that take an argument: calls of others are not
         /// recorded.
         defined: HashSet<&'m str>,
+        /// Names the file imports (modules and their functions).
+        imported: HashSet<&'m str>,
     }
     impl<'a> Visitor<'a> for Calls<'_> {
         fn visit_stmt(&mut self, s: &'a Stmt) {
@@ -6110,6 +6112,9 @@ fn self_method_arguments(module: &[Stmt]) -> HashMap<String, SelfMethodArguments
                             Some(self.class.clone())
                         } else if is_self_chain(&a.value)
                             || matches!(a.value.as_ref(), Expr::Call(s) if matches!(s.func.as_ref(), Expr::Name(n) if n.id.as_str() == "super"))
+                            // `blk.to_grid(x)` in `for blk in self.blocks`: a local may hold a
+                            // module (not an imported module: `F.interpolate(...)`).
+                            || matches!(a.value.as_ref(), Expr::Name(n) if !self.imported.contains(n.id.as_str()))
                         {
                             Some(None)
                         } else {
@@ -6202,10 +6207,26 @@ fn self_method_arguments(module: &[Stmt]) -> HashMap<String, SelfMethodArguments
     if defined.is_empty() {
         return HashMap::default();
     }
+    let mut imported: HashSet<&str> = HashSet::default();
+    for s in module {
+        match s {
+            Stmt::Import(i) => imported.extend(i.names.iter().map(|a| {
+                let n = a.asname.as_ref().unwrap_or(&a.name).id.as_str();
+                n.split('.').next().unwrap_or(n)
+            })),
+            Stmt::ImportFrom(i) => imported.extend(
+                i.names
+                    .iter()
+                    .map(|a| a.asname.as_ref().unwrap_or(&a.name).id.as_str()),
+            ),
+            _ => {}
+        }
+    }
     let mut calls = Calls {
         methods: HashMap::default(),
         class: None,
         defined,
+        imported,
     };
     for s in module {
         calls.visit_stmt(s);
@@ -7640,18 +7661,17 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     // function builds or is handed).
                     // (Not a dict of tensors, whose iteration gives its keys: only names bound
                     // to lists.)
+                    // A container handed in (`feats: List[Tensor]`; dicts are `tensor_dicts`),
+                    // or bound to lists (`[x, y]`, `sorted(feats)`, `feats + [z]`).
                     let list_of_tensors = |n: &str| {
                         self.state().containers.contains(n)
                             && !self.state().tensor_dicts.contains(n)
                             && self.bodies.last().is_some_and(|body| {
-                                let values = rules::bound_values(body, n);
-                                !values.is_empty()
-                                    && values.iter().all(|v| {
-                                        matches!(
-                                            v,
-                                            Expr::List(_) | Expr::ListComp(_) | Expr::Tuple(_)
-                                        )
-                                    })
+                                rules::bound_values(body, n).iter().all(|v| {
+                                    matches!(v, Expr::List(_) | Expr::ListComp(_) | Expr::Tuple(_) | Expr::BinOp(_))
+                                        || matches!(v, Expr::Call(c) if matches!(c.func.as_ref(),
+                                            Expr::Name(f) if matches!(f.id.as_str(), "sorted" | "list" | "tuple" | "reversed")))
+                                })
                             })
                     };
                     let of_tensors = |iter: &Expr| {

@@ -627,6 +627,7 @@ fn check_self_attribute(ch: &mut Checker, call: &ast::ExprCall, attr: &str) {
         stored: &stored,
         mode_helpers: &mode_helpers,
         memo: Default::default(),
+        cut: Default::default(),
     };
     let at = call.range().start();
     let here = cx.mode(&method.body, Some(at), &mut vec![name]);
@@ -774,6 +775,9 @@ struct ModeContext<'c> {
     stored: &'c crate::HashSet<&'c str>,
     mode_helpers: &'c crate::HashSet<&'c str>,
     memo: std::cell::RefCell<crate::HashMap<&'c str, SelfMode>>,
+    /// Set when a call back into a method being followed was cut: what was computed then is
+    /// not remembered.
+    cut: std::cell::Cell<bool>,
 }
 
 /// Names whose words say they may switch a module's mode (`self.prepare_for_export()`,
@@ -837,6 +841,7 @@ impl<'c> ModeContext<'c> {
     /// The mode of a method of the class called from another, followed once.
     fn method_mode(&self, name: &'c str, body: &'c [Stmt], stack: &mut Vec<&'c str>) -> SelfMode {
         if stack.contains(&name) {
+            self.cut.set(true);
             return SelfMode::Unset;
         }
         if let Some(m) = self.memo.borrow().get(name) {
@@ -847,7 +852,8 @@ impl<'c> ModeContext<'c> {
         let generator = body.iter().any(|s| {
             crate::rules::any_sub_stmt_expr(s, |e| matches!(e, Expr::Yield(_) | Expr::YieldFrom(_)))
         });
-        let mode = if generator || stack.len() > 8 {
+        let outer_cut = self.cut.replace(false);
+        let mode = if generator {
             SelfMode::Unknown
         } else {
             stack.push(name);
@@ -855,7 +861,11 @@ impl<'c> ModeContext<'c> {
             stack.pop();
             mode
         };
-        self.memo.borrow_mut().insert(name, mode);
+        let cut = self.cut.get();
+        if !cut {
+            self.memo.borrow_mut().insert(name, mode);
+        }
+        self.cut.set(outer_cut || cut);
         mode
     }
 
@@ -913,7 +923,12 @@ impl<'c> ModeContext<'c> {
                 }
                 Stmt::Match(m) => {
                     let clauses: Vec<&'c [Stmt]> = m.cases.iter().map(|c| &c.body[..]).collect();
-                    self.alternatives(&clauses, false, at, holds, stack, mode, trained);
+                    // `case _:` (unguarded) makes the cases complete.
+                    let complete = m.cases.last().is_some_and(|c| {
+                        c.guard.is_none()
+                            && matches!(&c.pattern, ast::Pattern::MatchAs(p) if p.pattern.is_none())
+                    });
+                    self.alternatives(&clauses, complete, at, holds, stack, mode, trained);
                 }
                 // A loop's body taken once, then its `else`. A loop left by `break` may leave
                 // it in the mode of any point of its body; an `else` that exits the method
