@@ -627,7 +627,6 @@ fn check_self_attribute(ch: &mut Checker, call: &ast::ExprCall, attr: &str) {
         stored: &stored,
         mode_helpers: &mode_helpers,
         memo: Default::default(),
-        cut: Default::default(),
     };
     let at = call.range().start();
     let here = cx.mode(&method.body, Some(at), &mut vec![name]);
@@ -775,9 +774,6 @@ struct ModeContext<'c> {
     stored: &'c crate::HashSet<&'c str>,
     mode_helpers: &'c crate::HashSet<&'c str>,
     memo: std::cell::RefCell<crate::HashMap<&'c str, SelfMode>>,
-    /// Set when a call back into a method being followed was cut: what was computed then is
-    /// not remembered.
-    cut: std::cell::Cell<bool>,
 }
 
 /// Names whose words say they may switch a module's mode (`self.prepare_for_export()`,
@@ -841,7 +837,6 @@ impl<'c> ModeContext<'c> {
     /// The mode of a method of the class called from another, followed once.
     fn method_mode(&self, name: &'c str, body: &'c [Stmt], stack: &mut Vec<&'c str>) -> SelfMode {
         if stack.contains(&name) {
-            self.cut.set(true);
             return SelfMode::Unset;
         }
         if let Some(m) = self.memo.borrow().get(name) {
@@ -852,7 +847,6 @@ impl<'c> ModeContext<'c> {
         let generator = body.iter().any(|s| {
             crate::rules::any_sub_stmt_expr(s, |e| matches!(e, Expr::Yield(_) | Expr::YieldFrom(_)))
         });
-        let outer_cut = self.cut.replace(false);
         let mode = if generator {
             SelfMode::Unknown
         } else {
@@ -861,11 +855,10 @@ impl<'c> ModeContext<'c> {
             stack.pop();
             mode
         };
-        let cut = self.cut.get();
-        if !cut {
-            self.memo.borrow_mut().insert(name, mode);
-        }
-        self.cut.set(outer_cut || cut);
+        // Remembered even when a call back into a method being followed was cut (mutual
+        // recursion): following each method once keeps a class of helpers that call each other
+        // linear, at the price of an answer read from one order of the calls.
+        self.memo.borrow_mut().insert(name, mode);
         mode
     }
 
