@@ -7657,6 +7657,24 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         }
                         (target, iter) => over.push((target, iter)),
                     }
+                    // `[k for k, v in outs.items() if v.sum() > 0]` over a dict of tensors: its
+                    // values are tensors.
+                    let mut dict_values: Vec<&Expr> = Vec::new();
+                    if let Expr::Call(c) = &g.iter {
+                        if let Some((m @ ("items" | "values"), Expr::Name(d))) = self.method(c) {
+                            if c.arguments.is_empty()
+                                && self.state().tensor_dicts.contains(d.id.as_str())
+                            {
+                                match (m, &g.target) {
+                                    ("items", Expr::Tuple(t)) if t.elts.len() == 2 => {
+                                        dict_values.push(&t.elts[1]);
+                                    }
+                                    ("values", t) => dict_values.push(t),
+                                    _ => {}
+                                }
+                            }
+                        }
+                    }
                     // Over a tensor, or a list of tensors (`feats = [x, y]`, a list the
                     // function builds or is handed).
                     // (Not a dict of tensors, whose iteration gives its keys: only names bound
@@ -7680,6 +7698,9 @@ impl<'a> Visitor<'a> for Checker<'a> {
                             || matches!(iter, Expr::List(l) if !l.elts.is_empty() && l.elts.iter().all(|e| self.is_tensor(e)))
                     };
                     let mut tensor_targets: Vec<String> = Vec::new();
+                    for v in dict_values {
+                        collect_names(v, &mut tensor_targets);
+                    }
                     for (target, iter) in over {
                         match target {
                             Expr::Name(n) if of_tensors(iter) => {
