@@ -4575,6 +4575,13 @@ pub(crate) fn name_bindings(body: &[Stmt]) -> HashMap<&str, usize> {
     count.0
 }
 
+/// Whether a function is decorated `@staticmethod` (called through `self` without it).
+fn is_static_method(f: &ast::StmtFunctionDef) -> bool {
+    f.decorator_list
+        .iter()
+        .any(|d| matches!(&d.expression, Expr::Name(n) if n.id.as_str() == "staticmethod"))
+}
+
 /// The expressions a statement evaluates itself (compound statements: their header only;
 /// [`flatten`] lists the statements of their bodies).
 pub(crate) fn own_exprs(s: &Stmt) -> Vec<&Expr> {
@@ -6017,14 +6024,13 @@ impl ArgumentKinds {
     }
 }
 
-/// How the calls `self.<method>(...)` of a file fill a method's arguments with the module's
-/// attributes (`self.pos_embed`; `None` for a submodule's `.weight`/`.bias`), by position
-/// (counting from the first argument after `self`) or keyword. `None` for an argument some call
-/// fills with anything else.
 /// An attribute of the module an argument names (`self.pos_embed`), or `None` for a submodule's
 /// `.weight`/`.bias`.
 type WeightRef = Option<String>;
 
+/// How the calls of a method of the file fill its arguments with the module's attributes, by
+/// position (counting from the first argument a call passes) or keyword; `None` for an argument
+/// some call fills with anything else.
 #[derive(Default)]
 pub(crate) struct SelfMethodArguments {
     /// The classes (`None`: another receiver) where the method is used otherwise: passed as a
@@ -6075,17 +6081,21 @@ impl SelfMethodArguments {
     }
 }
 
-/// Every `self.<method>(...)` call of a file (and every `x.<method>(...)` on another receiver),
-/// keyed by the method's name and the calling class: see [`SelfMethodArguments`].
-fn self_method_arguments(module: &[Stmt]) -> HashMap<String, SelfMethodArguments> {
+/// The calls of the file's methods that take an argument, keyed by the method's name and the
+/// calling class: through `self`, a submodule, `super()` or a local (not an imported module); see
+/// [`SelfMethodArguments`].
+fn self_method_arguments<'m>(
+    module: &'m [Stmt],
+    imported: &'m HashMap<String, String>,
+) -> HashMap<String, SelfMethodArguments> {
     struct Calls<'m> {
         methods: HashMap<String, SelfMethodArguments>,
         class: Option<String>,
         /// The names of the file's methods that take an argument: calls of others are not
         /// recorded.
         defined: HashSet<&'m str>,
-        /// Names the file imports (modules and their functions).
-        imported: HashSet<&'m str>,
+        /// The names the file imports ([`Checker::imports`]): modules and their functions.
+        imported: &'m HashMap<String, String>,
     }
     impl<'a> Visitor<'a> for Calls<'_> {
         fn visit_stmt(&mut self, s: &'a Stmt) {
@@ -6106,15 +6116,14 @@ fn self_method_arguments(module: &[Stmt]) -> HashMap<String, SelfMethodArguments
                             return;
                         }
                         // Through `self`: the calling class's method. Through a submodule
-                        // (`self.block.square(x)`) or `super()`: any class's. Other receivers
-                        // (`df.resample(...)`, `F.interpolate(...)`) are other objects.
+                        // (`self.block.square(x)`), `super()` or a local: any class's.
                         let caller = if is_self(&a.value) {
                             Some(self.class.clone())
                         } else if is_self_chain(&a.value)
                             || matches!(a.value.as_ref(), Expr::Call(s) if matches!(s.func.as_ref(), Expr::Name(n) if n.id.as_str() == "super"))
                             // `blk.to_grid(x)` in `for blk in self.blocks`: a local may hold a
                             // module (not an imported module: `F.interpolate(...)`).
-                            || matches!(a.value.as_ref(), Expr::Name(n) if !self.imported.contains(n.id.as_str()))
+                            || matches!(a.value.as_ref(), Expr::Name(n) if !self.imported.contains_key(n.id.as_str()))
                         {
                             Some(None)
                         } else {
@@ -6193,10 +6202,7 @@ fn self_method_arguments(module: &[Stmt]) -> HashMap<String, SelfMethodArguments
     }
     let defined: HashSet<&str> = functions_and_methods(module)
         .filter(|(class, f)| {
-            let static_method = f
-                .decorator_list
-                .iter()
-                .any(|d| matches!(&d.expression, Expr::Name(n) if n.id.as_str() == "staticmethod"));
+            let static_method = is_static_method(f);
             let params = f.parameters.posonlyargs.len()
                 + f.parameters.args.len()
                 + f.parameters.kwonlyargs.len();
@@ -6206,21 +6212,6 @@ fn self_method_arguments(module: &[Stmt]) -> HashMap<String, SelfMethodArguments
         .collect();
     if defined.is_empty() {
         return HashMap::default();
-    }
-    let mut imported: HashSet<&str> = HashSet::default();
-    for s in module {
-        match s {
-            Stmt::Import(i) => imported.extend(i.names.iter().map(|a| {
-                let n = a.asname.as_ref().unwrap_or(&a.name).id.as_str();
-                n.split('.').next().unwrap_or(n)
-            })),
-            Stmt::ImportFrom(i) => imported.extend(
-                i.names
-                    .iter()
-                    .map(|a| a.asname.as_ref().unwrap_or(&a.name).id.as_str()),
-            ),
-            _ => {}
-        }
     }
     let mut calls = Calls {
         methods: HashMap::default(),
@@ -6490,9 +6481,7 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
                         continue;
                     };
                     for callee in std::iter::once(*callee).chain(overrides.iter().copied()) {
-                        let static_method = callee.decorator_list.iter().any(|d| {
-                        matches!(&d.expression, Expr::Name(n) if n.id.as_str() == "staticmethod")
-                    });
+                        let static_method = is_static_method(callee);
                         let mut bind = |name: &str, arg: &Expr| {
                             if frozen_here(arg, &frozen_names) {
                                 let seed = seeds.entry(callee.range.start()).or_default();
@@ -7228,9 +7217,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         // `self.position_embeddings` alone: a weight, whose sizes are constants.
                         // Counted from the first argument a call passes: after `self`/`cls`,
                         // from the first parameter of a static method.
-                        let static_method = f.decorator_list.iter().any(|d| {
-                            matches!(&d.expression, Expr::Name(n) if n.id.as_str() == "staticmethod")
-                        });
+                        let static_method = is_static_method(f);
                         let shift = usize::from(!static_method);
                         if let Some(class) = self.classes.last().filter(|_| {
                             static_method || matches!(positional.first(), Some(&("self" | "cls")))
@@ -7241,7 +7228,9 @@ impl<'a> Visitor<'a> for Checker<'a> {
                                 .and_then(|p| p.checked_sub(shift));
                             let fills = self
                                 .self_method_arguments
-                                .get_or_init(|| self_method_arguments(self.bodies[0]))
+                                .get_or_init(|| {
+                                    self_method_arguments(self.bodies[0], &self.imports)
+                                })
                                 .get(f.name.id.as_str())
                                 .and_then(|m| m.fills(class, &self.class_bases, position, name));
                             if fills.is_some_and(|attrs| {
@@ -7675,12 +7664,9 @@ impl<'a> Visitor<'a> for Checker<'a> {
                             }
                         }
                     }
-                    // Over a tensor, or a list of tensors (`feats = [x, y]`, a list the
-                    // function builds or is handed).
-                    // (Not a dict of tensors, whose iteration gives its keys: only names bound
-                    // to lists.)
-                    // A container handed in (`feats: List[Tensor]`; dicts are `tensor_dicts`),
-                    // or bound to lists (`[x, y]`, `sorted(feats)`, `feats + [z]`).
+                    // Over a tensor, or a list of tensors: a container handed in (`feats:
+                    // List[Tensor]`) or bound to lists (`[x, y]`, `sorted(feats)`, `feats +
+                    // [z]`); not a dict of tensors (`tensor_dicts`), whose iteration gives keys.
                     let list_of_tensors = |n: &str| {
                         self.state().containers.contains(n)
                             && !self.state().tensor_dicts.contains(n)
