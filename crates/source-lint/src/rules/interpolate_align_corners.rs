@@ -15,7 +15,8 @@
 //! `self.upsample_cfg = dict(mode="bilinear")`, MMCV's idiom) is read too, with no fix (the
 //! dict is where `align_corners` goes).
 //! `F.interpolate` in functions beside a model that export does not reach (data augmentation,
-//! evaluation) is left alone.
+//! evaluation) is left alone, and so is one a constructor runs (a dataset's `__init__` resizing
+//! its images once).
 //!
 //! ## Why is this bad?
 //! `align_corners` decides the ONNX `Resize` attribute `coordinate_transformation_mode`

@@ -19,7 +19,8 @@
 //! of it freezes it. A cache the module refreshes (`self.grid = self.make_grid(n)`) is left alone,
 //! and so are the sizes of the module's own weights (`s = int(math.sqrt(self.pos_embed.shape[1]))`
 //! with `pos_embed` an `nn.Parameter` or buffer of `__init__` that no other method stores again,
-//! `len(self.embed.weight)`):
+//! `len(self.embed.weight)`, a helper's parameter that every call of the method fills with one,
+//! `self.resize(self.pos_embed, h, w)`, and a slice of it by numbers, `pos[:, 1:]`):
 //! they are constants of the model, whatever size the input has.
 //!
 //! ## Why is this bad?
