@@ -1830,7 +1830,21 @@ impl<'a> Checker<'a> {
     }
 
     pub fn literal(&self, name: &str) -> Option<&Expr> {
-        self.fns.iter().rev().find_map(|f| f.literals.get(name))
+        let (last, outer) = self.fns.split_last()?;
+        if let Some(e) = last.literals.get(name) {
+            return Some(e);
+        }
+        // A parameter or any other binding of the function shadows the module's (`def
+        // get_grid(self, shape, device)`, `device = x.device` beside `device =
+        // torch.device("cuda")`).
+        let found = outer.iter().rev().find_map(|f| f.literals.get(name))?;
+        if self.defs.last().is_some_and(|f| {
+            f.parameters.iter().any(|p| p.name().id.as_str() == name)
+                || rules::stores_name(&f.body, name)
+        }) {
+            return None;
+        }
+        Some(found)
     }
 
     /// [`Checker::literal`], but a binding of the enclosing function written after offset `at`
@@ -4907,9 +4921,9 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                     && matches!(b.left.as_ref(), Expr::List(_)))
                 // `names = ["mel", "f0"] if nsf else ["mel"]`, `mode = "nearest" if fast else
                 // "bilinear"`
-                || matches!(value, Expr::If(i) if (matches!(i.body.as_ref(), Expr::List(_))
+                || matches!(value, Expr::If(i) if matches!(i.body.as_ref(), Expr::List(_))
                     && matches!(i.orelse.as_ref(), Expr::List(_)))
-                    || (i.body.is_string_literal_expr() && i.orelse.is_string_literal_expr()))
+                || (value.is_if_expr() && rules::string_choice(value))
                 || matches!(value, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "dict"))
                 // `export = partial(torch.onnx.export, opset_version=11)`, `MHA =
                 // partial(nn.MultiheadAttention, batch_first=True)`: the bound arguments.
@@ -4917,9 +4931,9 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                 // `cache_in = [f"cache{i}_in" for i in range(n)]`: names by a pattern.
                 || matches!(value, Expr::ListComp(l)
                     if matches!(l.elt.as_ref(), Expr::FString(_) | Expr::StringLiteral(_)))
-                // `DEVICE = torch.device("cuda")`
+                // `DEVICE = torch.device("cuda")`, `torch.device("cuda" if ... else "cpu")`
                 || matches!(value, Expr::Call(c) if ch.torch_fn(c).is_some_and(|q| q == "torch.device")
-                    && matches!(c.arguments.args.first(), Some(Expr::StringLiteral(_))));
+                    && c.arguments.args.first().is_some_and(rules::string_choice));
             let array = ch.is_array(value);
             let record = ch.record_of(value).map(str::to_string);
             // `outputs_class = [self.class_embed(h) for h in hs]`: a list of tensors, whose
@@ -6273,6 +6287,11 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
     fn mask(e: &Expr, names: &HashSet<String>) -> bool {
         match e {
             Expr::Name(n) => names.contains(n.id.as_str()) || names_a_mask(n.id.as_str()),
+            // `self.own_ship`, a Boolean buffer of the class by its value (`SELF_BOOL`
+            // entries; not by its name: `self.mask_token_id` is a number).
+            Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") => {
+                names.contains(&format!("{SELF_BOOL}{}", a.attr.id))
+            }
             Expr::Compare(c) => {
                 let literal = |e: &Expr| {
                     e.is_string_literal_expr()
@@ -6353,6 +6372,13 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
         let mut frozen_names: HashSet<String> = HashSet::default();
         let mut size_names: HashSet<String> = HashSet::default();
         let mut mask_names: HashSet<String> = HashSet::default();
+        if let Some(class) = class {
+            mask_names.extend(
+                class_bool_attributes(module, class)
+                    .into_iter()
+                    .map(|a| format!("{SELF_BOOL}{a}")),
+            );
+        }
         // `batch = len(seq)` with `seq` a parameter taken for a tensor (no default, unannotated
         // or annotated `Tensor`): the batch as a Python number.
         let tensor_params: HashSet<&str> = f
@@ -6776,6 +6802,11 @@ fn bool_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
                 k.arg.as_ref().is_some_and(|a| a.as_str() == "dtype")
                     && ch.qualify(&k.value).is_some_and(|d| d == "torch.bool")
             }) || matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "bool")
+                // `self.register_buffer("own_ship", own_ship_mask())`: a helper of the project
+                // named for a mask, or one whose every `return` is a comparison.
+                || matches!(c.func.as_ref(), Expr::Name(n) if helper_builds_mask(ch.bodies[0], n.id.as_str())
+                    && ch.qualify(&c.func).is_none_or(|q| !q.starts_with("torch")))
+                || ch.mask_return(c) == Some(&[true][..])
                 // `torch.tensor(CFG.disabled_outputs)` of `[False, True, ...]`, with no other
                 // dtype given; a name the class's methods bind (a parameter, a local) is theirs.
                 || c.arguments.args.first().is_some_and(|a| {
@@ -6883,6 +6914,113 @@ fn local_values<'s>(class_body: &'s [Stmt], name: &str) -> Vec<&'s Expr> {
 
 /// `self.register_buffer("name", value)` / `self.register_parameter("name", value)` calls in the
 /// methods of a class body: the name and, when given, the value.
+/// The prefix of a class's Boolean attributes among a function's mask names in
+/// [`argument_seeds`] (`self.` cannot start a local's name).
+const SELF_BOOL: &str = "self.";
+
+/// The attributes a class of the module (by name) sets or registers as Boolean tensors, read
+/// from their spelling alone: a comparison, `dtype=torch.bool`, `.bool()`, or a helper named
+/// for a mask (`self.register_buffer("own_ship", own_ship_mask())`).
+fn class_bool_attributes<'a>(module: &'a [Stmt], class: &str) -> Vec<&'a str> {
+    let class_def = |name: &str| {
+        module.iter().find_map(|s| match s {
+            Stmt::ClassDef(c) if c.name.id.as_str() == name => Some(c),
+            _ => None,
+        })
+    };
+    // The class and its bases of this file (`class Child(Base)` reading `self.dead`).
+    let mut lineage: Vec<&ast::StmtClassDef> = class_def(class).into_iter().collect();
+    let mut i = 0;
+    while i < lineage.len() {
+        for b in lineage[i].bases() {
+            if let Some(d) = b.as_name_expr().and_then(|n| class_def(n.id.as_str())) {
+                if !lineage.iter().any(|c| c.name.id == d.name.id) {
+                    lineage.push(d);
+                }
+            }
+        }
+        i += 1;
+    }
+    let boolean = |v: &Expr| match v {
+        Expr::Compare(c) => compares_values(c),
+        Expr::Call(c) => {
+            c.arguments.keywords.iter().any(|k| {
+                k.arg.as_ref().is_some_and(|a| a.as_str() == "dtype")
+                    && matches!(&k.value, Expr::Attribute(d) if d.attr.id.as_str() == "bool")
+            }) || match c.func.as_ref() {
+                Expr::Attribute(a) => a.attr.id.as_str() == "bool",
+                Expr::Name(n) => helper_builds_mask(module, n.id.as_str()),
+                _ => false,
+            }
+        }
+        _ => false,
+    };
+    lineage
+        .iter()
+        .flat_map(|c| {
+            self_assignments(&c.body)
+                .into_iter()
+                .chain(
+                    registrations(&c.body)
+                        .into_iter()
+                        .filter_map(|(name, value)| Some((name, value?))),
+                )
+                .filter(|(_, v)| {
+                    boolean(v)
+                        // `dead = torch.zeros(n, dtype=torch.bool)` ... `register_buffer("dead", dead)`
+                        || matches!(v, Expr::Name(n) if local_values(&c.body, n.id.as_str())
+                            .into_iter()
+                            .any(&boolean))
+                })
+        })
+        .map(|(attr, _)| attr)
+        .collect()
+}
+
+/// Whether a function of the module (by name) builds a Boolean mask: every `return` gives a
+/// comparison, a `.bool()`, or a local bound only to such values or to a tensor made with
+/// `dtype=torch.bool` (`mask = torch.zeros(n, dtype=torch.bool)` ... `return mask`; not
+/// `return keep.nonzero().squeeze(1)`, nor `return torch.arange(0, c, g)`). A helper of another
+/// file is read by the project pass instead ([`Checker::mask_return`]).
+fn helper_builds_mask(module: &[Stmt], name: &str) -> bool {
+    let Some(f) = module.iter().find_map(|s| match s {
+        Stmt::FunctionDef(f) if f.name.id.as_str() == name => Some(f),
+        _ => None,
+    }) else {
+        return false;
+    };
+    fn boolean(v: &Expr) -> bool {
+        match v {
+            Expr::Compare(c) => compares_values(c),
+            Expr::Call(c) => {
+                c.arguments.keywords.iter().any(|k| {
+                    k.arg.as_ref().is_some_and(|a| a.as_str() == "dtype")
+                        && matches!(&k.value, Expr::Attribute(d) if d.attr.id.as_str() == "bool")
+                }) || matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "bool")
+            }
+            _ => false,
+        }
+    }
+    let mut stmts = Vec::new();
+    flatten(&f.body, &mut stmts);
+    let returns: Vec<&Expr> = stmts
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Return(r) => Some(r.value.as_deref()),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()
+        .unwrap_or_default();
+    !returns.is_empty()
+        && returns.iter().all(|v| match v {
+            Expr::Name(n) => {
+                let values = rules::bound_values(&f.body, n.id.as_str());
+                !values.is_empty() && values.iter().all(|v| boolean(v))
+            }
+            v => boolean(v),
+        })
+}
+
 fn registrations(class_body: &[Stmt]) -> Vec<(&str, Option<&Expr>)> {
     let mut out = Vec::new();
     for stmt in method_statements(class_body) {

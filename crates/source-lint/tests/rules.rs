@@ -452,6 +452,18 @@ const CORPUS_DIRS: &[&str] = &[
     "fencing",
     "planetarium",
     "saltworks",
+    "knitting",
+    "submarines",
+    "bowling",
+    "typesetting",
+    "marathons",
+    "greenhouse",
+    "skiresorts",
+    "pharmacy",
+    "shipyards",
+    "carwash",
+    "vinyl",
+    "rodeo",
 ];
 
 #[test]

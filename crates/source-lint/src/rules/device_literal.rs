@@ -2,7 +2,10 @@
 //! Flags tensors placed on a device spelled as a literal inside model code:
 //! `torch.zeros(n, device="cuda")`, `torch.tensor(v, device=torch.device("cuda:0"))`,
 //! `t.cuda()`, `t.to("cuda")`, also through a name bound to such a literal in the function or at
-//! module level (`DEVICE = "cuda"`, `GPU = torch.device("cuda:0")`) or through an attribute set
+//! module level (`DEVICE = "cuda"`, `GPU = torch.device("cuda:0")`, and `DEV = "cuda" if
+//! torch.cuda.is_available() else "cpu"`, the machine's accelerator rather than the input's
+//! device; a choice that reads the input, `"cuda" if x.is_cuda else "cpu"`, follows it and is
+//! left alone; a parameter of the same name shadows the module's) or through an attribute set
 //! once from an `__init__` parameter whose accelerator default some construction in the file keeps
 //! (`def __init__(self, device="cuda"): self.device_str = device`), and the legacy CUDA tensor
 //! types (`t.type(torch.cuda.FloatTensor)`, `torch.cuda.LongTensor(n)`). The `__init__` of a
@@ -55,7 +58,37 @@ fn literal_device(ch: &Checker, e: &Expr) -> Option<String> {
     let s = match e {
         Expr::StringLiteral(_) => string_literal(e)?,
         Expr::Call(c) if ch.torch_fn(c).is_some_and(|q| q == "torch.device") => {
-            string_literal(c.arguments.args.first()?)?
+            return literal_device(ch, c.arguments.args.first()?);
+        }
+        // `DEV = "cuda" if torch.cuda.is_available() else "cpu"`: the machine's accelerator when
+        // it has one, not the input's device (`"cuda" if x.is_cuda else "cpu"` follows it).
+        // A choice made in the function from its own values (`on_gpu = x.is_cuda`, a
+        // `use_cuda` parameter) may follow the input as well.
+        Expr::If(i)
+            if !crate::rules::any_sub_expr(&i.test, |t| match t {
+                Expr::Attribute(a) => {
+                    matches!(
+                        a.attr.id.as_str(),
+                        "is_cuda" | "device" | "get_device" | "is_mps"
+                    )
+                }
+                Expr::Name(n) => ch.defs.last().is_some_and(|f| {
+                    f.parameters
+                        .iter()
+                        .any(|p| p.name().id.as_str() == n.id.as_str())
+                        || crate::rules::stores_name(&f.body, n.id.as_str())
+                }),
+                _ => false,
+            }) =>
+        {
+            let body = literal_device(ch, &i.body);
+            let orelse = literal_device(ch, &i.orelse);
+            return body
+                .clone()
+                .filter(|d| !d.starts_with("cpu"))
+                .or(orelse.clone().filter(|d| !d.starts_with("cpu")))
+                .or(body)
+                .or(orelse);
         }
         Expr::Name(n) => {
             return ch
@@ -86,6 +119,26 @@ fn literal_device(ch: &Checker, e: &Expr) -> Option<String> {
     is_device(s).then(|| s.to_string())
 }
 
+/// Whether the device is the machine's choice (`"cuda" if torch.cuda.is_available() else
+/// "cpu"`, directly, through `torch.device(...)` or a name bound to one): in `__init__` it
+/// builds buffers and submodules on the host's device, which `model.to(...)` moves as a whole
+/// and which is "cpu" on a host without an accelerator.
+fn chosen_device(ch: &Checker, e: &Expr) -> bool {
+    match e {
+        Expr::If(_) => true,
+        Expr::Call(c) if ch.torch_fn(c).is_some_and(|q| q == "torch.device") => c
+            .arguments
+            .args
+            .first()
+            .is_some_and(|a| chosen_device(ch, a)),
+        Expr::Name(n) => ch
+            .literal(n.id.as_str())
+            .filter(|v| !matches!(v, Expr::Name(_)))
+            .is_some_and(|v| chosen_device(ch, v)),
+        _ => false,
+    }
+}
+
 /// Whether a string names a device (`"cuda:0"`, `"cpu"`).
 fn is_device(s: &str) -> bool {
     let kind = s.split(':').next().unwrap_or(s);
@@ -110,7 +163,8 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     // `.cuda(rank)` place the whole module the way the caller asks.
     let init = !ch.in_model();
     if let Some(k) = keyword(call, "device") {
-        if let Some(dev) = literal_device(ch, &k.value).filter(|d| !(init && d.starts_with("cpu")))
+        if let Some(dev) = literal_device(ch, &k.value)
+            .filter(|d| !(init && (d.starts_with("cpu") || chosen_device(ch, &k.value))))
         {
             // A call spread over several lines is reported on its first line (where readers
             // and reviewers look for the call), the keyword's own line otherwise.
@@ -165,8 +219,8 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
             .arguments
             .args
             .first()
-            .and_then(|a| literal_device(ch, a))
-            .is_some_and(|d| !(init && d.starts_with("cpu"))),
+            .and_then(|a| literal_device(ch, a).map(|d| (a, d)))
+            .is_some_and(|(a, d)| !(init && (d.starts_with("cpu") || chosen_device(ch, a)))),
         _ => false,
     };
     // In model code whatever is moved (a tensor, a buffer, a submodule) ends up on that device.

@@ -18,7 +18,8 @@
 //! neither the local nor the submodule was put in eval mode. When the exported module is a
 //! parameter of a function of the file (`def _export(module, path): torch.onnx.export(module,
 //! ...)`), the callers in the file decide: it is flagged when one of them passes a local it never
-//! put in eval mode, and left alone when no caller is seen. A loader imported from another linted
+//! put in eval mode (also moved or cast on the way, `export_model(net.cpu())`, which returns the
+//! module in the mode it was in), and left alone when no caller is seen. A loader imported from another linted
 //! file that ends in `model.eval()` (`det = load_detector(path)`) counts as putting the model in
 //! eval mode, as one of the same file does. A module a class keeps (`torch.onnx.export(self.model,
 //! ...)` in a trainer's or service's method) is judged by the mode the method's statements before
@@ -1235,6 +1236,22 @@ fn caller_without_eval(ch: &Checker, name: &str) -> Option<(String, String)> {
                     None => continue,
                 },
             };
+            // `export_cab_model(net.cpu())`: moving or casting a module returns the module,
+            // in the mode it was in.
+            let mut arg = arg;
+            while let Expr::Call(m) = arg {
+                match m.func.as_ref() {
+                    Expr::Attribute(a)
+                        if matches!(
+                            a.attr.id.as_str(),
+                            "cpu" | "cuda" | "to" | "float" | "double" | "half" | "bfloat16"
+                        ) =>
+                    {
+                        arg = &a.value;
+                    }
+                    _ => break,
+                }
+            }
             let Expr::Name(n) = arg else { continue };
             let mode = mode_in(ch, caller_body, n.id.as_str(), None, c.range().start());
             if mode.assigned && !mode.evaluated {

@@ -5,7 +5,8 @@
 //! `F.interpolate(..., align_corners=False)`); also bound by `functools.partial(F.interpolate,
 //! mode="bilinear")` or written in a lambda that model code calls (`self.up = lambda t:
 //! F.interpolate(t, ...)`, which every rule reads as model code). The mode may be a literal or a
-//! name bound to one, such as a parameter's default (`def resize(x, size, mode="bilinear")`);
+//! name bound to one, such as a parameter's default (`def resize(x, size, mode="bilinear")`, or a
+//! config field's: `mode: str = DEFAULT_OPS.resize_mode`);
 //! `self.mode` read from a config class's field default or from an `__init__` parameter's
 //! default (`def __init__(self, mode="bilinear"): self.mode = mode`) when some construction in
 //! the file leaves it out or passes a linear one, literally or as such a config field
@@ -40,7 +41,8 @@
 use crate::checker::{is_self, module_class, self_assignments, Checker};
 use crate::registry::{FixKind, Rule};
 use crate::rules::{
-    append_argument, argument, config_field_default, init_parameter_strings, string_literal,
+    append_argument, argument, config_field_default, init_parameter_strings, keyword,
+    string_literal,
 };
 use diagnostics::Severity;
 use ruff_python_ast as ast;
@@ -105,6 +107,44 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     let mut certain = true;
     let Some(mode) = mode_arg.and_then(|m| match m {
         // `mode = "nearest" if self.fast else "bilinear"`: one choice is linear.
+        // `def resize_like(x, ref, mode: str = DEFAULT_OPS.resize_mode)`: a parameter whose
+        // default is a config field.
+        ast::Expr::Name(n) if ch.literal(n.id.as_str()).is_none() => {
+            let default = ch.defs.last()?.parameters.iter().find_map(|p| {
+                (p.name().id.as_str() == n.id.as_str())
+                    .then(|| p.default())
+                    .flatten()
+            })?;
+            certain = false;
+            let ast::Expr::Attribute(a) = default else {
+                return None;
+            };
+            // `DEFAULT_OPS = OpsConfig(resize_mode="nearest")`: what the instance was built
+            // with, when the module builds it (unknown with positional arguments).
+            let built = match a.value.as_ref() {
+                ast::Expr::Name(inst) => ch.bodies[0].iter().find_map(|s| match s {
+                    ast::Stmt::Assign(x)
+                        if matches!(&x.targets[..], [ast::Expr::Name(t)] if t.id == inst.id) =>
+                    {
+                        match x.value.as_ref() {
+                            ast::Expr::Call(c) => Some(c),
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                }),
+                _ => None,
+            };
+            match built {
+                Some(c) if !c.arguments.args.is_empty() => None,
+                Some(c) if c.arguments.keywords.iter().any(|k| k.arg.is_none()) => None,
+                Some(c) => match keyword(c, a.attr.id.as_str()) {
+                    Some(k) => string_literal(&k.value),
+                    None => config_mode(ch, a),
+                },
+                None => config_mode(ch, a),
+            }
+        }
         ast::Expr::Name(n) => match ch.literal(n.id.as_str())? {
             ast::Expr::If(i) => {
                 certain = false;

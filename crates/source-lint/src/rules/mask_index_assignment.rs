@@ -3,7 +3,10 @@
 //! index is a comparison, an inverted or combined mask, a name the function also hands over as
 //! a padding mask (`key_padding_mask=pad`), or a local bound to one (also a loop's
 //! target over a list of masks: `for m in [p > t for t in ts]: x[m] = v`, or a parameter a
-//! caller fills with a mask, also in a subclass's override of the method called); also through a
+//! caller fills with a mask, also in a subclass's override of the method called, or a Boolean
+//! buffer of the module: `self.register_buffer("dead", torch.zeros(n, dtype=torch.bool))`, one a
+//! helper named for a mask builds, indexed here or handed to a helper of this or another file,
+//! `clamp_dead(x, self.dead)`); also through a
 //! mask's indices, `x[torch.where(m)] = v` (one-argument `where`), which is the same write.
 //!
 //! ## Why is this bad?

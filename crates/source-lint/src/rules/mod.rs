@@ -524,6 +524,45 @@ pub(crate) fn bound_values<'a>(body: &'a [Stmt], name: &str) -> Vec<&'a Expr> {
     b.values
 }
 
+/// Whether a function body stores to `name` anywhere outside nested functions and classes
+/// (an assignment, a loop or `with` target, a comprehension's variable, `:=`, a lambda's
+/// parameter): the name is then the function's own, not the module's.
+pub(crate) fn stores_name(body: &[Stmt], name: &str) -> bool {
+    struct Stores<'n>(&'n str, bool);
+    impl<'a> Visitor<'a> for Stores<'_> {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            if !matches!(s, Stmt::FunctionDef(_) | Stmt::ClassDef(_)) && !self.1 {
+                visitor::walk_stmt(self, s);
+            }
+        }
+        fn visit_expr(&mut self, e: &'a Expr) {
+            match e {
+                Expr::Name(n) if n.ctx.is_store() && n.id.as_str() == self.0 => self.1 = true,
+                Expr::Lambda(l)
+                    if l.parameters
+                        .as_ref()
+                        .is_some_and(|p| p.iter().any(|p| p.name().id.as_str() == self.0)) =>
+                {
+                    self.1 = true
+                }
+                e => visitor::walk_expr(self, e),
+            }
+        }
+    }
+    let mut v = Stores(name, false);
+    v.visit_body(body);
+    v.1
+}
+
+/// A string, or a choice among strings (`"cuda" if ok else "mps" if mps else "cpu"`).
+pub(crate) fn string_choice(e: &Expr) -> bool {
+    match e {
+        Expr::StringLiteral(_) => true,
+        Expr::If(i) => string_choice(&i.body) && string_choice(&i.orelse),
+        _ => false,
+    }
+}
+
 /// The strings a parameter of the class's `__init__` can hold (`mode="bilinear"`,
 /// `device="cuda"`): its string default first, when some construction of the class (or of a
 /// subclass, through `super().__init__` or `functools.partial`) in the file leaves it out or none
