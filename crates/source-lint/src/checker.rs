@@ -2835,7 +2835,9 @@ pub(crate) fn submodule_method_calls(
     out
 }
 
-/// Methods of this file's module classes (classes with a `forward`), other than dunders.
+/// Methods of this file's module classes (classes with a `forward`, or subclasses of
+/// `nn.Module` used only through their methods: `self.snatch.crop_window(x)`), other than
+/// dunders.
 pub(crate) fn module_methods(module: &[Stmt]) -> HashSet<String> {
     let mut out = HashSet::default();
     for stmt in module {
@@ -2848,7 +2850,12 @@ pub(crate) fn module_methods(module: &[Stmt]) -> HashSet<String> {
                 _ => None,
             })
             .collect();
-        if names.contains(&"forward") {
+        let module_base = c.bases().iter().any(|b| match b {
+            Expr::Name(n) => n.id.as_str() == "Module",
+            Expr::Attribute(a) => a.attr.id.as_str() == "Module",
+            _ => false,
+        });
+        if names.contains(&"forward") || module_base {
             out.extend(
                 names
                     .into_iter()
@@ -6448,8 +6455,17 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
                                         .then_some(*def)
                                 }));
                             }
+                            // The class's own method, else the nearest base's of the file
+                            // (`self._zero(x, self.dead)` in a subclass).
                             (
-                                class.and_then(|c| defs.get(&(Some(c), a.attr.id.as_str()))),
+                                class.and_then(|c| {
+                                    defs.get(&(Some(c), a.attr.id.as_str())).or_else(|| {
+                                        ancestors
+                                            .get(c)?
+                                            .iter()
+                                            .find_map(|b| defs.get(&(Some(*b), a.attr.id.as_str())))
+                                    })
+                                }),
                                 true,
                             )
                         }

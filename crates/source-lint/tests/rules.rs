@@ -464,6 +464,9 @@ const CORPUS_DIRS: &[&str] = &[
     "carwash",
     "vinyl",
     "rodeo",
+    "laundromat",
+    "zoo",
+    "rigging",
 ];
 
 #[test]

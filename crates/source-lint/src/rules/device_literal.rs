@@ -4,13 +4,16 @@
 //! `t.cuda()`, `t.to("cuda")`, also through a name bound to such a literal in the function or at
 //! module level (`DEVICE = "cuda"`, `GPU = torch.device("cuda:0")`, and `DEV = "cuda" if
 //! torch.cuda.is_available() else "cpu"`, the machine's accelerator rather than the input's
-//! device; a choice that reads the input, `"cuda" if x.is_cuda else "cpu"`, follows it and is
-//! left alone; a parameter of the same name shadows the module's) or through an attribute set
+//! device; a choice that reads the input, `"cuda" if x.is_cuda else "cpu"`, or that the function
+//! makes from its own locals and parameters may follow it and is left alone; a parameter or local
+//! of the same name shadows the module's) or through an attribute set
 //! once from an `__init__` parameter whose accelerator default some construction in the file keeps
 //! (`def __init__(self, device="cuda"): self.device_str = device`), and the legacy CUDA tensor
 //! types (`t.type(torch.cuda.FloatTensor)`, `torch.cuda.LongTensor(n)`). The `__init__` of a
 //! module counts as model code here: `self.disp = torch.arange(d).cuda()` there is a plain
-//! attribute, not a buffer, so it stays on that device whatever `model.to(...)` does.
+//! attribute, not a buffer, so it stays on that device whatever `model.to(...)` does. A device the
+//! machine chooses counts there only for such plain attributes: buffers, parameters and submodules
+//! built on it follow `model.to(...)`, and it is "cpu" on a host without an accelerator.
 //! A call spread over several lines is reported on its first line.
 //!
 //! ## Why is this bad?
@@ -139,6 +142,24 @@ fn chosen_device(ch: &Checker, e: &Expr) -> bool {
     }
 }
 
+/// Whether a call builds a plain tensor attribute of the module (`self.grid = torch.arange(n,
+/// device=DEV)`), not a buffer or a parameter: such a tensor stays where it was built whatever
+/// `model.to(...)` does.
+fn plain_attribute(ch: &Checker, call: &ast::ExprCall) -> bool {
+    let Some(class) = ch
+        .classes
+        .last()
+        .and_then(|c| module_class(ch.bodies[0], c))
+    else {
+        return false;
+    };
+    self_assignments(&class.body).into_iter().any(|(_, v)| {
+        v.range().contains_range(call.range())
+            && !matches!(v, Expr::Call(c) if ch.qualify(&c.func)
+                .is_some_and(|q| q.starts_with("torch.nn.")))
+    })
+}
+
 /// Whether a string names a device (`"cuda:0"`, `"cpu"`).
 fn is_device(s: &str) -> bool {
     let kind = s.split(':').next().unwrap_or(s);
@@ -163,9 +184,11 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     // `.cuda(rank)` place the whole module the way the caller asks.
     let init = !ch.in_model();
     if let Some(k) = keyword(call, "device") {
-        if let Some(dev) = literal_device(ch, &k.value)
-            .filter(|d| !(init && (d.starts_with("cpu") || chosen_device(ch, &k.value))))
-        {
+        if let Some(dev) = literal_device(ch, &k.value).filter(|d| {
+            !(init
+                && (d.starts_with("cpu")
+                    || (chosen_device(ch, &k.value) && !plain_attribute(ch, call))))
+        }) {
             // A call spread over several lines is reported on its first line (where readers
             // and reviewers look for the call), the keyword's own line otherwise.
             let range = if ch.on_later_line(call.range().start(), k.range().start()) {

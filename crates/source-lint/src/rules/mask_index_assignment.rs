@@ -6,7 +6,9 @@
 //! caller fills with a mask, also in a subclass's override of the method called, or a Boolean
 //! buffer of the module: `self.register_buffer("dead", torch.zeros(n, dtype=torch.bool))`, one a
 //! helper named for a mask builds, indexed here or handed to a helper of this or another file,
-//! `clamp_dead(x, self.dead)`); also through a
+//! `clamp_dead(x, self.dead)`), or a tensor parameter of the function written through into a
+//! tensor the function made (`cost = cost.clone(); cost[forbidden] = 1e4`, a mask or indices:
+//! either exports as index_put; not a parameter named for indices, positions or keys); also through a
 //! mask's indices, `x[torch.where(m)] = v` (one-argument `where`), which is the same write.
 //!
 //! ## Why is this bad?
@@ -95,10 +97,25 @@ pub(crate) fn check_store(
                 && ch.text(c.left.range()) == ch.text(target.value.range()))
             && ch.is_tensor(&target.value)
     };
+    // `cost[forbidden] = 1e4` in `forward(self, ..., forbidden)`, written to a tensor the
+    // function made (`cost = cost.clone()`): a tensor parameter as the whole index is a mask or
+    // indices, a write through either exports as index_put. Not a parameter named for indices,
+    // positions or keys, nor a write into a parameter (`out[out_name] = v` fills a dict handed in).
+    let param_index = |e: &Expr| {
+        !aug && matches!(e, Expr::Name(n) if ch.state().params.contains(n.id.as_str())
+            && !names_indices(n.id.as_str()))
+            && matches!(target.value.as_ref(), Expr::Name(r) if !ch.state().params.contains(r.id.as_str()))
+            && ch.is_tensor(&target.value)
+    };
+    let by_param = !elements
+        .iter()
+        .any(|e| ch.is_bool_mask(e) || receiver_shaped(e) || self_compared(e))
+        && elements.iter().any(|e| param_index(e));
     if !via_where
         && !elements
             .iter()
             .any(|e| ch.is_bool_mask(e) || receiver_shaped(e) || self_compared(e))
+        && !by_param
     {
         return false;
     }
@@ -116,10 +133,16 @@ pub(crate) fn check_store(
     let i = ch.report(
         &RULE,
         target.range(),
-        format!(
-            "`{base}[{mask}] {}` writes through a boolean mask: exports as aten::index_put",
-            if aug { "op=" } else { "=" }
-        ),
+        if by_param {
+            format!(
+                "`{base}[{mask}] =` writes through a tensor index handed in (a boolean mask or indices): exports as aten::index_put"
+            )
+        } else {
+            format!(
+                "`{base}[{mask}] {}` writes through a boolean mask: exports as aten::index_put",
+                if aug { "op=" } else { "=" }
+            )
+        },
     );
     ch.help(
         i,
@@ -128,7 +151,7 @@ pub(crate) fn check_store(
     // A suggested rewrite for the plain single-mask case; unsafe: it is no longer in place and
     // `torch.where` broadcasts the mask from the right.
     if let (Stmt::Assign(a), false, Expr::Name(_)) = (stmt, aug, target.value.as_ref()) {
-        if a.targets.len() == 1 && elements.len() == 1 && !via_where {
+        if a.targets.len() == 1 && elements.len() == 1 && !via_where && !by_param {
             let value = ch.text(a.value.range()).to_string();
             let content = format!("{base} = torch.where({mask}, {value}, {base})");
             ch.fix(
@@ -144,4 +167,17 @@ pub(crate) fn check_store(
         }
     }
     true
+}
+
+/// Parameter names that hold indices, positions or keys rather than masks (`idx`, `slot_ids`,
+/// `positions`, `perm`, `out_name`).
+fn names_indices(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    [
+        "idx", "index", "ids", "indices", "pos", "perm", "order", "name", "key",
+    ]
+    .iter()
+    .any(|w| n.contains(w))
+        || n.ends_with("_i")
+        || n.len() == 1
 }
