@@ -2835,9 +2835,7 @@ pub(crate) fn submodule_method_calls(
     out
 }
 
-/// Methods of this file's module classes (classes with a `forward`, or subclasses of
-/// `nn.Module` used only through their methods: `self.snatch.crop_window(x)`), other than
-/// dunders.
+/// Methods of this file's module classes (classes with a `forward`), other than dunders.
 pub(crate) fn module_methods(module: &[Stmt]) -> HashSet<String> {
     let mut out = HashSet::default();
     for stmt in module {
@@ -2850,12 +2848,7 @@ pub(crate) fn module_methods(module: &[Stmt]) -> HashSet<String> {
                 _ => None,
             })
             .collect();
-        let module_base = c.bases().iter().any(|b| match b {
-            Expr::Name(n) => n.id.as_str() == "Module",
-            Expr::Attribute(a) => a.attr.id.as_str() == "Module",
-            _ => false,
-        });
-        if names.contains(&"forward") || module_base {
+        if names.contains(&"forward") {
             out.extend(
                 names
                     .into_iter()

@@ -153,10 +153,21 @@ fn plain_attribute(ch: &Checker, call: &ast::ExprCall) -> bool {
     else {
         return false;
     };
+    // Not a module built there (`nn.Linear(..., device=DEV)`, the project's `Block(d,
+    // device=DEV)`: a class, by its capital), which follows `model.to(...)`.
+    let constructor = |c: &ast::ExprCall| {
+        let name = match c.func.as_ref() {
+            Expr::Name(n) => n.id.as_str(),
+            Expr::Attribute(a) => a.attr.id.as_str(),
+            _ => "",
+        };
+        name.starts_with(|c: char| c.is_ascii_uppercase())
+            || ch
+                .qualify(&c.func)
+                .is_some_and(|q| q.starts_with("torch.nn."))
+    };
     self_assignments(&class.body).into_iter().any(|(_, v)| {
-        v.range().contains_range(call.range())
-            && !matches!(v, Expr::Call(c) if ch.qualify(&c.func)
-                .is_some_and(|q| q.starts_with("torch.nn.")))
+        v.range().contains_range(call.range()) && !matches!(v, Expr::Call(c) if constructor(c))
     })
 }
 

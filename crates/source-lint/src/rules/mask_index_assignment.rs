@@ -6,9 +6,10 @@
 //! caller fills with a mask, also in a subclass's override of the method called, or a Boolean
 //! buffer of the module: `self.register_buffer("dead", torch.zeros(n, dtype=torch.bool))`, one a
 //! helper named for a mask builds, indexed here or handed to a helper of this or another file,
-//! `clamp_dead(x, self.dead)`), or a tensor parameter of the function written through into a
-//! tensor the function made (`cost = cost.clone(); cost[forbidden] = 1e4`, a mask or indices:
-//! either exports as index_put; not a parameter named for indices, positions or keys); also through a
+//! `clamp_dead(x, self.dead)`), or a tensor parameter (of `forward`, or annotated `Tensor`)
+//! written through into a tensor the function made (`cost = cost.clone(); cost[forbidden] =
+//! 1e4`, a mask or indices: either exports as index_put; not a parameter named for indices,
+//! positions, steps or keys, nor a dict the function reads by string keys); also through a
 //! mask's indices, `x[torch.where(m)] = v` (one-argument `where`), which is the same write.
 //!
 //! ## Why is this bad?
@@ -37,7 +38,7 @@
 
 use crate::checker::Checker;
 use crate::registry::{FixKind, Rule};
-use crate::rules::{bound_values, index_elements};
+use crate::rules::{any_sub_expr, bound_values, index_elements};
 use crate::Edit;
 use diagnostics::Severity;
 use ruff_python_ast::{self as ast, Expr, Stmt};
@@ -101,10 +102,39 @@ pub(crate) fn check_store(
     // function made (`cost = cost.clone()`): a tensor parameter as the whole index is a mask or
     // indices, a write through either exports as index_put. Not a parameter named for indices,
     // positions or keys, nor a write into a parameter (`out[out_name] = v` fills a dict handed in).
+    // Only parameters known to be tensors: of `forward` (the model's inputs) or annotated
+    // `Tensor` (a helper's `_zero_col(x, col)` is as often handed a Python int or a slice).
+    let body = ch.bodies.last().copied().unwrap_or_default();
+    let def = ch.defs.last();
+    let tensor_parameter = |name: &str| {
+        ch.state().params.contains(name)
+            && def.is_some_and(|f| {
+                f.name.id.as_str() == "forward"
+                    || f.parameters.iter().any(|p| {
+                        p.name().id.as_str() == name
+                            && p.annotation()
+                                .is_some_and(|a| ch.text(a.range()).contains("Tensor"))
+                    })
+            })
+    };
+    // The receiver is a tensor the function binds (`cost = cost.clone()`), not one handed in,
+    // and not a dict it reads by string keys (`feats = self.backbone(x)`, `feats["p3"]`).
+    let local_tensor = |r: &str| {
+        !bound_values(body, r).is_empty()
+            && !body.iter().any(|s| {
+                own_statement_exprs(s).into_iter().any(|e| {
+                    any_sub_expr(e, |x| {
+                        matches!(x, Expr::Subscript(k)
+                        if matches!(k.value.as_ref(), Expr::Name(n) if n.id.as_str() == r)
+                            && k.slice.is_string_literal_expr())
+                    })
+                })
+            })
+    };
     let param_index = |e: &Expr| {
-        !aug && matches!(e, Expr::Name(n) if ch.state().params.contains(n.id.as_str())
+        !aug && matches!(e, Expr::Name(n) if tensor_parameter(n.id.as_str())
             && !names_indices(n.id.as_str()))
-            && matches!(target.value.as_ref(), Expr::Name(r) if !ch.state().params.contains(r.id.as_str()))
+            && matches!(target.value.as_ref(), Expr::Name(r) if local_tensor(r.id.as_str()))
             && ch.is_tensor(&target.value)
     };
     let by_param = !elements
@@ -169,15 +199,26 @@ pub(crate) fn check_store(
     true
 }
 
-/// Parameter names that hold indices, positions or keys rather than masks (`idx`, `slot_ids`,
-/// `positions`, `perm`, `out_name`).
+/// Parameter names that hold indices, positions, steps or keys rather than masks (`idx`,
+/// `slot_ids`, `positions`, `perm`, `out_name`, `stage`, `step`).
 fn names_indices(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     [
-        "idx", "index", "ids", "indices", "pos", "perm", "order", "name", "key",
+        "idx", "index", "ids", "indices", "pos", "perm", "order", "name", "key", "stage", "level",
+        "layer", "step", "head", "task", "mode", "kind", "type", "field",
     ]
     .iter()
     .any(|w| n.contains(w))
         || n.ends_with("_i")
         || n.len() == 1
+}
+
+/// The expressions of a statement and of the statements nested in it (not nested functions).
+fn own_statement_exprs(s: &Stmt) -> Vec<&Expr> {
+    let mut stmts = Vec::new();
+    crate::checker::flatten(std::slice::from_ref(s), &mut stmts);
+    stmts
+        .into_iter()
+        .flat_map(crate::checker::own_exprs)
+        .collect()
 }
