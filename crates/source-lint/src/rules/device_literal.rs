@@ -154,17 +154,29 @@ fn plain_attribute(ch: &Checker, call: &ast::ExprCall) -> bool {
         return false;
     };
     // Not a module built there (`nn.Linear(..., device=DEV)`, the project's `Block(d,
-    // device=DEV)`: a class, by its capital), which follows `model.to(...)`.
+    // device=DEV)`), which follows `model.to(...)`: torch.nn's classes, and classes of the
+    // project by their capital, except those of this file that are not modules and torch's
+    // others (`torch.distributions.Normal(...)` holds tensors `model.to()` does not move).
     let constructor = |c: &ast::ExprCall| {
         let name = match c.func.as_ref() {
             Expr::Name(n) => n.id.as_str(),
             Expr::Attribute(a) => a.attr.id.as_str(),
             _ => "",
         };
-        name.starts_with(|c: char| c.is_ascii_uppercase())
-            || ch
-                .qualify(&c.func)
-                .is_some_and(|q| q.starts_with("torch.nn."))
+        match ch.qualify(&c.func) {
+            Some(q) if q.starts_with("torch.") => {
+                q.starts_with("torch.nn.") && !q.starts_with("torch.nn.functional.")
+            }
+            _ => {
+                name.starts_with(|c: char| c.is_ascii_uppercase())
+                    && module_class(ch.bodies[0], name).is_none_or(|d| {
+                        d.bases().iter().any(|b| {
+                            let t = ch.text(b.range());
+                            t.ends_with("Module") || module_class(ch.bodies[0], t).is_some()
+                        })
+                    })
+            }
+        }
     };
     self_assignments(&class.body).into_iter().any(|(_, v)| {
         v.range().contains_range(call.range()) && !matches!(v, Expr::Call(c) if constructor(c))

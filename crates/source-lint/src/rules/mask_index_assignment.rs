@@ -6,10 +6,12 @@
 //! caller fills with a mask, also in a subclass's override of the method called, or a Boolean
 //! buffer of the module: `self.register_buffer("dead", torch.zeros(n, dtype=torch.bool))`, one a
 //! helper named for a mask builds, indexed here or handed to a helper of this or another file,
-//! `clamp_dead(x, self.dead)`), or a tensor parameter (of `forward`, or annotated `Tensor`)
+//! `clamp_dead(x, self.dead)`), or a tensor parameter (of `forward` without a default, or
+//! annotated `Tensor`)
 //! written through into a tensor the function made (`cost = cost.clone(); cost[forbidden] =
 //! 1e4`, a mask or indices: either exports as index_put; not a parameter named for indices,
-//! positions, steps or keys, nor a dict the function reads by string keys); also through a
+//! positions, classes, steps or keys, nor a dict the function reads by string keys); also
+//! through a
 //! mask's indices, `x[torch.where(m)] = v` (one-argument `where`), which is the same write.
 //!
 //! ## Why is this bad?
@@ -106,15 +108,19 @@ pub(crate) fn check_store(
     // `Tensor` (a helper's `_zero_col(x, col)` is as often handed a Python int or a slice).
     let body = ch.bodies.last().copied().unwrap_or_default();
     let def = ch.defs.last();
+    // (A `forward` parameter with a default is an option unless annotated as a tensor.)
     let tensor_parameter = |name: &str| {
         ch.state().params.contains(name)
             && def.is_some_and(|f| {
-                f.name.id.as_str() == "forward"
-                    || f.parameters.iter().any(|p| {
-                        p.name().id.as_str() == name
-                            && p.annotation()
-                                .is_some_and(|a| ch.text(a.range()).contains("Tensor"))
-                    })
+                f.parameters.iter().any(|p| {
+                    p.name().id.as_str() == name
+                        && (p
+                            .annotation()
+                            .is_some_and(|a| ch.text(a.range()).contains("Tensor"))
+                            || (f.name.id.as_str() == "forward"
+                                && p.annotation().is_none()
+                                && p.default().is_none()))
+                })
             })
     };
     // The receiver is a tensor the function binds (`cost = cost.clone()`), not one handed in,
@@ -205,7 +211,8 @@ fn names_indices(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     [
         "idx", "index", "ids", "indices", "pos", "perm", "order", "name", "key", "stage", "level",
-        "layer", "step", "head", "task", "mode", "kind", "type", "field",
+        "layer", "step", "head", "task", "mode", "kind", "type", "field", "class", "start",
+        "offset", "time", "count", "num",
     ]
     .iter()
     .any(|w| n.contains(w))
