@@ -6366,6 +6366,7 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
     }
     let mut seeds: HashMap<TextSize, ArgumentSeeds> = HashMap::default();
     let mut elsewhere: HashMap<String, ArgumentKinds> = HashMap::default();
+    let mut bool_attrs_of: HashMap<&str, Vec<&str>> = HashMap::default();
     for (class, f) in functions_and_methods(module) {
         let mut stmts = Vec::new();
         flatten(&f.body, &mut stmts);
@@ -6373,11 +6374,11 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
         let mut size_names: HashSet<String> = HashSet::default();
         let mut mask_names: HashSet<String> = HashSet::default();
         if let Some(class) = class {
-            mask_names.extend(
-                class_bool_attributes(module, class)
-                    .into_iter()
-                    .map(|a| format!("{SELF_BOOL}{a}")),
-            );
+            // Once per class, not per method: the attributes read every method of the class.
+            let attrs = bool_attrs_of
+                .entry(class)
+                .or_insert_with(|| class_bool_attributes(module, class));
+            mask_names.extend(attrs.iter().map(|a| format!("{SELF_BOOL}{a}")));
         }
         // `batch = len(seq)` with `seq` a parameter taken for a tensor (no default, unannotated
         // or annotated `Tensor`): the batch as a Python number.
