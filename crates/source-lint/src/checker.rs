@@ -1838,13 +1838,16 @@ impl<'a> Checker<'a> {
         // get_grid(self, shape, device)`, `device = x.device` beside `device =
         // torch.device("cuda")`).
         let found = outer.iter().rev().find_map(|f| f.literals.get(name))?;
-        if self.defs.last().is_some_and(|f| {
+        (!self.binds_locally(name)).then_some(found)
+    }
+
+    /// Whether the enclosing function binds `name` itself: a parameter, or any store in its
+    /// body (an assignment, a loop target, a comprehension's variable, a lambda's parameter).
+    pub fn binds_locally(&self, name: &str) -> bool {
+        self.defs.last().is_some_and(|f| {
             f.parameters.iter().any(|p| p.name().id.as_str() == name)
                 || rules::stores_name(&f.body, name)
-        }) {
-            return None;
-        }
-        Some(found)
+        })
     }
 
     /// [`Checker::literal`], but a binding of the enclosing function written after offset `at`
@@ -6922,8 +6925,6 @@ fn local_values<'s>(class_body: &'s [Stmt], name: &str) -> Vec<&'s Expr> {
         .collect()
 }
 
-/// `self.register_buffer("name", value)` / `self.register_parameter("name", value)` calls in the
-/// methods of a class body: the name and, when given, the value.
 /// The prefix of a class's Boolean attributes among a function's mask names in
 /// [`argument_seeds`] (`self.` cannot start a local's name).
 const SELF_BOOL: &str = "self.";
@@ -6951,19 +6952,10 @@ fn class_bool_attributes<'a>(module: &'a [Stmt], class: &str) -> Vec<&'a str> {
         }
         i += 1;
     }
-    let boolean = |v: &Expr| match v {
-        Expr::Compare(c) => compares_values(c),
-        Expr::Call(c) => {
-            c.arguments.keywords.iter().any(|k| {
-                k.arg.as_ref().is_some_and(|a| a.as_str() == "dtype")
-                    && matches!(&k.value, Expr::Attribute(d) if d.attr.id.as_str() == "bool")
-            }) || match c.func.as_ref() {
-                Expr::Attribute(a) => a.attr.id.as_str() == "bool",
-                Expr::Name(n) => helper_builds_mask(module, n.id.as_str()),
-                _ => false,
-            }
-        }
-        _ => false,
+    let boolean = |v: &Expr| {
+        spells_bool(v)
+            || matches!(v, Expr::Call(c) if matches!(c.func.as_ref(),
+                Expr::Name(n) if helper_builds_mask(module, n.id.as_str())))
     };
     lineage
         .iter()
@@ -6999,18 +6991,6 @@ fn helper_builds_mask(module: &[Stmt], name: &str) -> bool {
     }) else {
         return false;
     };
-    fn boolean(v: &Expr) -> bool {
-        match v {
-            Expr::Compare(c) => compares_values(c),
-            Expr::Call(c) => {
-                c.arguments.keywords.iter().any(|k| {
-                    k.arg.as_ref().is_some_and(|a| a.as_str() == "dtype")
-                        && matches!(&k.value, Expr::Attribute(d) if d.attr.id.as_str() == "bool")
-                }) || matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "bool")
-            }
-            _ => false,
-        }
-    }
     let mut stmts = Vec::new();
     flatten(&f.body, &mut stmts);
     let returns: Vec<&Expr> = stmts
@@ -7025,12 +7005,29 @@ fn helper_builds_mask(module: &[Stmt], name: &str) -> bool {
         && returns.iter().all(|v| match v {
             Expr::Name(n) => {
                 let values = rules::bound_values(&f.body, n.id.as_str());
-                !values.is_empty() && values.iter().all(|v| boolean(v))
+                !values.is_empty() && values.iter().all(|v| spells_bool(v))
             }
-            v => boolean(v),
+            v => spells_bool(v),
         })
 }
 
+/// A Boolean tensor by its spelling alone (no imports at hand): a comparison of values,
+/// `dtype=torch.bool`, `.bool()`.
+fn spells_bool(v: &Expr) -> bool {
+    match v {
+        Expr::Compare(c) => compares_values(c),
+        Expr::Call(c) => {
+            c.arguments.keywords.iter().any(|k| {
+                k.arg.as_ref().is_some_and(|a| a.as_str() == "dtype")
+                    && matches!(&k.value, Expr::Attribute(d) if d.attr.id.as_str() == "bool")
+            }) || matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "bool")
+        }
+        _ => false,
+    }
+}
+
+/// `self.register_buffer("name", value)` / `self.register_parameter("name", value)` calls in the
+/// methods of a class body: the name and, when given, the value.
 fn registrations(class_body: &[Stmt]) -> Vec<(&str, Option<&Expr>)> {
     let mut out = Vec::new();
     for stmt in method_statements(class_body) {

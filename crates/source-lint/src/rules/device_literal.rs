@@ -75,12 +75,7 @@ fn literal_device(ch: &Checker, e: &Expr) -> Option<String> {
                         "is_cuda" | "device" | "get_device" | "is_mps"
                     )
                 }
-                Expr::Name(n) => ch.defs.last().is_some_and(|f| {
-                    f.parameters
-                        .iter()
-                        .any(|p| p.name().id.as_str() == n.id.as_str())
-                        || crate::rules::stores_name(&f.body, n.id.as_str())
-                }),
+                Expr::Name(n) => ch.binds_locally(n.id.as_str()),
                 _ => false,
             }) =>
         {

@@ -1238,21 +1238,9 @@ fn caller_without_eval(ch: &Checker, name: &str) -> Option<(String, String)> {
             };
             // `export_cab_model(net.cpu())`: moving or casting a module returns the module,
             // in the mode it was in.
-            let mut arg = arg;
-            while let Expr::Call(m) = arg {
-                match m.func.as_ref() {
-                    Expr::Attribute(a)
-                        if matches!(
-                            a.attr.id.as_str(),
-                            "cpu" | "cuda" | "to" | "float" | "double" | "half" | "bfloat16"
-                        ) =>
-                    {
-                        arg = &a.value;
-                    }
-                    _ => break,
-                }
-            }
-            let Expr::Name(n) = arg else { continue };
+            let Expr::Name(n) = moved(arg).unwrap_or(arg) else {
+                continue;
+            };
             let mode = mode_in(ch, caller_body, n.id.as_str(), None, c.range().start());
             if mode.assigned && !mode.evaluated {
                 return Some((caller, n.id.to_string()));

@@ -41,7 +41,7 @@
 use crate::checker::{is_self, module_class, self_assignments, Checker};
 use crate::registry::{FixKind, Rule};
 use crate::rules::{
-    append_argument, argument, config_field_default, init_parameter_strings, keyword,
+    append_argument, argument, bound_values, config_field_default, init_parameter_strings, keyword,
     string_literal,
 };
 use diagnostics::Severity;
@@ -122,17 +122,9 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
             // `DEFAULT_OPS = OpsConfig(resize_mode="nearest")`: what the instance was built
             // with, when the module builds it (unknown with positional arguments).
             let built = match a.value.as_ref() {
-                ast::Expr::Name(inst) => ch.bodies[0].iter().find_map(|s| match s {
-                    ast::Stmt::Assign(x)
-                        if matches!(&x.targets[..], [ast::Expr::Name(t)] if t.id == inst.id) =>
-                    {
-                        match x.value.as_ref() {
-                            ast::Expr::Call(c) => Some(c),
-                            _ => None,
-                        }
-                    }
-                    _ => None,
-                }),
+                ast::Expr::Name(inst) => bound_values(ch.bodies[0], inst.id.as_str())
+                    .into_iter()
+                    .find_map(|v| v.as_call_expr()),
                 _ => None,
             };
             match built {

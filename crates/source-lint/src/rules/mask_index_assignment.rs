@@ -38,7 +38,7 @@
 //!     return logits.masked_fill(~mask, float("-inf"))
 //! ```
 
-use crate::checker::Checker;
+use crate::checker::{flatten, own_exprs, Checker};
 use crate::registry::{FixKind, Rule};
 use crate::rules::{any_sub_expr, bound_values, index_elements};
 use crate::Edit;
@@ -126,16 +126,18 @@ pub(crate) fn check_store(
     // The receiver is a tensor the function binds (`cost = cost.clone()`), not one handed in,
     // and not a dict it reads by string keys (`feats = self.backbone(x)`, `feats["p3"]`).
     let local_tensor = |r: &str| {
-        !bound_values(body, r).is_empty()
-            && !body.iter().any(|s| {
-                own_statement_exprs(s).into_iter().any(|e| {
-                    any_sub_expr(e, |x| {
-                        matches!(x, Expr::Subscript(k)
-                        if matches!(k.value.as_ref(), Expr::Name(n) if n.id.as_str() == r)
-                            && k.slice.is_string_literal_expr())
-                    })
-                })
+        if bound_values(body, r).is_empty() {
+            return false;
+        }
+        let mut stmts = Vec::new();
+        flatten(body, &mut stmts);
+        !stmts.into_iter().flat_map(own_exprs).any(|e| {
+            any_sub_expr(e, |x| {
+                matches!(x, Expr::Subscript(k)
+                    if matches!(k.value.as_ref(), Expr::Name(n) if n.id.as_str() == r)
+                        && k.slice.is_string_literal_expr())
             })
+        })
     };
     let param_index = |e: &Expr| {
         !aug && matches!(e, Expr::Name(n) if tensor_parameter(n.id.as_str())
@@ -143,16 +145,11 @@ pub(crate) fn check_store(
             && matches!(target.value.as_ref(), Expr::Name(r) if local_tensor(r.id.as_str()))
             && ch.is_tensor(&target.value)
     };
-    let by_param = !elements
+    let by_mask = elements
         .iter()
-        .any(|e| ch.is_bool_mask(e) || receiver_shaped(e) || self_compared(e))
-        && elements.iter().any(|e| param_index(e));
-    if !via_where
-        && !elements
-            .iter()
-            .any(|e| ch.is_bool_mask(e) || receiver_shaped(e) || self_compared(e))
-        && !by_param
-    {
+        .any(|e| ch.is_bool_mask(e) || receiver_shaped(e) || self_compared(e));
+    let by_param = !by_mask && elements.iter().any(|e| param_index(e));
+    if !via_where && !by_mask && !by_param {
         return false;
     }
     let (line, _) = ch
@@ -218,14 +215,4 @@ fn names_indices(name: &str) -> bool {
     .any(|w| n.contains(w))
         || n.ends_with("_i")
         || n.len() == 1
-}
-
-/// The expressions of a statement and of the statements nested in it (not nested functions).
-fn own_statement_exprs(s: &Stmt) -> Vec<&Expr> {
-    let mut stmts = Vec::new();
-    crate::checker::flatten(std::slice::from_ref(s), &mut stmts);
-    stmts
-        .into_iter()
-        .flat_map(crate::checker::own_exprs)
-        .collect()
 }
