@@ -4504,6 +4504,21 @@ fn scan_locals(ch: &mut Checker, body: &[Stmt], function: Option<&ast::StmtFunct
                             st.tensors.insert(id);
                         }
                     }
+                    // `hist[bucket] += 1` with an index or value from the inputs: the tensor
+                    // is no longer the constant it was made as, as with `hist[i] = v`.
+                    if let Expr::Subscript(sub) = a.target.as_ref() {
+                        if let Expr::Name(n) = sub.value.as_ref() {
+                            let from_inputs = |e: &Expr| ch.depends_on_inputs(e);
+                            let index_from_inputs = match sub.slice.as_ref() {
+                                Expr::Tuple(t) => t.elts.iter().any(from_inputs),
+                                i => from_inputs(i),
+                            };
+                            if from_inputs(&a.value) || index_from_inputs {
+                                let id = n.id.to_string();
+                                ch.fns.last_mut().expect("scope").non_consts.insert(id);
+                            }
+                        }
+                    }
                 }
                 _ => {}
             }
@@ -4934,9 +4949,13 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                 // `cache_in = [f"cache{i}_in" for i in range(n)]`: names by a pattern.
                 || matches!(value, Expr::ListComp(l)
                     if matches!(l.elt.as_ref(), Expr::FString(_) | Expr::StringLiteral(_)))
-                // `DEVICE = torch.device("cuda")`, `torch.device("cuda" if ... else "cpu")`
+                // `DEVICE = torch.device("cuda")`, `torch.device("cuda" if ... else "cpu")`, or
+                // of a name bound to one (`DEV = "cuda" if ... else "cpu"`; `torch.device(DEV)`).
                 || matches!(value, Expr::Call(c) if ch.torch_fn(c).is_some_and(|q| q == "torch.device")
-                    && c.arguments.args.first().is_some_and(rules::string_choice));
+                    && c.arguments.args.first().is_some_and(|a| rules::string_choice(a)
+                        || matches!(a, Expr::Name(n) if n.id.as_str() != id.as_str()
+                            && ch.literal(n.id.as_str())
+                            .is_some_and(|v| rules::string_choice(v) || v.is_call_expr()))));
             let array = ch.is_array(value);
             let record = ch.record_of(value).map(str::to_string);
             // `outputs_class = [self.class_embed(h) for h in hs]`: a list of tensors, whose
@@ -6808,7 +6827,7 @@ fn weight_attributes(
 /// Attributes a class body binds to boolean tensors: a buffer or attribute made with
 /// `dtype=torch.bool`, by `.bool()`, or from a comparison.
 fn bool_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
-    let boolean = |v: &Expr| match v {
+    let boolean = |v: &Expr| match dtype_source(v) {
         Expr::Compare(_) => true,
         Expr::Call(c) => {
             c.arguments.keywords.iter().any(|k| {
@@ -7012,9 +7031,9 @@ fn helper_builds_mask(module: &[Stmt], name: &str) -> bool {
 }
 
 /// A Boolean tensor by its spelling alone (no imports at hand): a comparison of values,
-/// `dtype=torch.bool`, `.bool()`.
+/// `dtype=torch.bool`, `.bool()`, also through methods that keep the dtype ([`dtype_source`]).
 fn spells_bool(v: &Expr) -> bool {
-    match v {
+    match dtype_source(v) {
         Expr::Compare(c) => compares_values(c),
         Expr::Call(c) => {
             c.arguments.keywords.iter().any(|k| {
@@ -7023,6 +7042,42 @@ fn spells_bool(v: &Expr) -> bool {
             }) || matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "bool")
         }
         _ => false,
+    }
+}
+
+/// The tensor whose dtype a value keeps: the receiver of methods that keep it
+/// (`torch.ones(n, n, dtype=torch.bool).triu(1)`, `.view(...)`, `.t()`) and the operand of a
+/// negation (`~keep`), repeatedly; the value itself otherwise.
+fn dtype_source(mut v: &Expr) -> &Expr {
+    loop {
+        v = match v {
+            Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Invert) => &u.operand,
+            Expr::Call(c) => match c.func.as_ref() {
+                Expr::Attribute(a)
+                    if matches!(
+                        a.attr.id.as_str(),
+                        "triu"
+                            | "tril"
+                            | "logical_not"
+                            | "t"
+                            | "transpose"
+                            | "unsqueeze"
+                            | "view"
+                            | "reshape"
+                            | "flip"
+                            | "roll"
+                            | "repeat"
+                            | "expand"
+                            | "contiguous"
+                            | "clone"
+                    ) =>
+                {
+                    &a.value
+                }
+                _ => return v,
+            },
+            _ => return v,
+        };
     }
 }
 
@@ -7318,9 +7373,20 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     }
                 }
                 // `def resize(x, size, mode="bilinear")`: a string default is what the
-                // callers that leave the argument out get.
+                // callers that leave the argument out get; so is one the module binds to a
+                // string (`mode: str = DEFAULT_UP_MODE`), read where the default is evaluated.
                 for p in parameters(f) {
-                    if let Some(d @ Expr::StringLiteral(_)) = p.default.as_deref() {
+                    let default = match p.default.as_deref() {
+                        Some(d @ Expr::StringLiteral(_)) => Some(d),
+                        Some(Expr::Name(n)) => self
+                            .fns
+                            .iter()
+                            .rev()
+                            .find_map(|outer| outer.literals.get(n.id.as_str()))
+                            .filter(|v| v.is_string_literal_expr()),
+                        _ => None,
+                    };
+                    if let Some(d) = default {
                         st.literals
                             .insert(p.parameter.name.id.to_string(), d.clone());
                     }

@@ -2,7 +2,7 @@
 //! Flags tensors placed on a device spelled as a literal inside model code:
 //! `torch.zeros(n, device="cuda")`, `torch.tensor(v, device=torch.device("cuda:0"))`,
 //! `t.cuda()`, `t.to("cuda")`, also through a name bound to such a literal in the function or at
-//! module level (`DEVICE = "cuda"`, `GPU = torch.device("cuda:0")`, and `DEV = "cuda" if
+//! module level (`DEVICE = "cuda"`, `GPU = torch.device("cuda:0")`, `GPU2 = torch.device(GPU)`, and `DEV = "cuda" if
 //! torch.cuda.is_available() else "cpu"`, the machine's accelerator rather than the input's
 //! device; a choice that reads the input, `"cuda" if x.is_cuda else "cpu"`, or that the function
 //! makes from its own locals and parameters may follow it and is left alone; a parameter or local
@@ -58,10 +58,20 @@ pub(crate) const RULE: Rule = Rule {
 /// The device a literal names: `"cuda:0"`, `torch.device("cuda")`, or a name bound to such a
 /// string in this function or at module level (`DEVICE = "cuda"`).
 fn literal_device(ch: &Checker, e: &Expr) -> Option<String> {
+    literal_device_at(ch, e, 0)
+}
+
+/// [`literal_device`], `depth` names deep: names bound to one another
+/// (`device = torch.device(device)` in a function whose parameter defaults to a string, or two
+/// module names bound to each other) stop after a few steps.
+fn literal_device_at(ch: &Checker, e: &Expr, depth: u32) -> Option<String> {
+    if depth > 4 {
+        return None;
+    }
     let s = match e {
         Expr::StringLiteral(_) => string_literal(e)?,
         Expr::Call(c) if ch.torch_fn(c).is_some_and(|q| q == "torch.device") => {
-            return literal_device(ch, c.arguments.args.first()?);
+            return literal_device_at(ch, c.arguments.args.first()?, depth + 1);
         }
         // `DEV = "cuda" if torch.cuda.is_available() else "cpu"`: the machine's accelerator when
         // it has one, not the input's device (`"cuda" if x.is_cuda else "cpu"` follows it).
@@ -79,8 +89,8 @@ fn literal_device(ch: &Checker, e: &Expr) -> Option<String> {
                 _ => false,
             }) =>
         {
-            let body = literal_device(ch, &i.body);
-            let orelse = literal_device(ch, &i.orelse);
+            let body = literal_device_at(ch, &i.body, depth + 1);
+            let orelse = literal_device_at(ch, &i.orelse, depth + 1);
             return body
                 .clone()
                 .filter(|d| !d.starts_with("cpu"))
@@ -92,7 +102,7 @@ fn literal_device(ch: &Checker, e: &Expr) -> Option<String> {
             return ch
                 .literal(n.id.as_str())
                 .filter(|v| !matches!(v, Expr::Name(_)))
-                .and_then(|v| literal_device(ch, v))
+                .and_then(|v| literal_device_at(ch, v, depth + 1))
         }
         // `self.device_str` set once from `def __init__(self, ..., device: str = "cuda")`, the
         // default some construction in the file keeps (or the literal one passes).
@@ -122,17 +132,25 @@ fn literal_device(ch: &Checker, e: &Expr) -> Option<String> {
 /// builds buffers and submodules on the host's device, which `model.to(...)` moves as a whole
 /// and which is "cpu" on a host without an accelerator.
 fn chosen_device(ch: &Checker, e: &Expr) -> bool {
+    chosen_device_at(ch, e, 0)
+}
+
+/// [`chosen_device`], `depth` names deep (see [`literal_device_at`]).
+fn chosen_device_at(ch: &Checker, e: &Expr, depth: u32) -> bool {
+    if depth > 4 {
+        return false;
+    }
     match e {
         Expr::If(_) => true,
         Expr::Call(c) if ch.torch_fn(c).is_some_and(|q| q == "torch.device") => c
             .arguments
             .args
             .first()
-            .is_some_and(|a| chosen_device(ch, a)),
+            .is_some_and(|a| chosen_device_at(ch, a, depth + 1)),
         Expr::Name(n) => ch
             .literal(n.id.as_str())
             .filter(|v| !matches!(v, Expr::Name(_)))
-            .is_some_and(|v| chosen_device(ch, v)),
+            .is_some_and(|v| chosen_device_at(ch, v, depth + 1)),
         _ => false,
     }
 }

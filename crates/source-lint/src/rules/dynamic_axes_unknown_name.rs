@@ -7,7 +7,10 @@
 //! be a display, a `dict(name=...)` call, a comprehension over names written out (`{n: {0:
 //! "batch"} for n in names_in + ["probs", "mask"]}`) or a local extended with `axes["name"] =
 //! {...}`; the finding is on the key. A call without `output_names` gives its outputs generated names, so
-//! there every key that is not an input name is flagged.
+//! there every key that is not an input name is flagged. A call of a function of the file that
+//! hands its parameters to the export (`def _to_onnx(m, args, path, inputs, outputs, axes)`), or
+//! its `**kw` (`def _export(m, args, path, **kw): torch.onnx.export(m, args, path, **kw)`, when
+//! the function leaves the three names in `kw` alone), is checked with what the call passes.
 //!
 //! ## Why is this bad?
 //! The exporter matches `dynamic_axes` by name. A key that names no input or output is ignored
@@ -456,8 +459,23 @@ fn check_wrapper_call(ch: &mut Checker, call: &ast::ExprCall) {
     let names_given = ["input_names", "output_names", "dynamic_axes"]
         .iter()
         .all(|k| export.arguments.find_keyword(k).is_some());
+    // `def _export(module, args, path, **kw): ...; torch.onnx.export(module, args, path, **kw)`:
+    // the call's own keywords reach the export, when the wrapper splices nothing else and
+    // leaves those three alone.
+    let through_kwargs = def.parameters.kwarg.as_ref().is_some_and(|kw| {
+        let kw = kw.name.id.as_str();
+        export
+            .arguments
+            .keywords
+            .iter()
+            .filter(|k| k.arg.is_none())
+            .all(|k| matches!(&k.value, Expr::Name(n) if n.id.as_str() == kw))
+            && !kwargs_touch_names(&def.body, kw)
+    });
     if crate::rules::splices_arguments(call)
-        || (export.arguments.keywords.iter().any(|k| k.arg.is_none()) && !names_given)
+        || (export.arguments.keywords.iter().any(|k| k.arg.is_none())
+            && !names_given
+            && !through_kwargs)
     {
         return;
     }
@@ -552,6 +570,9 @@ fn check_wrapper_call(ch: &mut Checker, call: &ast::ExprCall) {
     // wrapper writes itself.
     let value = |kw: &str| -> Option<Option<&Expr>> {
         let Some(k) = export.arguments.find_keyword(kw) else {
+            if through_kwargs {
+                return Some(call.arguments.find_keyword(kw).map(|k| &k.value));
+            }
             return Some(None);
         };
         match copied(&k.value) {
@@ -560,10 +581,10 @@ fn check_wrapper_call(ch: &mut Checker, call: &ast::ExprCall) {
             _ => None,
         }
     };
-    let axes_from_caller = export
-        .arguments
-        .find_keyword("dynamic_axes")
-        .is_some_and(|k| is_param(copied(&k.value)));
+    let axes_from_caller = match export.arguments.find_keyword("dynamic_axes") {
+        Some(k) => is_param(copied(&k.value)),
+        None => through_kwargs && call.arguments.find_keyword("dynamic_axes").is_some(),
+    };
     if !axes_from_caller {
         return;
     }
@@ -593,6 +614,46 @@ fn check_wrapper_call(ch: &mut Checker, call: &ast::ExprCall) {
         },
     };
     report(ch, keys, inputs, outputs, unnamed_outputs);
+}
+
+/// Whether a wrapper's body may change the names its `**kw` hands on: it rebinds `kw`, writes a
+/// key of it (`kw["input_names"] = ...`), calls `update`/`clear`/`popitem` on it, or any method
+/// but `get` with one of the three keys (a `setdefault` of one fills in what a call leaves out);
+/// `kw.setdefault("opset_version", 17)` is fine.
+fn kwargs_touch_names(body: &[Stmt], kw: &str) -> bool {
+    use ruff_python_ast::visitor::{self, Visitor};
+    struct Touch<'n>(&'n str, bool);
+    impl<'a> Visitor<'a> for Touch<'_> {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            let named = |e: &Expr| matches!(e, Expr::Name(n) if n.id.as_str() == self.0);
+            match e {
+                Expr::Name(n) if n.ctx.is_store() && n.id.as_str() == self.0 => self.1 = true,
+                Expr::Subscript(s) if s.ctx.is_store() && named(&s.value) => self.1 = true,
+                Expr::Call(c) => {
+                    if let Expr::Attribute(a) = c.func.as_ref() {
+                        if named(&a.value) {
+                            let names_key = c.arguments.args.first().is_some_and(|k| {
+                                crate::rules::string_literal(k).is_some_and(|k| {
+                                    matches!(k, "input_names" | "output_names" | "dynamic_axes")
+                                })
+                            });
+                            let method = a.attr.id.as_str();
+                            if matches!(method, "update" | "clear" | "popitem")
+                                || (names_key && !matches!(method, "get"))
+                            {
+                                self.1 = true;
+                            }
+                        }
+                    }
+                    visitor::walk_expr(self, e);
+                }
+                e => visitor::walk_expr(self, e),
+            }
+        }
+    }
+    let mut t = Touch(kw, false);
+    t.visit_body(body);
+    t.1
 }
 
 /// Whether a body binds, or grows in place, a name `param` accepts before the call `export`:

@@ -4,7 +4,9 @@
 //! a padding mask (`key_padding_mask=pad`), or a local bound to one (also a loop's
 //! target over a list of masks: `for m in [p > t for t in ts]: x[m] = v`, or a parameter a
 //! caller fills with a mask, also in a subclass's override of the method called, or a Boolean
-//! buffer of the module: `self.register_buffer("dead", torch.zeros(n, dtype=torch.bool))`, one a
+//! buffer of the module: `self.register_buffer("dead", torch.zeros(n, dtype=torch.bool))`, also
+//! through a method that keeps the dtype or a negation (`torch.ones(n, n, dtype=torch.bool).triu(1)`,
+//! `~keep`), one a
 //! helper named for a mask builds, indexed here or handed to a helper of this or another file,
 //! `clamp_dead(x, self.dead)`), or a tensor parameter (of `forward` without a default, or
 //! annotated `Tensor`)

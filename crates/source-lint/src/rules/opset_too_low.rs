@@ -10,7 +10,9 @@
 //! the first opset with a symbolic in `torch/onnx/.../symbolic_opsetN.py`): `F.grid_sample` 16,
 //! `scatter_reduce` 16, `torch.einsum` 12, `unique` 11, `tril`/`triu` 14,
 //! `F.scaled_dot_product_attention` 14, `F.fold` 18. The `opset_version` may be a literal, a
-//! name bound to one (also through module constants: `BOARD_OPSET = OPSET`), a parameter's default when no call in the file passes that parameter (`def
+//! name bound to one (also through module constants: `BOARD_OPSET = OPSET`), a choice of two
+//! (`LEGACY_OPSET if legacy else EDGE_OPSET`, the lower counts), written there or bound to a local
+//! first (`opset = LEGACY_OPSET if legacy else OPSET`), a parameter's default when no call in the file passes that parameter (`def
 //! export(model, path, opset: int = 13)`, also `opset=EUV_OPSET`), an argparse option's default (`opset_version=args.opset`
 //! with `add_argument("--opset", type=int, default=11)`), a dict
 //! spliced into the call (`**EXPORT_KW`), or from the caller of a function of the file that
@@ -91,33 +93,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         };
         let opset = given
             .and_then(|(value, _)| {
-                let one = |e: &ruff_python_ast::Expr| match e {
-                    ruff_python_ast::Expr::Name(n) => named_int(ch, n.id.as_str())
-                        .or_else(|| parameter_default(ch, call, n.id.as_str())),
-                    ruff_python_ast::Expr::Attribute(a) => argparse_default(ch, a),
-                    e => int_literal(e),
-                };
-                // `LEGACY_OPSET if legacy else EDGE_OPSET`: the lower of the two is exported
-                // when the test picks it.
-                // `opset if opset is not None else 11`: the fallback is for a caller passing
-                // `None`; the name's own value is what the export gets.
-                let guarded = |i: &ruff_python_ast::ExprIf, branch: &ruff_python_ast::Expr| {
-                    matches!((i.test.as_ref(), branch), (
-                        ruff_python_ast::Expr::Compare(c),
-                        ruff_python_ast::Expr::Name(b),
-                    ) if c.comparators.len() == 1
-                        && c.comparators[0].is_none_literal_expr()
-                        && matches!(c.left.as_ref(), ruff_python_ast::Expr::Name(a) if a.id == b.id))
-                };
-                let v = match &value {
-                    ruff_python_ast::Expr::If(i) if guarded(i, &i.body) => one(&i.body),
-                    ruff_python_ast::Expr::If(i) if guarded(i, &i.orelse) => one(&i.orelse),
-                    ruff_python_ast::Expr::If(i) => match (one(&i.body), one(&i.orelse)) {
-                        (Some(a), Some(b)) => Some(a.min(b)),
-                        (a, b) => a.or(b),
-                    },
-                    e => one(e),
-                };
+                let v = opset_value(ch, call, &value, 0);
                 v.map(|v| (v, value.range()))
             })
             .or_else(|| {
@@ -241,6 +217,51 @@ fn kwargs_opset<'e, I: Iterator<Item = (&'e str, &'e ruff_python_ast::Expr)>>(
 /// The integer a name is bound to, directly or through module-level constants bound once
 /// (`BOARD_OPSET = OPSET` with `OPSET = 13`; upper-case names only, which a function does not
 /// rebind by convention).
+/// The opset an `opset_version=` value gives: a number, a name bound to one, an argparse
+/// default, or a choice of two (`LEGACY_OPSET if legacy else EDGE_OPSET`: the lower of the two is
+/// exported when the test picks it), written there or bound once to a local of the function
+/// (`opset = OPSET_LEGACY if legacy else OPSET`). `opset if opset is not None else 11`: the
+/// fallback is for a caller passing `None`; the name's own value is what the export gets.
+fn opset_value(
+    ch: &Checker,
+    call: &ast::ExprCall,
+    e: &ruff_python_ast::Expr,
+    depth: u32,
+) -> Option<u32> {
+    use ruff_python_ast::Expr;
+    let guarded = |i: &ruff_python_ast::ExprIf, branch: &Expr| {
+        matches!((i.test.as_ref(), branch), (
+            Expr::Compare(c),
+            Expr::Name(b),
+        ) if c.comparators.len() == 1
+            && c.comparators[0].is_none_literal_expr()
+            && matches!(c.left.as_ref(), Expr::Name(a) if a.id == b.id))
+    };
+    match e {
+        Expr::If(i) if guarded(i, &i.body) => opset_value(ch, call, &i.body, depth + 1),
+        Expr::If(i) if guarded(i, &i.orelse) => opset_value(ch, call, &i.orelse, depth + 1),
+        Expr::If(i) => match (
+            opset_value(ch, call, &i.body, depth + 1),
+            opset_value(ch, call, &i.orelse, depth + 1),
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        },
+        Expr::Name(n) => named_int(ch, n.id.as_str())
+            .or_else(|| parameter_default(ch, call, n.id.as_str()))
+            .or_else(|| {
+                // A local bound once, to a choice.
+                let f = ch.defs.last()?;
+                match crate::rules::bound_values(&f.body, n.id.as_str())[..] {
+                    [v @ Expr::If(_)] if depth < 3 => opset_value(ch, call, v, depth + 1),
+                    _ => None,
+                }
+            }),
+        Expr::Attribute(a) => argparse_default(ch, a),
+        e => int_literal(e),
+    }
+}
+
 fn named_int(ch: &Checker, name: &str) -> Option<u32> {
     if let Some(v) = ch.literal(name) {
         return int_literal(v);

@@ -5,7 +5,8 @@
 //! range(n) if labels[j] < 2]`, which keeps the items the example kept), and conditions
 //! that read a tensor through Python (`if bool(t.any()):`, `if t.item() < 0.01:`). Tensors made
 //! only from Python numbers or random draws (`if torch.rand(1) < self.p:`) do not depend on the
-//! inputs and are left alone, and so is a test export never evaluates (`if not
+//! inputs and are left alone, unless the function writes values or indices from the inputs into
+//! them (`hist = torch.zeros(8); hist[bucket] += 1`); so is a test export never evaluates (`if not
 //! torch.jit.is_tracing() and (p < 0).any():`), and a bare test of a record's field annotated
 //! `Optional[...]` (`if out.aux:`, whether it was filled). A test spread over several lines is
 //! reported on the line of its `if`, `elif` or `while`.
