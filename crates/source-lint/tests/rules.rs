@@ -467,6 +467,18 @@ const CORPUS_DIRS: &[&str] = &[
     "laundromat",
     "zoo",
     "rigging",
+    "fireworks",
+    "sushi",
+    "chimneys",
+    "orienteering",
+    "pawnshops",
+    "hotsprings",
+    "lifeguards",
+    "pianotuning",
+    "cobblers",
+    "doggrooming",
+    "amusementparks",
+    "bikerepair",
 ];
 
 #[test]
