@@ -292,6 +292,9 @@ const SHAPE_ONLY_METHODS: &[&str] = &[
     "narrow",
     "unsqueeze",
     "squeeze",
+    "triu",
+    "tril",
+    "t",
     "expand",
     "expand_as",
     "view",
@@ -7045,32 +7048,33 @@ fn spells_bool(v: &Expr) -> bool {
     }
 }
 
-/// The tensor whose dtype a value keeps: the receiver of methods that keep it
-/// (`torch.ones(n, n, dtype=torch.bool).triu(1)`, `.view(...)`, `.t()`) and the operand of a
-/// negation (`~keep`), repeatedly; the value itself otherwise.
+/// The tensor whose dtype a value keeps: the receiver of methods that keep a mask a mask
+/// ([`SHAPE_ONLY_METHODS`] but `.to(...)`: `torch.ones(n, n, dtype=torch.bool).triu(1)`,
+/// `.view(...)`, `.t()`) and the operand of a negation (`~keep`), repeatedly; the value itself
+/// otherwise.
 fn dtype_source(mut v: &Expr) -> &Expr {
     loop {
         v = match v {
             Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Invert) => &u.operand,
             Expr::Call(c) => match c.func.as_ref() {
+                // `.to(...)` may cast; `.bool()`, comparisons and logical ops make a mask of
+                // any tensor (read by the caller); the others keep the dtype.
                 Expr::Attribute(a)
-                    if matches!(
-                        a.attr.id.as_str(),
-                        "triu"
-                            | "tril"
-                            | "logical_not"
-                            | "t"
-                            | "transpose"
-                            | "unsqueeze"
-                            | "view"
-                            | "reshape"
-                            | "flip"
-                            | "roll"
-                            | "repeat"
-                            | "expand"
-                            | "contiguous"
-                            | "clone"
-                    ) =>
+                    if SHAPE_ONLY_METHODS.contains(&a.attr.id.as_str())
+                        && !matches!(
+                            a.attr.id.as_str(),
+                            "to" | "bool"
+                                | "eq"
+                                | "ne"
+                                | "gt"
+                                | "ge"
+                                | "lt"
+                                | "le"
+                                | "isnan"
+                                | "isinf"
+                                | "isfinite"
+                        )
+                        && !a.attr.id.as_str().starts_with("logical_") =>
                 {
                     &a.value
                 }
@@ -7373,17 +7377,18 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     }
                 }
                 // `def resize(x, size, mode="bilinear")`: a string default is what the
-                // callers that leave the argument out get; so is one the module binds to a
-                // string (`mode: str = DEFAULT_UP_MODE`), read where the default is evaluated.
+                // callers that leave the argument out get; so is a string the module binds once
+                // (`mode: str = DEFAULT_UP_MODE`).
                 for p in parameters(f) {
                     let default = match p.default.as_deref() {
                         Some(d @ Expr::StringLiteral(_)) => Some(d),
-                        Some(Expr::Name(n)) => self
-                            .fns
-                            .iter()
-                            .rev()
-                            .find_map(|outer| outer.literals.get(n.id.as_str()))
-                            .filter(|v| v.is_string_literal_expr()),
+                        // Bound once in the module: the value the `def` saw.
+                        Some(Expr::Name(n)) => {
+                            match rules::bound_values(self.bodies[0], n.id.as_str())[..] {
+                                [v @ Expr::StringLiteral(_)] => Some(v),
+                                _ => None,
+                            }
+                        }
                         _ => None,
                     };
                     if let Some(d) = default {

@@ -464,13 +464,15 @@ fn check_wrapper_call(ch: &mut Checker, call: &ast::ExprCall) {
     // leaves those three alone.
     let through_kwargs = def.parameters.kwarg.as_ref().is_some_and(|kw| {
         let kw = kw.name.id.as_str();
-        export
+        let mut splices = export
             .arguments
             .keywords
             .iter()
             .filter(|k| k.arg.is_none())
-            .all(|k| matches!(&k.value, Expr::Name(n) if n.id.as_str() == kw))
-            && !kwargs_touch_names(&def.body, kw)
+            .peekable();
+        splices.peek().is_some()
+            && splices.all(|k| matches!(&k.value, Expr::Name(n) if n.id.as_str() == kw))
+            && !kwargs_touch_names(&def.body, kw, export)
     });
     if crate::rules::splices_arguments(call)
         || (export.arguments.keywords.iter().any(|k| k.arg.is_none())
@@ -616,44 +618,78 @@ fn check_wrapper_call(ch: &mut Checker, call: &ast::ExprCall) {
     report(ch, keys, inputs, outputs, unnamed_outputs);
 }
 
-/// Whether a wrapper's body may change the names its `**kw` hands on: it rebinds `kw`, writes a
-/// key of it (`kw["input_names"] = ...`), calls `update`/`clear`/`popitem` on it, or any method
-/// but `get` with one of the three keys (a `setdefault` of one fills in what a call leaves out);
-/// `kw.setdefault("opset_version", 17)` is fine.
-fn kwargs_touch_names(body: &[Stmt], kw: &str) -> bool {
+/// Whether a wrapper's body may change the names its `**kw` hands on. Only these uses of `kw`
+/// leave them alone: the splice into the export, `kw.get(k)`/`kw.setdefault(k, v)` and reads
+/// `kw[k]` with a literal key other than the three names (`kw.setdefault("opset_version", 17)`,
+/// `log.info(..., kw["opset_version"])`). Any other (a loop filling defaults, `kw` handed to a
+/// helper or aliased, `del kw[...]`, `kw["input_names"].append(...)`) may change them.
+fn kwargs_touch_names(body: &[Stmt], kw: &str, export: &ast::ExprCall) -> bool {
     use ruff_python_ast::visitor::{self, Visitor};
-    struct Touch<'n>(&'n str, bool);
-    impl<'a> Visitor<'a> for Touch<'_> {
+    struct Uses<'n, 'e> {
+        kw: &'n str,
+        export: &'e ast::ExprCall,
+        all: usize,
+        allowed: usize,
+    }
+    impl Uses<'_, '_> {
+        fn is_kw(&self, e: &Expr) -> bool {
+            matches!(e, Expr::Name(n) if n.id.as_str() == self.kw)
+        }
+    }
+    fn other_key(k: Option<&Expr>) -> bool {
+        k.and_then(string_literal)
+            .is_some_and(|k| !matches!(k, "input_names" | "output_names" | "dynamic_axes"))
+    }
+    impl<'a> Visitor<'a> for Uses<'_, '_> {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            // A nested function's own `kw` is not the wrapper's.
+            if !matches!(s, Stmt::FunctionDef(_) | Stmt::ClassDef(_)) {
+                visitor::walk_stmt(self, s);
+            }
+        }
         fn visit_expr(&mut self, e: &'a Expr) {
-            let named = |e: &Expr| matches!(e, Expr::Name(n) if n.id.as_str() == self.0);
             match e {
-                Expr::Name(n) if n.ctx.is_store() && n.id.as_str() == self.0 => self.1 = true,
-                Expr::Subscript(s) if s.ctx.is_store() && named(&s.value) => self.1 = true,
+                Expr::Name(n) if n.id.as_str() == self.kw => self.all += 1,
+                Expr::Call(c) if std::ptr::eq(c, self.export) => {
+                    self.allowed += c
+                        .arguments
+                        .keywords
+                        .iter()
+                        .filter(|k| k.arg.is_none() && self.is_kw(&k.value))
+                        .count();
+                    visitor::walk_expr(self, e);
+                }
                 Expr::Call(c) => {
                     if let Expr::Attribute(a) = c.func.as_ref() {
-                        if named(&a.value) {
-                            let names_key = c.arguments.args.first().is_some_and(|k| {
-                                crate::rules::string_literal(k).is_some_and(|k| {
-                                    matches!(k, "input_names" | "output_names" | "dynamic_axes")
-                                })
-                            });
-                            let method = a.attr.id.as_str();
-                            if matches!(method, "update" | "clear" | "popitem")
-                                || (names_key && !matches!(method, "get"))
-                            {
-                                self.1 = true;
-                            }
+                        if self.is_kw(&a.value)
+                            && matches!(a.attr.id.as_str(), "get" | "setdefault")
+                            && other_key(c.arguments.args.first())
+                        {
+                            self.allowed += 1;
                         }
                     }
+                    visitor::walk_expr(self, e);
+                }
+                Expr::Subscript(sub)
+                    if sub.ctx.is_load()
+                        && self.is_kw(&sub.value)
+                        && other_key(Some(&sub.slice)) =>
+                {
+                    self.allowed += 1;
                     visitor::walk_expr(self, e);
                 }
                 e => visitor::walk_expr(self, e),
             }
         }
     }
-    let mut t = Touch(kw, false);
-    t.visit_body(body);
-    t.1
+    let mut uses = Uses {
+        kw,
+        export,
+        all: 0,
+        allowed: 0,
+    };
+    uses.visit_body(body);
+    uses.all != uses.allowed
 }
 
 /// Whether a body binds, or grows in place, a name `param` accepts before the call `export`:

@@ -6,7 +6,7 @@
 //! mode="bilinear")` or written in a lambda that model code calls (`self.up = lambda t:
 //! F.interpolate(t, ...)`, which every rule reads as model code). The mode may be a literal or a
 //! name bound to one, such as a parameter's default (`def resize(x, size, mode="bilinear")`, a
-//! module constant's, `mode: str = DEFAULT_UP_MODE`, or a config field's: `mode: str =
+//! string the module binds once, `mode: str = DEFAULT_UP_MODE`, or a config field's: `mode: str =
 //! DEFAULT_OPS.resize_mode`);
 //! `self.mode` read from a config class's field default or from an `__init__` parameter's
 //! default (`def __init__(self, mode="bilinear"): self.mode = mode`) when some construction in
