@@ -294,6 +294,8 @@ const SHAPE_ONLY_METHODS: &[&str] = &[
     "squeeze",
     "triu",
     "tril",
+    "triu_",
+    "tril_",
     "t",
     "expand",
     "expand_as",
@@ -1447,7 +1449,13 @@ impl<'a> Checker<'a> {
                     // a mask rearranged is a mask.
                     if matches!(
                         q.as_str(),
-                        "torch.nn.functional.pad" | "torch.roll" | "torch.flip"
+                        "torch.nn.functional.pad"
+                            | "torch.roll"
+                            | "torch.flip"
+                            | "torch.triu"
+                            | "torch.tril"
+                            | "torch.t"
+                            | "torch.transpose"
                     ) {
                         return c
                             .arguments
@@ -1514,15 +1522,31 @@ impl<'a> Checker<'a> {
                     ) {
                         return self.is_tensor(recv);
                     }
-                    if SHAPE_ONLY_METHODS.contains(&m) {
+                    // `.to(torch.long)`, `.view(torch.int8)`: cast to another dtype.
+                    let cast = matches!(m, "to" | "view" | "type")
+                        && c.arguments
+                            .args
+                            .iter()
+                            .chain(c.arguments.keywords.iter().map(|k| &k.value))
+                            .any(|a| {
+                                self.qualify(a).is_some_and(|q| {
+                                    q.starts_with("torch.")
+                                        && q != "torch.bool"
+                                        && torch_dtype_name(&q[6..])
+                                })
+                            });
+                    if SHAPE_ONLY_METHODS.contains(&m) && !cast {
                         return self.is_bool_mask(recv);
                     }
                 }
                 false
             }
             Expr::Subscript(s) => self.is_bool_mask(&s.value),
-            // `mask.data`: the same mask, outside autograd (PyTorch 0.4-era code).
-            Expr::Attribute(a) if a.attr.id.as_str() == "data" && self.is_bool_mask(&a.value) => {
+            // `mask.data`: the same mask, outside autograd (PyTorch 0.4-era code); `mask.T`.
+            Expr::Attribute(a)
+                if matches!(a.attr.id.as_str(), "data" | "T" | "mT")
+                    && self.is_bool_mask(&a.value) =>
+            {
                 true
             }
             // `self.bad_mask`, `self.valid`: a mask kept on the module, by name or by dtype.
@@ -1863,6 +1887,27 @@ impl<'a> Checker<'a> {
         }
         outer.iter().rev().find_map(|f| f.literals.get(name))
     }
+}
+
+/// Whether `torch.<name>` is a dtype (`long`, `int64`, `float16`, `uint8`, ...).
+fn torch_dtype_name(name: &str) -> bool {
+    matches!(
+        name,
+        "long"
+            | "int"
+            | "short"
+            | "half"
+            | "float"
+            | "double"
+            | "bfloat16"
+            | "cfloat"
+            | "cdouble"
+            | "complex64"
+            | "complex128"
+    ) || ["int", "uint", "float"].iter().any(|p| {
+        name.strip_prefix(p)
+            .is_some_and(|b| b.parse::<u32>().is_ok())
+    })
 }
 
 /// Whether `torch.<q>(...)` returns a tensor.
@@ -4398,17 +4443,7 @@ fn scan_locals(ch: &mut Checker, body: &[Stmt], function: Option<&ast::StmtFunct
                                     }],
                                 );
                             }
-                            if let Expr::Name(n) = sub.value.as_ref() {
-                                let from_inputs = |e: &Expr| ch.depends_on_inputs(e);
-                                let index_from_inputs = match sub.slice.as_ref() {
-                                    Expr::Tuple(t) => t.elts.iter().any(from_inputs),
-                                    i => from_inputs(i),
-                                };
-                                if from_inputs(&a.value) || index_from_inputs {
-                                    let id = n.id.to_string();
-                                    ch.fns.last_mut().expect("scope").non_consts.insert(id);
-                                }
-                            }
+                            written_from_inputs(ch, sub, &a.value);
                         }
                     }
                 }
@@ -4510,17 +4545,7 @@ fn scan_locals(ch: &mut Checker, body: &[Stmt], function: Option<&ast::StmtFunct
                     // `hist[bucket] += 1` with an index or value from the inputs: the tensor
                     // is no longer the constant it was made as, as with `hist[i] = v`.
                     if let Expr::Subscript(sub) = a.target.as_ref() {
-                        if let Expr::Name(n) = sub.value.as_ref() {
-                            let from_inputs = |e: &Expr| ch.depends_on_inputs(e);
-                            let index_from_inputs = match sub.slice.as_ref() {
-                                Expr::Tuple(t) => t.elts.iter().any(from_inputs),
-                                i => from_inputs(i),
-                            };
-                            if from_inputs(&a.value) || index_from_inputs {
-                                let id = n.id.to_string();
-                                ch.fns.last_mut().expect("scope").non_consts.insert(id);
-                            }
-                        }
+                        written_from_inputs(ch, sub, &a.value);
                     }
                 }
                 _ => {}
@@ -5151,6 +5176,23 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
 }
 
 /// Whether iterating `e` yields tensors: a tensor (rows) or a container of tensors.
+/// `t[i] = v` or `t[i] += v` with the index or the value from the inputs: the local `t` is no
+/// longer the constant it was made as.
+fn written_from_inputs(ch: &mut Checker, sub: &ast::ExprSubscript, value: &Expr) {
+    let Expr::Name(n) = sub.value.as_ref() else {
+        return;
+    };
+    let from_inputs = |e: &Expr| ch.depends_on_inputs(e);
+    let index_from_inputs = match sub.slice.as_ref() {
+        Expr::Tuple(t) => t.elts.iter().any(from_inputs),
+        i => from_inputs(i),
+    };
+    if from_inputs(value) || index_from_inputs {
+        let id = n.id.to_string();
+        ch.fns.last_mut().expect("scope").non_consts.insert(id);
+    }
+}
+
 fn yields_tensors(ch: &Checker, e: &Expr) -> bool {
     ch.is_tensor(e)
         || matches!(e, Expr::Name(n) if ch.state().containers.contains(n.id.as_str()))
@@ -7056,6 +7098,16 @@ fn dtype_source(mut v: &Expr) -> &Expr {
     loop {
         v = match v {
             Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Invert) => &u.operand,
+            Expr::Attribute(a) if matches!(a.attr.id.as_str(), "T" | "mT") => &a.value,
+            // `.view(torch.int8)`, `.type(torch.long)`: cast.
+            Expr::Call(c)
+                if c.arguments.args.iter().any(|a| {
+                    matches!(a, Expr::Attribute(d) if d.attr.id.as_str() != "bool"
+                        && torch_dtype_name(d.attr.id.as_str()))
+                }) =>
+            {
+                return v
+            }
             Expr::Call(c) => match c.func.as_ref() {
                 // `.to(...)` may cast; `.bool()`, comparisons and logical ops make a mask of
                 // any tensor (read by the caller); the others keep the dtype.
@@ -7382,12 +7434,24 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 for p in parameters(f) {
                     let default = match p.default.as_deref() {
                         Some(d @ Expr::StringLiteral(_)) => Some(d),
-                        // Bound once in the module: the value the `def` saw.
-                        Some(Expr::Name(n)) => {
-                            match rules::bound_values(self.bodies[0], n.id.as_str())[..] {
-                                [v @ Expr::StringLiteral(_)] => Some(v),
-                                _ => None,
-                            }
+                        // Bound once in the module (`UP: str = "bilinear"` too), for a `def`
+                        // of the module or of a class that does not bind the name itself: the
+                        // value the `def` saw.
+                        Some(Expr::Name(n))
+                            if self.defs.is_empty()
+                                && rules::store_count(self.bodies[0], n.id.as_str()) == 1
+                                && self
+                                    .classes
+                                    .last()
+                                    .and_then(|c| module_class(self.bodies[0], c))
+                                    .is_none_or(|c| {
+                                        rules::store_count(&c.body, n.id.as_str()) == 0
+                                    }) =>
+                        {
+                            self.fns
+                                .first()
+                                .and_then(|m| m.literals.get(n.id.as_str()))
+                                .filter(|v| v.is_string_literal_expr())
                         }
                         _ => None,
                     };

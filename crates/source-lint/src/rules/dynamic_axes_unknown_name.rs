@@ -472,7 +472,7 @@ fn check_wrapper_call(ch: &mut Checker, call: &ast::ExprCall) {
             .peekable();
         splices.peek().is_some()
             && splices.all(|k| matches!(&k.value, Expr::Name(n) if n.id.as_str() == kw))
-            && !kwargs_touch_names(&def.body, kw, export)
+            && !kwargs_touch_names(ch, &def.body, kw)
     });
     if crate::rules::splices_arguments(call)
         || (export.arguments.keywords.iter().any(|k| k.arg.is_none())
@@ -619,19 +619,20 @@ fn check_wrapper_call(ch: &mut Checker, call: &ast::ExprCall) {
 }
 
 /// Whether a wrapper's body may change the names its `**kw` hands on. Only these uses of `kw`
-/// leave them alone: the splice into the export, `kw.get(k)`/`kw.setdefault(k, v)` and reads
-/// `kw[k]` with a literal key other than the three names (`kw.setdefault("opset_version", 17)`,
-/// `log.info(..., kw["opset_version"])`). Any other (a loop filling defaults, `kw` handed to a
-/// helper or aliased, `del kw[...]`, `kw["input_names"].append(...)`) may change them.
-fn kwargs_touch_names(body: &[Stmt], kw: &str, export: &ast::ExprCall) -> bool {
+/// leave them alone: splices into exports, `kw.get(k)` and `"k" in kw`; `kw[k]`,
+/// `kw.setdefault(k, v)` and `kw.pop(k, ...)` with a literal key other than the three names
+/// (`kw.setdefault("opset_version", 17)`, `kw["opset_version"] = 17`), and `kw` shown by `print` or a logger. Any other (a
+/// loop filling defaults, `kw` handed to a helper or aliased, `del kw[...]`,
+/// `kw["input_names"].append(...)`, a nested function using it) may change them.
+fn kwargs_touch_names(ch: &Checker, body: &[Stmt], kw: &str) -> bool {
     use ruff_python_ast::visitor::{self, Visitor};
-    struct Uses<'n, 'e> {
+    struct Uses<'c, 'a, 'n> {
+        ch: &'c Checker<'a>,
         kw: &'n str,
-        export: &'e ast::ExprCall,
         all: usize,
         allowed: usize,
     }
-    impl Uses<'_, '_> {
+    impl Uses<'_, '_, '_> {
         fn is_kw(&self, e: &Expr) -> bool {
             matches!(e, Expr::Name(n) if n.id.as_str() == self.kw)
         }
@@ -640,30 +641,41 @@ fn kwargs_touch_names(body: &[Stmt], kw: &str, export: &ast::ExprCall) -> bool {
         k.and_then(string_literal)
             .is_some_and(|k| !matches!(k, "input_names" | "output_names" | "dynamic_axes"))
     }
-    impl<'a> Visitor<'a> for Uses<'_, '_> {
-        fn visit_stmt(&mut self, s: &'a Stmt) {
-            // A nested function's own `kw` is not the wrapper's.
-            if !matches!(s, Stmt::FunctionDef(_) | Stmt::ClassDef(_)) {
-                visitor::walk_stmt(self, s);
+    fn shows(c: &ast::ExprCall) -> bool {
+        match c.func.as_ref() {
+            Expr::Name(f) => f.id.as_str() == "print",
+            Expr::Attribute(a) => {
+                matches!(
+                    a.attr.id.as_str(),
+                    "debug" | "info" | "warning" | "warn" | "error" | "critical" | "exception"
+                ) && matches!(a.value.as_ref(), Expr::Name(l)
+                    if l.id.to_ascii_lowercase().contains("log"))
             }
+            _ => false,
         }
-        fn visit_expr(&mut self, e: &'a Expr) {
+    }
+    impl<'v> Visitor<'v> for Uses<'_, '_, '_> {
+        fn visit_expr(&mut self, e: &'v Expr) {
             match e {
                 Expr::Name(n) if n.id.as_str() == self.kw => self.all += 1,
-                Expr::Call(c) if std::ptr::eq(c, self.export) => {
-                    self.allowed += c
-                        .arguments
-                        .keywords
-                        .iter()
-                        .filter(|k| k.arg.is_none() && self.is_kw(&k.value))
-                        .count();
-                    visitor::walk_expr(self, e);
-                }
                 Expr::Call(c) => {
+                    if is_export(self.ch, c) || shows(c) {
+                        self.allowed += c
+                            .arguments
+                            .args
+                            .iter()
+                            .chain(c.arguments.keywords.iter().map(|k| &k.value))
+                            .filter(|v| self.is_kw(v))
+                            .count();
+                    }
                     if let Expr::Attribute(a) = c.func.as_ref() {
+                        let key = c.arguments.args.first();
                         if self.is_kw(&a.value)
-                            && matches!(a.attr.id.as_str(), "get" | "setdefault")
-                            && other_key(c.arguments.args.first())
+                            && match a.attr.id.as_str() {
+                                "get" => key.is_some_and(|k| string_literal(k).is_some()),
+                                "setdefault" | "pop" => other_key(key),
+                                _ => false,
+                            }
                         {
                             self.allowed += 1;
                         }
@@ -671,9 +683,18 @@ fn kwargs_touch_names(body: &[Stmt], kw: &str, export: &ast::ExprCall) -> bool {
                     visitor::walk_expr(self, e);
                 }
                 Expr::Subscript(sub)
-                    if sub.ctx.is_load()
+                    if !sub.ctx.is_del()
                         && self.is_kw(&sub.value)
                         && other_key(Some(&sub.slice)) =>
+                {
+                    self.allowed += 1;
+                    visitor::walk_expr(self, e);
+                }
+                // `"opset_version" in kw`
+                Expr::Compare(cmp)
+                    if cmp.ops.len() == 1
+                        && matches!(cmp.ops[0], ast::CmpOp::In | ast::CmpOp::NotIn)
+                        && self.is_kw(&cmp.comparators[0]) =>
                 {
                     self.allowed += 1;
                     visitor::walk_expr(self, e);
@@ -683,8 +704,8 @@ fn kwargs_touch_names(body: &[Stmt], kw: &str, export: &ast::ExprCall) -> bool {
         }
     }
     let mut uses = Uses {
+        ch,
         kw,
-        export,
         all: 0,
         allowed: 0,
     };

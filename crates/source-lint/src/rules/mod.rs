@@ -524,6 +524,48 @@ pub(crate) fn bound_values<'a>(body: &'a [Stmt], name: &str) -> Vec<&'a Expr> {
     b.values
 }
 
+/// How many times a body stores to `name` outside nested functions and classes (assignments,
+/// annotated ones, `+=`, loop and `with` targets, comprehension variables, imports).
+pub(crate) fn store_count(body: &[Stmt], name: &str) -> usize {
+    struct Count<'n>(&'n str, usize);
+    impl<'a> Visitor<'a> for Count<'_> {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            match s {
+                Stmt::FunctionDef(_) | Stmt::ClassDef(_) => {}
+                Stmt::Import(i) => {
+                    self.1 += i
+                        .names
+                        .iter()
+                        .filter(|a| {
+                            a.asname.as_ref().map_or_else(
+                                || a.name.id.split('.').next() == Some(self.0),
+                                |n| n.id.as_str() == self.0,
+                            )
+                        })
+                        .count()
+                }
+                Stmt::ImportFrom(i) => {
+                    self.1 += i
+                        .names
+                        .iter()
+                        .filter(|a| a.asname.as_ref().unwrap_or(&a.name).id.as_str() == self.0)
+                        .count()
+                }
+                s => visitor::walk_stmt(self, s),
+            }
+        }
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if matches!(e, Expr::Name(n) if n.id.as_str() == self.0 && n.ctx.is_store()) {
+                self.1 += 1;
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut count = Count(name, 0);
+    count.visit_body(body);
+    count.1
+}
+
 /// Whether a function body stores to `name` anywhere outside nested functions and classes
 /// (an assignment, a loop or `with` target, a comprehension's variable, `:=`, a lambda's
 /// parameter): the name is then the function's own, not the module's.

@@ -254,7 +254,9 @@ fn opset_value(
                 // a choice; `opset += 5` or a loop over opsets binds it again.
                 let body = ch.defs.last().map_or(ch.bodies[0], |f| &f.body[..]);
                 match crate::rules::bound_values(body, n.id.as_str())[..] {
-                    [v @ Expr::If(_)] if depth < 3 && stores(body, n.id.as_str()) == 1 => {
+                    [v @ Expr::If(_)]
+                        if depth < 3 && crate::rules::store_count(body, n.id.as_str()) == 1 =>
+                    {
                         opset_value(ch, call, v, depth + 1)
                     }
                     _ => None,
@@ -418,30 +420,6 @@ fn parameter_default(ch: &Checker, call: &ast::ExprCall, name: &str) -> Option<u
     };
     calls.visit_body(module);
     (calls.calls > 0 && !calls.passed).then_some(default)
-}
-
-/// How many times a body stores to `name` outside nested functions and classes (assignments,
-/// `+=`, loop and `with` targets, comprehension variables).
-fn stores(body: &[ruff_python_ast::Stmt], name: &str) -> usize {
-    use ruff_python_ast::visitor::{self, Visitor};
-    use ruff_python_ast::{Expr, Stmt};
-    struct Count<'n>(&'n str, usize);
-    impl<'v> Visitor<'v> for Count<'_> {
-        fn visit_stmt(&mut self, s: &'v Stmt) {
-            if !matches!(s, Stmt::FunctionDef(_) | Stmt::ClassDef(_)) {
-                visitor::walk_stmt(self, s);
-            }
-        }
-        fn visit_expr(&mut self, e: &'v Expr) {
-            if matches!(e, Expr::Name(n) if n.id.as_str() == self.0 && n.ctx.is_store()) {
-                self.1 += 1;
-            }
-            visitor::walk_expr(self, e);
-        }
-    }
-    let mut count = Count(name, 0);
-    count.visit_body(body);
-    count.1
 }
 
 /// Whether a body assigns `name` (`opset = max(opset, 16)`, `opset += 1`, `for opset in ...`).
