@@ -6898,6 +6898,19 @@ fn bool_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
                         && !matches!(a, Expr::Name(n) if bound_in_methods(class_body, n.id.as_str()))
                         && bool_list(ch.bodies[0], a)
                 })
+                // `torch.tensor([h < OPEN or h >= CLOSE for h in range(SLOTS)])`: a list of
+                // comparisons of Python values.
+                || c.arguments.args.first().is_some_and(|a| {
+                    matches!(a, Expr::ListComp(l) if match l.elt.as_ref() {
+                        Expr::Compare(_) => true,
+                        Expr::BoolOp(b) => b.values.iter().all(|v| v.is_compare_expr()),
+                        _ => false,
+                    }) && crate::rules::keyword(c, "dtype").is_none()
+                        && matches!(
+                            ch.qualify(&c.func).as_deref(),
+                            Some("torch.tensor" | "torch.as_tensor" | "torch.BoolTensor")
+                        )
+                })
         }
         _ => false,
     };

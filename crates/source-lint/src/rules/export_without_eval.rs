@@ -1238,16 +1238,51 @@ fn caller_without_eval(ch: &Checker, name: &str) -> Option<(String, String)> {
             };
             // `export_cab_model(net.cpu())`: moving or casting a module returns the module,
             // in the mode it was in.
-            let Expr::Name(n) = moved(arg).unwrap_or(arg) else {
-                continue;
-            };
-            let mode = mode_in(ch, caller_body, n.id.as_str(), None, c.range().start());
-            if mode.assigned && !mode.evaluated {
-                return Some((caller, n.id.to_string()));
+            let arg = moved(arg).unwrap_or(arg);
+            if let Expr::Name(n) = arg {
+                let mode = mode_in(ch, caller_body, n.id.as_str(), None, c.range().start());
+                if mode.assigned && !mode.evaluated {
+                    return Some((caller, n.id.to_string()));
+                }
+            }
+            // `export_serve(train_serve())`: a function of the file that ends returning a
+            // module it built and left in training mode.
+            if let Expr::Call(inner) = arg {
+                if returns_training_module(ch, module, inner) {
+                    return Some((caller, ch.text(arg.range()).to_string()));
+                }
             }
         }
     }
     None
+}
+
+/// Whether `call` calls a function of the module whose last statement returns a name it bound
+/// to a module and left in training mode (`snet = ServeNet()` ... `return snet`, with no
+/// `snet.eval()`).
+fn returns_training_module(ch: &Checker, module: &[Stmt], call: &ast::ExprCall) -> bool {
+    let Expr::Name(f) = call.func.as_ref() else {
+        return false;
+    };
+    let Some(def) = module.iter().find_map(|s| match s {
+        Stmt::FunctionDef(d) if d.name.id == f.id => Some(d),
+        _ => None,
+    }) else {
+        return false;
+    };
+    let Some(Stmt::Return(ast::StmtReturn {
+        value: Some(v),
+        range,
+        ..
+    })) = def.body.last()
+    else {
+        return false;
+    };
+    let Expr::Name(n) = v.as_ref() else {
+        return false;
+    };
+    let mode = mode_in(ch, &def.body, n.id.as_str(), None, range.start());
+    mode.assigned && !mode.evaluated
 }
 
 fn mode_in(ch: &Checker, body: &[Stmt], name: &str, sub: Option<&str>, at: TextSize) -> Mode {
