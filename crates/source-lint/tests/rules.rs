@@ -479,6 +479,12 @@ const CORPUS_DIRS: &[&str] = &[
     "doggrooming",
     "amusementparks",
     "bikerepair",
+    "beachvolley",
+    "taxidermy",
+    "glassblowing",
+    "dentallab",
+    "ferriswheels",
+    "mushroomfarms",
 ];
 
 #[test]
