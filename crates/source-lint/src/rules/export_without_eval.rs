@@ -19,7 +19,8 @@
 //! parameter of a function of the file (`def _export(module, path): torch.onnx.export(module,
 //! ...)`), the callers in the file decide: it is flagged when one of them passes a local it never
 //! put in eval mode (also moved or cast on the way, `export_model(net.cpu())`, which returns the
-//! module in the mode it was in), and left alone when no caller is seen. A loader imported from another linted
+//! module in the mode it was in) or the result of a function of the file that returns a module it
+//! built and never put in eval mode (`export_serve(train_serve())`), and left alone when no caller is seen. A loader imported from another linted
 //! file that ends in `model.eval()` (`det = load_detector(path)`) counts as putting the model in
 //! eval mode, as one of the same file does. A module a class keeps (`torch.onnx.export(self.model,
 //! ...)` in a trainer's or service's method) is judged by the mode the method's statements before
