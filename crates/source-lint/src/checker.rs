@@ -6906,6 +6906,7 @@ fn bool_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
                         Expr::BoolOp(b) => b.values.iter().all(|v| v.is_compare_expr()),
                         _ => false,
                     }) && crate::rules::keyword(c, "dtype").is_none()
+                        && c.arguments.args.len() == 1
                         && matches!(
                             ch.qualify(&c.func).as_deref(),
                             Some("torch.tensor" | "torch.as_tensor" | "torch.BoolTensor")

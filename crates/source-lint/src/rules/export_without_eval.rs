@@ -1265,7 +1265,8 @@ fn returns_training_module(ch: &Checker, module: &[Stmt], call: &ast::ExprCall) 
     let Expr::Name(f) = call.func.as_ref() else {
         return false;
     };
-    let Some(def) = module.iter().find_map(|s| match s {
+    // The last definition is the one Python calls.
+    let Some(def) = module.iter().rev().find_map(|s| match s {
         Stmt::FunctionDef(d) if d.name.id == f.id => Some(d),
         _ => None,
     }) else {
@@ -1282,7 +1283,17 @@ fn returns_training_module(ch: &Checker, module: &[Stmt], call: &ast::ExprCall) 
     let Expr::Name(n) = v.as_ref() else {
         return false;
     };
-    let mode = mode_in(ch, &def.body, n.id.as_str(), None, range.start());
+    // Built there (`snet = ServeNet()`), not handed in (`model = model.to(device)` of a
+    // parameter keeps the caller's mode) nor loaded (`from_pretrained` evaluates).
+    let name = n.id.as_str();
+    if def.parameters.iter().any(|p| p.name().id.as_str() == name)
+        || !crate::rules::bound_values(&def.body, name)
+            .iter()
+            .any(|v| matches!(chain_start(v), Expr::Call(c) if is_constructor(c)))
+    {
+        return false;
+    }
+    let mode = mode_in(ch, &def.body, name, None, range.start());
     mode.assigned && !mode.evaluated
 }
 
