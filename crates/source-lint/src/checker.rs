@@ -5175,7 +5175,6 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
     }
 }
 
-/// Whether iterating `e` yields tensors: a tensor (rows) or a container of tensors.
 /// `t[i] = v` or `t[i] += v` with the index or the value from the inputs: the local `t` is no
 /// longer the constant it was made as.
 fn written_from_inputs(ch: &mut Checker, sub: &ast::ExprSubscript, value: &Expr) {
@@ -5193,6 +5192,7 @@ fn written_from_inputs(ch: &mut Checker, sub: &ast::ExprSubscript, value: &Expr)
     }
 }
 
+/// Whether iterating `e` yields tensors: a tensor (rows) or a container of tensors.
 fn yields_tensors(ch: &Checker, e: &Expr) -> bool {
     ch.is_tensor(e)
         || matches!(e, Expr::Name(n) if ch.state().containers.contains(n.id.as_str()))
@@ -7451,22 +7451,22 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         // Bound once in the module (`UP: str = "bilinear"` too), for a `def`
                         // of the module or of a class that does not bind the name itself: the
                         // value the `def` saw.
-                        Some(Expr::Name(n))
-                            if self.defs.is_empty()
-                                && rules::store_count(self.bodies[0], n.id.as_str()) == 1
-                                && self
-                                    .classes
-                                    .last()
-                                    .and_then(|c| module_class(self.bodies[0], c))
-                                    .is_none_or(|c| {
-                                        rules::store_count(&c.body, n.id.as_str()) == 0
-                                    }) =>
-                        {
-                            self.fns
-                                .first()
-                                .and_then(|m| m.literals.get(n.id.as_str()))
-                                .filter(|v| v.is_string_literal_expr())
-                        }
+                        // (The map lookup first: the counts walk the module.)
+                        Some(Expr::Name(n)) if self.defs.is_empty() => self
+                            .fns
+                            .first()
+                            .and_then(|m| m.literals.get(n.id.as_str()))
+                            .filter(|v| {
+                                v.is_string_literal_expr()
+                                    && rules::store_count(self.bodies[0], n.id.as_str()) == 1
+                                    && self
+                                        .classes
+                                        .last()
+                                        .and_then(|c| module_class(self.bodies[0], c))
+                                        .is_none_or(|c| {
+                                            rules::store_count(&c.body, n.id.as_str()) == 0
+                                        })
+                            }),
                         _ => None,
                     };
                     if let Some(d) = default {

@@ -1,20 +1,20 @@
 //! ## What it does
-//! Flags tensors placed on a device spelled as a literal inside model code:
-//! `torch.zeros(n, device="cuda")`, `torch.tensor(v, device=torch.device("cuda:0"))`,
-//! `t.cuda()`, `t.to("cuda")`, also through a name bound to such a literal in the function or at
-//! module level (`DEVICE = "cuda"`, `GPU = torch.device("cuda:0")`, `GPU2 = torch.device(GPU)`, and `DEV = "cuda" if
-//! torch.cuda.is_available() else "cpu"`, the machine's accelerator rather than the input's
-//! device; a choice that reads the input, `"cuda" if x.is_cuda else "cpu"`, or that the function
-//! makes from its own locals and parameters may follow it and is left alone; a parameter or local
-//! of the same name shadows the module's) or through an attribute set
-//! once from an `__init__` parameter whose accelerator default some construction in the file keeps
-//! (`def __init__(self, device="cuda"): self.device_str = device`), and the legacy CUDA tensor
-//! types (`t.type(torch.cuda.FloatTensor)`, `torch.cuda.LongTensor(n)`). The `__init__` of a
-//! module counts as model code here: `self.disp = torch.arange(d).cuda()` there is a plain
-//! attribute, not a buffer, so it stays on that device whatever `model.to(...)` does. A device the
-//! machine chooses counts there only for such plain attributes: buffers, parameters and submodules
-//! built on it follow `model.to(...)`, and it is "cpu" on a host without an accelerator.
-//! A call spread over several lines is reported on its first line.
+//! Flags tensors placed on a device spelled as a literal inside model code: `torch.zeros(n,
+//! device="cuda")`, `torch.tensor(v, device=torch.device("cuda:0"))`, `t.cuda()`, `t.to("cuda")`,
+//! also through a name bound to such a literal in the function or at module level (`DEVICE =
+//! "cuda"`, `GPU = torch.device("cuda:0")`, `GPU2 = torch.device(GPU)`, and `DEV = "cuda" if
+//! torch.cuda.is_available() else "cpu"`, the machine's accelerator rather than the input's device;
+//! a choice that reads the input, `"cuda" if x.is_cuda else "cpu"`, or that the function makes from
+//! its own locals and parameters may follow it and is left alone; a parameter or local of the same
+//! name shadows the module's) or through an attribute set once from an `__init__` parameter whose
+//! accelerator default some construction in the file keeps (`def __init__(self, device="cuda"):
+//! self.device_str = device`), and the legacy CUDA tensor types (`t.type(torch.cuda.FloatTensor)`,
+//! `torch.cuda.LongTensor(n)`). The `__init__` of a module counts as model code here: `self.disp =
+//! torch.arange(d).cuda()` there is a plain attribute, not a buffer, so it stays on that device
+//! whatever `model.to(...)` does. A device the machine chooses counts there only for such plain
+//! attributes: buffers, parameters and submodules built on it follow `model.to(...)`, and it is
+//! "cpu" on a host without an accelerator. A call spread over several lines is reported on its
+//! first line.
 //!
 //! ## Why is this bad?
 //! The trace records the device of every tensor it creates. A literal device ties the module to

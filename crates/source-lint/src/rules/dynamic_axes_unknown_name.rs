@@ -621,8 +621,8 @@ fn check_wrapper_call(ch: &mut Checker, call: &ast::ExprCall) {
 /// Whether a wrapper's body may change the names its `**kw` hands on. Only these uses of `kw`
 /// leave them alone: splices into exports, `kw.get(k)` and `"k" in kw`; `kw[k]`,
 /// `kw.setdefault(k, v)` and `kw.pop(k, ...)` with a literal key other than the three names
-/// (`kw.setdefault("opset_version", 17)`, `kw["opset_version"] = 17`), and `kw` shown by `print` or a logger. Any other (a
-/// loop filling defaults, `kw` handed to a helper or aliased, `del kw[...]`,
+/// (`kw.setdefault("opset_version", 17)`, `kw["opset_version"] = 17`), and `kw` shown by `print`
+/// or a logger. Any other (a loop filling defaults, `kw` handed to a helper or aliased, `del kw[...]`,
 /// `kw["input_names"].append(...)`, a nested function using it) may change them.
 fn kwargs_touch_names(ch: &Checker, body: &[Stmt], kw: &str) -> bool {
     use ruff_python_ast::visitor::{self, Visitor};

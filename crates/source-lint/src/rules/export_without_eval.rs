@@ -20,10 +20,11 @@
 //! ...)`), the callers in the file decide: it is flagged when one of them passes a local it never
 //! put in eval mode (also moved or cast on the way, `export_model(net.cpu())`, which returns the
 //! module in the mode it was in) or the result of a function of the file that returns a module it
-//! built and never put in eval mode (`export_serve(train_serve())`), and left alone when no caller is seen. A loader imported from another linted
-//! file that ends in `model.eval()` (`det = load_detector(path)`) counts as putting the model in
-//! eval mode, as one of the same file does. A module a class keeps (`torch.onnx.export(self.model,
-//! ...)` in a trainer's or service's method) is judged by the mode the method's statements before
+//! built and never put in eval mode (`export_serve(train_serve())`), and left alone when no caller
+//! is seen. A loader imported from another linted file that ends in `model.eval()` (`det =
+//! load_detector(path)`) counts as putting the model in eval mode, as one of the same file does. A
+//! module a class keeps (`torch.onnx.export(self.model, ...)` in a trainer's or service's method)
+//! is judged by the mode the method's statements before
 //! the export leave it in, in order, following the class's own methods it calls: flagged after a
 //! `train()` (`self.model.train()`, `self.train()`, or a method that ends in it, such as a
 //! validation step that restores training mode). When the method sets no mode, the callers in

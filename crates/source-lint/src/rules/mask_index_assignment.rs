@@ -5,8 +5,8 @@
 //! target over a list of masks: `for m in [p > t for t in ts]: x[m] = v`, or a parameter a
 //! caller fills with a mask, also in a subclass's override of the method called, or a Boolean
 //! buffer of the module: `self.register_buffer("dead", torch.zeros(n, dtype=torch.bool))`, also
-//! through a method that keeps the dtype or a negation (`torch.ones(n, n, dtype=torch.bool).triu(1)`,
-//! `~keep`), or a list of Python comparisons (`torch.tensor([h < OPEN for h in range(N)])`), one a
+//! through a method that keeps the dtype or a negation
+//! (`torch.ones(n, n, dtype=torch.bool).triu(1)`, `~keep`), or a list of Python comparisons (`torch.tensor([h < OPEN for h in range(N)])`), one a
 //! helper named for a mask builds, indexed here or handed to a helper of this or another file,
 //! `clamp_dead(x, self.dead)`), or a tensor parameter (of `forward` without a default, or
 //! annotated `Tensor`)

@@ -12,8 +12,8 @@
 //! `F.scaled_dot_product_attention` 14, `F.fold` 18. The `opset_version` may be a literal, a
 //! name bound to one (also through module constants: `BOARD_OPSET = OPSET`), a choice of two
 //! (`LEGACY_OPSET if legacy else EDGE_OPSET`, the lower counts), written there or bound to a local
-//! first (`opset = LEGACY_OPSET if legacy else OPSET`), a parameter's default when no call in the file passes that parameter (`def
-//! export(model, path, opset: int = 13)`, also `opset=EUV_OPSET`), an argparse option's default (`opset_version=args.opset`
+//! first (`opset = LEGACY_OPSET if legacy else OPSET`), a parameter's default when no call in the
+//! file passes that parameter (`def export(model, path, opset: int = 13)`, also `opset=EUV_OPSET`), an argparse option's default (`opset_version=args.opset`
 //! with `add_argument("--opset", type=int, default=11)`), a dict
 //! spliced into the call (`**EXPORT_KW`), or from the caller of a function of the file that
 //! exports with the opset it is given (`def _export(m, args, path, **kw): torch.onnx.export(m,
@@ -214,9 +214,6 @@ fn kwargs_opset<'e, I: Iterator<Item = (&'e str, &'e ruff_python_ast::Expr)>>(
     }
 }
 
-/// The integer a name is bound to, directly or through module-level constants bound once
-/// (`BOARD_OPSET = OPSET` with `OPSET = 13`; upper-case names only, which a function does not
-/// rebind by convention).
 /// The opset an `opset_version=` value gives: a number, a name bound to one, an argparse
 /// default, or a choice of two (`LEGACY_OPSET if legacy else EDGE_OPSET`: the lower of the two is
 /// exported when the test picks it), written there or bound once to a local of the function
@@ -267,6 +264,9 @@ fn opset_value(
     }
 }
 
+/// The integer a name is bound to, directly or through module-level constants bound once
+/// (`BOARD_OPSET = OPSET` with `OPSET = 13`; upper-case names only, which a function does not
+/// rebind by convention).
 fn named_int(ch: &Checker, name: &str) -> Option<u32> {
     if let Some(v) = ch.literal(name) {
         return int_literal(v);
