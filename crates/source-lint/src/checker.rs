@@ -881,6 +881,15 @@ impl<'a> Checker<'a> {
                     if self.returns_tensor.contains_key(&(None, n.id.to_string())) {
                         return true;
                     }
+                    // `hard_peak = _HardPeak.apply`, then `hard_peak(p, k)`.
+                    if matches!(self.literal(n.id.as_str()), Some(Expr::Attribute(a))
+                        if a.attr.id.as_str() == "apply"
+                            && matches!(a.value.as_ref(), Expr::Name(f) if class_like(f.id.as_str())
+                                || module_class(self.bodies[0], f.id.as_str()).is_some()))
+                        && c.arguments.args.iter().any(|a| self.is_tensor(a))
+                    {
+                        return true;
+                    }
                     if self.unannotated_fns.contains(n.id.as_str())
                         && c.arguments.args.iter().any(|a| self.is_tensor(a))
                     {
@@ -1443,6 +1452,10 @@ impl<'a> Checker<'a> {
                         k.arg.as_ref().is_some_and(|a| a.as_str() == "dtype")
                             && self.qualify(&k.value).is_some_and(|d| d == "torch.bool")
                     }) {
+                        return true;
+                    }
+                    // `torch.full((n, n), True)`: filled with a Boolean, no dtype given.
+                    if matches!(q.as_str(), "torch.full" | "torch.full_like") && fills_bool(c) {
                         return true;
                     }
                     // `F.pad(diff < eps, (1, 0), value=False)`, `torch.roll(valid, 1, -1)`:
@@ -4974,6 +4987,9 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                 // `export = partial(torch.onnx.export, opset_version=11)`, `MHA =
                 // partial(nn.MultiheadAttention, batch_first=True)`: the bound arguments.
                 || matches!(value, Expr::Call(c) if rules::partial_of_torch(ch, c).is_some())
+                // `hard_peak = _HardPeak.apply`: an autograd Function's apply, called by name.
+                || matches!(value, Expr::Attribute(a) if a.attr.id.as_str() == "apply"
+                    && a.value.is_name_expr())
                 // `cache_in = [f"cache{i}_in" for i in range(n)]`: names by a pattern.
                 || matches!(value, Expr::ListComp(l)
                     if matches!(l.elt.as_ref(), Expr::FString(_) | Expr::StringLiteral(_)))
@@ -5258,6 +5274,32 @@ fn bind_loop(ch: &mut Checker, target: &Expr, iter: &Expr) {
                 }
                 return;
             }
+        }
+    }
+    // `for t in (h_acc, h_baro)`, `for name, t in (("acc", h_acc), ("baro", h_baro))`: a
+    // literal sequence whose items (or whose items' same position) are all tensors.
+    if let Expr::Tuple(ast::ExprTuple { elts, .. }) | Expr::List(ast::ExprList { elts, .. }) = iter
+    {
+        if !elts.is_empty() {
+            match target {
+                Expr::Name(_) if elts.iter().all(|e| ch.is_tensor(e)) => mark(ch, target),
+                Expr::Tuple(t) => {
+                    for (j, elt) in t.elts.iter().enumerate() {
+                        let all = elts.iter().all(|e| match e {
+                            Expr::Tuple(ast::ExprTuple { elts: row, .. })
+                            | Expr::List(ast::ExprList { elts: row, .. }) => {
+                                row.len() == t.elts.len() && ch.is_tensor(&row[j])
+                            }
+                            _ => false,
+                        });
+                        if all {
+                            mark(ch, elt);
+                        }
+                    }
+                }
+                _ => {}
+            }
+            return;
         }
     }
     // `masks = [prob > t for t in self.thresholds]` then `for m in masks`: each a mask.
@@ -6879,6 +6921,10 @@ fn bool_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
                 k.arg.as_ref().is_some_and(|a| a.as_str() == "dtype")
                     && ch.qualify(&k.value).is_some_and(|d| d == "torch.bool")
             }) || matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "bool")
+                || (matches!(
+                    ch.qualify(&c.func).as_deref(),
+                    Some("torch.full" | "torch.full_like")
+                ) && fills_bool(c))
                 // `self.register_buffer("own_ship", own_ship_mask())`: a helper of the project
                 // named for a mask, or one whose every `return` is a comparison.
                 || matches!(c.func.as_ref(), Expr::Name(n) if helper_builds_mask(ch.bodies[0], n.id.as_str())
@@ -6924,8 +6970,9 @@ fn bool_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
         )
         .filter(|(_, value)| {
             boolean(value)
-                // `mask = torch.zeros(n, dtype=torch.bool)` ... `self.register_buffer("m", mask)`
-                || matches!(value, Expr::Name(n) if local_values(class_body, n.id.as_str())
+                // `mask = torch.zeros(n, dtype=torch.bool)` ... `self.register_buffer("m", mask)`,
+                // also `mask.triu(1)`
+                || matches!(dtype_source(value), Expr::Name(n) if local_values(class_body, n.id.as_str())
                     .into_iter()
                     .any(&boolean))
         })
@@ -7099,9 +7146,22 @@ fn spells_bool(v: &Expr) -> bool {
                 k.arg.as_ref().is_some_and(|a| a.as_str() == "dtype")
                     && matches!(&k.value, Expr::Attribute(d) if d.attr.id.as_str() == "bool")
             }) || matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "bool")
+                || (matches!(c.func.as_ref(), Expr::Attribute(a) if matches!(a.attr.id.as_str(), "full" | "full_like"))
+                    && fills_bool(c))
         }
         _ => false,
     }
+}
+
+/// `torch.full((n, n), True)`, `torch.full_like(x, fill_value=False)`: a fill of a Boolean literal
+/// with no dtype given makes a Boolean tensor.
+fn fills_bool(c: &ast::ExprCall) -> bool {
+    let fill = c
+        .arguments
+        .args
+        .get(1)
+        .or_else(|| rules::keyword(c, "fill_value").map(|k| &k.value));
+    matches!(fill, Some(Expr::BooleanLiteral(_))) && rules::keyword(c, "dtype").is_none()
 }
 
 /// The tensor whose dtype a value keeps: the receiver of methods that keep a mask a mask

@@ -1860,3 +1860,32 @@ fn reexports_name_the_definition_a_python_import_would_find() {
         .collect();
     assert!(found.is_empty(), "{found:?}");
 }
+
+#[test]
+fn opset_default_of_a_function_in_a_table_of_jobs() {
+    // `jobs = {"warp": export_warp}` then `fn(path)` for each: the default is what exports,
+    // unless a call through a name bound to a value may pass the parameter.
+    let head = "import torch\nimport torch.nn.functional as F\n\n\
+        class Warp(torch.nn.Module):\n    def forward(self, x, g):\n        \
+        return F.grid_sample(x, g, align_corners=False)\n\n\
+        def export_warp(path, opset: int = 12):\n    \
+        torch.onnx.export(Warp().eval(), (), path, opset_version=opset)\n\n\
+        jobs = {\"warp\": export_warp}\n";
+    let odl020 = |src: &str| {
+        project_findings(&[("jobs.py", src)], "ODL020")
+            .into_iter()
+            .map(|(_, l)| l)
+            .collect::<Vec<_>>()
+    };
+    let defaulted = format!("{head}for name, fn in jobs.items():\n    fn(name + \".onnx\")\n");
+    assert_eq!(odl020(&defaulted), vec![9]);
+    let keyword = format!("{head}for name, fn in jobs.items():\n    fn(name, opset=17)\n");
+    assert_eq!(odl020(&keyword), Vec::<usize>::new());
+    let positional = format!("{head}for name, fn in jobs.items():\n    fn(name, 17)\n");
+    assert_eq!(odl020(&positional), Vec::<usize>::new());
+    // Calls of other names do not go through the table; a table handed elsewhere may pass it.
+    let other = format!("{defaulted}m = Warp()\nm(*xs)\n");
+    assert_eq!(odl020(&other), vec![9]);
+    let handed = format!("{head}run_all({{\"warp\": export_warp}})\n");
+    assert_eq!(odl020(&handed), Vec::<usize>::new());
+}

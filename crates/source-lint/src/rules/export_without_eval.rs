@@ -446,6 +446,79 @@ fn leaves_in_eval(f: &ast::StmtFunctionDef) -> bool {
     evaluated
 }
 
+/// Whether `e` hands `name` to a function of this file that puts that parameter in training
+/// mode and leaves it there: `model = train(model, data)` with `def train(model, ...):
+/// model.train() ... return model`. Not when the function puts it in eval mode after (its own
+/// `.eval()` or a helper of the file that leaves a module in eval mode, `val = evaluate(model)`
+/// at the end of each epoch).
+fn helper_trains(ch: &Checker, e: &Expr, name: &str) -> bool {
+    let Some(module) = ch.bodies.first() else {
+        return false;
+    };
+    crate::rules::any_sub_expr(e, |x| {
+        let Expr::Call(c) = x else { return false };
+        let Expr::Name(f) = c.func.as_ref() else {
+            return false;
+        };
+        let Some(at) = c
+            .arguments
+            .args
+            .iter()
+            .position(|a| matches!(a, Expr::Name(n) if n.id.as_str() == name))
+        else {
+            return false;
+        };
+        // The last definition is the one Python calls.
+        let Some(def) = module.iter().rev().find_map(|s| match s {
+            Stmt::FunctionDef(d) if d.name.id == f.id => Some(d),
+            _ => None,
+        }) else {
+            return false;
+        };
+        let Some(param) = def
+            .parameters
+            .posonlyargs
+            .iter()
+            .chain(&def.parameters.args)
+            .nth(at)
+            .map(|p| p.parameter.name.id.as_str())
+        else {
+            return false;
+        };
+        let mut stmts = Vec::new();
+        collect(&def.body, def.range().end(), &mut stmts);
+        let mut trained = false;
+        for s in stmts {
+            let e: &Expr = match s {
+                Stmt::Expr(x) => &x.value,
+                Stmt::Assign(a) => &a.value,
+                Stmt::Return(r) => match r.value.as_deref() {
+                    Some(v) => v,
+                    None => continue,
+                },
+                _ => continue,
+            };
+            let mut find = EvalFind {
+                receiver: Receiver::Any,
+                found: false,
+            };
+            find.visit_expr(e);
+            let (_, called) = called_names_expr(e);
+            let evaluates = find.found
+                || module.iter().any(|s| {
+                    matches!(s, Stmt::FunctionDef(h) if h.name.id != def.name.id
+                        && called.contains(h.name.id.as_str()) && leaves_in_eval(h))
+                });
+            if evaluates {
+                trained = false;
+            } else if has_train(e, param) {
+                trained = true;
+            }
+        }
+        trained
+    })
+}
+
 /// The module-level functions of a file that leave a module in eval mode (for the files that
 /// import them: `model = load_detector(path)` then `torch.onnx.export(model, ...)`).
 pub(crate) fn eval_helpers(source: &str, module: &[Stmt]) -> crate::HashSet<String> {
@@ -534,6 +607,18 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
     if evaluated {
         return;
     }
+    if !assigned && sub.is_none() {
+        let message = match global_in_training(ch, name) {
+            GlobalMode::Unknown => None,
+            GlobalMode::NeverEvaluated => Some(format!("`{name}` is exported without `.eval()`: the module-level `{name}` is built in training mode and nothing in the file puts it in eval mode")),
+            GlobalMode::TrainingAt(caller) => Some(format!("`{name}` is exported without `.eval()`: {caller} calls this function with the module-level `{name}` in training mode")),
+        };
+        if let Some(message) = message {
+            let i = ch.report(&RULE, call.func.range(), message);
+            ch.help(i, format!("call `{name}.eval()` before `torch.onnx.export` (the default dynamo exporter does not switch modes)"));
+            return;
+        }
+    }
     if !assigned {
         // `def _export(module, ...): torch.onnx.export(module, ...)`: judged by what the
         // callers in this file hand it.
@@ -562,6 +647,229 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         format!("call `{name}.eval()` before `torch.onnx.export` (the default dynamo exporter does not switch modes)")
     };
     ch.help(i, help);
+}
+
+/// Whether a function exports a module-level name (`model = QuenchNet()` at the top of a
+/// notebook turned module, `def export_tablet(): torch.onnx.export(model, ...)`) that the module
+/// binds only to modules it builds, and that nothing in the file puts in eval mode: no
+/// `model.eval()` or `model.train(False)` in any scope, no helper of the file that evaluates it,
+/// no `global model` rebinding it elsewhere.
+fn global_in_training(ch: &Checker, name: &str) -> GlobalMode {
+    use crate::rules::any_sub_stmt_expr;
+    let Some(module) = ch.bodies.first() else {
+        return GlobalMode::Unknown;
+    };
+    if ch.defs.is_empty()
+        || ch.binds_locally(name)
+        || ch
+            .defs
+            .iter()
+            .any(|d| d.parameters.iter().any(|p| p.name().id.as_str() == name))
+    {
+        return GlobalMode::Unknown;
+    }
+    let mut built = false;
+    for s in module.iter() {
+        match s {
+            Stmt::Assign(a) if a.targets.iter().any(|t| mentions(t, &[name.to_string()])) => {
+                let constructed = matches!(&a.targets[..], [Expr::Name(_)])
+                    && matches!(a.value.as_ref(), Expr::Call(c) if is_constructor(c));
+                if !constructed {
+                    return GlobalMode::Unknown;
+                }
+                built = true;
+            }
+            // Bound otherwise, also in a block (`if __name__ == "__main__": model = load()`).
+            Stmt::AnnAssign(_)
+            | Stmt::AugAssign(_)
+            | Stmt::For(_)
+            | Stmt::With(_)
+            | Stmt::Import(_)
+            | Stmt::ImportFrom(_)
+            | Stmt::If(_)
+            | Stmt::While(_)
+            | Stmt::Try(_)
+                if crate::rules::store_count(std::slice::from_ref(s), name) > 0 =>
+            {
+                return GlobalMode::Unknown;
+            }
+            _ => {}
+        }
+    }
+    if !built {
+        return GlobalMode::Unknown;
+    }
+    let rebound = |s: &Stmt| {
+        fn find(body: &[Stmt], name: &str) -> bool {
+            body.iter().any(|s| match s {
+                Stmt::Global(g) => g.names.iter().any(|n| n.id.as_str() == name),
+                Stmt::FunctionDef(f) => find(&f.body, name),
+                Stmt::ClassDef(c) => find(&c.body, name),
+                Stmt::If(i) => {
+                    find(&i.body, name) || i.elif_else_clauses.iter().any(|c| find(&c.body, name))
+                }
+                Stmt::For(f) => find(&f.body, name) || find(&f.orelse, name),
+                Stmt::While(w) => find(&w.body, name),
+                Stmt::With(w) => find(&w.body, name),
+                Stmt::Try(t) => {
+                    find(&t.body, name) || find(&t.orelse, name) || find(&t.finalbody, name)
+                }
+                _ => false,
+            })
+        }
+        find(std::slice::from_ref(s), name)
+    };
+    if module.iter().any(rebound) {
+        return GlobalMode::Unknown;
+    }
+    // The callers of the exporting function (a module-level function), each in the mode the
+    // module is in where it calls: the top level starts from the module built in training mode,
+    // another function from what it sets itself before the call.
+    let exporting = ch.defs.first().map(|d| d.name.id.as_str());
+    let mut seen_call = false;
+    if let (Some(exporting), true) = (exporting, ch.defs.len() == 1) {
+        let callers = std::iter::once(("the module's top level".to_string(), *module, Some(false)))
+            .chain(
+                crate::checker::functions_and_methods(module)
+                    .filter(|(_, g)| g.name.id.as_str() != exporting)
+                    .map(|(_, g)| (format!("{}()", g.name.id), &g.body[..], None)),
+            );
+        for (caller, body, start) in callers {
+            for at in call_offsets(body, exporting) {
+                seen_call = true;
+                if global_mode_before(ch, module, body, name, at, start) == Some(false) {
+                    return GlobalMode::TrainingAt(caller);
+                }
+            }
+        }
+    }
+    if seen_call {
+        return GlobalMode::Unknown;
+    }
+    let names = [name.to_string()];
+    let evaluated = module.iter().any(|s| {
+        any_sub_stmt_expr(s, |e| {
+            has_eval(e, Receiver::Name(name))
+                || (chain_evals(e) && chain_root(e) == Some(name))
+                || (matches!(e, Expr::Call(_)) && mentions(e, &names) && helper_evals(ch, e))
+        })
+    });
+    if evaluated {
+        GlobalMode::Unknown
+    } else {
+        GlobalMode::NeverEvaluated
+    }
+}
+
+/// What [`global_in_training`] knows of a module-level module at an export.
+enum GlobalMode {
+    Unknown,
+    /// Nothing in the file puts it in eval mode.
+    NeverEvaluated,
+    /// This caller calls the exporting function with the module in training mode.
+    TrainingAt(String),
+}
+
+/// The offsets of the calls `name(...)` in a body's own statements (nested blocks too, not
+/// nested functions or classes).
+fn call_offsets(body: &[Stmt], name: &str) -> Vec<TextSize> {
+    struct Find<'n>(&'n str, Vec<TextSize>);
+    impl<'a> Visitor<'a> for Find<'_> {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            if !matches!(s, Stmt::FunctionDef(_) | Stmt::ClassDef(_)) {
+                visitor::walk_stmt(self, s);
+            }
+        }
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if let Expr::Call(c) = e {
+                if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == self.0) {
+                    self.1.push(c.range().start());
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut f = Find(name, Vec::new());
+    f.visit_body(body);
+    f.1
+}
+
+/// The mode of the module-level module `name` where a body reaches offset `at`: `Some(true)` in
+/// eval mode, `Some(false)` in training mode, `None` unknown. `start` is the mode it enters
+/// with. Read in order: `name.eval()`, `name.train()`, a new module bound to it, and calls of
+/// functions of the file that switch its mode themselves (`quick_eval()` calling
+/// `model.eval()`, `train_one(ep)` calling `model.train()`).
+fn global_mode_before(
+    ch: &Checker,
+    module: &[Stmt],
+    body: &[Stmt],
+    name: &str,
+    at: TextSize,
+    start: Option<bool>,
+) -> Option<bool> {
+    let names = [name.to_string()];
+    // What a function of the file leaves the module-level module in, read from its own
+    // statements (not from functions it calls): the last switch.
+    let effect = |f: &str| -> Option<bool> {
+        let def = module.iter().rev().find_map(|s| match s {
+            Stmt::FunctionDef(d) if d.name.id.as_str() == f => Some(d),
+            _ => None,
+        })?;
+        if def.parameters.iter().any(|p| p.name().id.as_str() == name)
+            || crate::rules::stores_name(&def.body, name)
+        {
+            return None;
+        }
+        let mut stmts = Vec::new();
+        collect(&def.body, def.range().end(), &mut stmts);
+        let mut mode = None;
+        for s in stmts {
+            for e in own_exprs(s) {
+                if has_eval(e, Receiver::Name(name))
+                    || (chain_evals(e) && chain_root(e) == Some(name))
+                {
+                    mode = Some(true);
+                } else if has_train(e, name) {
+                    mode = Some(false);
+                }
+            }
+        }
+        mode
+    };
+    let mut stmts = Vec::new();
+    collect(body, at, &mut stmts);
+    let mut mode = start;
+    for s in stmts.into_iter().filter(|s| s.range().start() < at) {
+        if let Stmt::Assign(a) = s {
+            if a.targets.iter().any(|t| mentions(t, &names)) {
+                mode = match a.value.as_ref() {
+                    Expr::Call(c) if is_constructor(c) => Some(false),
+                    _ => None,
+                };
+                continue;
+            }
+        }
+        for e in own_exprs(s) {
+            let mut calls = Vec::new();
+            collect_calls(e, &mut calls);
+            for c in calls {
+                if has_eval(&Expr::Call(c.clone()), Receiver::Name(name)) {
+                    mode = Some(true);
+                } else if has_train(&Expr::Call(c.clone()), name) {
+                    mode = Some(false);
+                } else if let Expr::Name(f) = c.func.as_ref() {
+                    if mentions(&Expr::Call(c.clone()), &names)
+                        && helper_evals(ch, &Expr::Call(c.clone()))
+                    {
+                        mode = Some(true);
+                    } else if let Some(m) = effect(f.id.as_str()) {
+                        mode = Some(m);
+                    }
+                }
+            }
+        }
+    }
+    mode
 }
 
 /// `torch.onnx.export(self.model, ...)` in a method (a trainer's or a service's `export_onnx`).
@@ -1254,6 +1562,21 @@ fn caller_without_eval(ch: &Checker, name: &str) -> Option<(String, String)> {
                     return Some((caller, ch.text(arg.range()).to_string()));
                 }
             }
+            // `export_quick(DamageUNetTTA().to(DEV))`: a module built in the call, in training
+            // mode unless the chain evaluates it or it wraps a module already in eval mode.
+            if let Expr::Call(built) = chain_start(arg) {
+                let wraps_evaluated = built.arguments.args.iter().any(|a| {
+                    matches!(a, Expr::Name(n)
+                        if mode_in(ch, caller_body, n.id.as_str(), None, c.range().start()).evaluated)
+                });
+                if is_constructor(built)
+                    && !chain_evals(arg)
+                    && !has_eval(arg, Receiver::Any)
+                    && !wraps_evaluated
+                {
+                    return Some((caller, ch.text(arg.range()).to_string()));
+                }
+            }
         }
     }
     None
@@ -1403,7 +1726,8 @@ fn mode_in(ch: &Checker, body: &[Stmt], name: &str, sub: Option<&str>, at: TextS
                 let constructed = |e: &Expr| matches!(e, Expr::Call(c) if is_constructor(c));
                 let built_anew = (constructed(&a.value) || constructed(chain_start(&a.value)))
                     && !mentions(&a.value, &[name.to_string()]);
-                mode.evaluated = evaluated_now || (!built_anew && mode.evaluated);
+                mode.evaluated = evaluated_now
+                    || (!built_anew && mode.evaluated && !helper_trains(ch, &a.value, name));
                 continue;
             }
         }
@@ -1436,9 +1760,11 @@ fn mode_in(ch: &Checker, body: &[Stmt], name: &str, sub: Option<&str>, at: TextS
         // `model.eval()` then `model.train()` (to recalibrate batch norm): back in training;
         // so is a module built around it by `wrapped.train()`.
         if !evals
-            && exprs
-                .iter()
-                .any(|e| has_train(e, name) || holders.iter().any(|h| has_train(e, h)))
+            && exprs.iter().any(|e| {
+                has_train(e, name)
+                    || holders.iter().any(|h| has_train(e, h))
+                    || helper_trains(ch, e, name)
+            })
         {
             mode.evaluated = false;
         }

@@ -140,12 +140,17 @@ pub(crate) fn check_store(ch: &mut Checker, target: &ast::ExprSubscript, aug: bo
         && (elements.len() >= 2
             || matches!(base, Expr::Name(n) if allocated_here(ch, n.id.as_str())));
     // `x0, x1 = boxes[f, 0], boxes[f, 2]` then `out[0, :, y0:y1, x0:x1] = patch`: bounds read
-    // from a tensor in each iteration, whatever the write is indexed by.
+    // from a tensor in each iteration, whatever the write is indexed by; also read there
+    // (`base[offsets[a]:offsets[a] + counts[a]] = v` with `offsets` a tensor).
     let tensor_bounds = elements.iter().any(|e| match e {
-        Expr::Slice(s) => [&s.lower, &s.upper]
-            .into_iter()
-            .flatten()
-            .any(|b| mentions(b, &per_iteration) && ch.is_tensor(b)),
+        Expr::Slice(s) => [&s.lower, &s.upper].into_iter().flatten().any(|b| {
+            (mentions(b, &per_iteration) && ch.is_tensor(b))
+                || crate::rules::any_sub_expr(b, |x| {
+                    matches!(x, Expr::Subscript(r) if mentions(&r.slice, &loop_vars)
+                        && !mentions(&r.value, &loop_vars)
+                        && ch.is_tensor(&r.value))
+                })
+        }),
         _ => false,
     });
     // `for row, n in zip(x, lengths): row[n:] = 0`: a row of a tensor written with a bound the

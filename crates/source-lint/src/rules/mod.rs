@@ -493,8 +493,8 @@ pub(crate) fn append_argument(source: &str, call: &ast::ExprCall, arg: &str) -> 
     }
 }
 
-/// The values assigned to `name` by plain assignments in a function body (not in nested
-/// functions or classes).
+/// The values assigned to `name` by plain assignments in a function body, annotated ones too
+/// (`opset: int = A if legacy else B`), not in nested functions or classes.
 pub(crate) fn bound_values<'a>(body: &'a [Stmt], name: &str) -> Vec<&'a Expr> {
     struct Bindings<'a, 'n> {
         name: &'n str,
@@ -510,6 +510,13 @@ pub(crate) fn bound_values<'a>(body: &'a [Stmt], name: &str) -> Vec<&'a Expr> {
                         .any(|t| matches!(t, Expr::Name(n) if n.id.as_str() == self.name))
                     {
                         self.values.push(&a.value);
+                    }
+                }
+                Stmt::AnnAssign(a) => {
+                    if let (Expr::Name(n), Some(v)) = (a.target.as_ref(), a.value.as_deref()) {
+                        if n.id.as_str() == self.name {
+                            self.values.push(v);
+                        }
                     }
                 }
                 s => visitor::walk_stmt(self, s),

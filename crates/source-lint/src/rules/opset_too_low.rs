@@ -354,6 +354,7 @@ fn parameter_default(ch: &Checker, call: &ast::ExprCall, name: &str) -> Option<u
         positional: Option<usize>,
         calls: usize,
         passed: bool,
+        tabled: bool,
     }
     impl<'v> Visitor<'v> for Calls<'_, '_, '_> {
         fn visit_expr(&mut self, e: &'v Expr) {
@@ -393,6 +394,23 @@ fn parameter_default(ch: &Checker, call: &ast::ExprCall, name: &str) -> Option<u
                         return;
                     }
                 }
+                // A table of jobs (`jobs = {"occupancy": export_occupancy, ...}`, then
+                // `fn(ckpt, out)` for each): called through a name, read below.
+                Expr::Dict(d) if !self.method => {
+                    for item in &d.items {
+                        match &item.value {
+                            Expr::Name(n) if n.id.as_str() == self.function => {
+                                self.calls += 1;
+                                self.tabled = true;
+                            }
+                            v => self.visit_expr(v),
+                        }
+                        if let Some(k) = &item.key {
+                            self.visit_expr(k);
+                        }
+                    }
+                    return;
+                }
                 // The function as a value: `partial(export_model, opset=16)`, `target=...`.
                 Expr::Name(n) if !self.method && n.id.as_str() == self.function => {
                     self.passed = true
@@ -417,9 +435,140 @@ fn parameter_default(ch: &Checker, call: &ast::ExprCall, name: &str) -> Option<u
         positional,
         calls: 0,
         passed: false,
+        tabled: false,
     };
     calls.visit_body(module);
+    if calls.tabled && !calls.passed {
+        calls.passed = table_call_passes(module, function, name, positional);
+    }
     (calls.calls > 0 && !calls.passed).then_some(default)
+}
+
+/// For a function listed in a table of jobs (`jobs = {"occupancy": export_occupancy}`), whether a
+/// call through the table may pass the parameter `name`: by its keyword, by `**`, or with more
+/// positional arguments than come before it. The calls through the table are of `jobs[key]`, and
+/// of names bound from it (`for key, fn in jobs.items(): fn(ckpt, out)`, `fn = jobs.get(key)`). A
+/// table that is not bound to a name is handed elsewhere: it may pass anything.
+fn table_call_passes(
+    module: &[ruff_python_ast::Stmt],
+    function: &str,
+    name: &str,
+    positional: Option<usize>,
+) -> bool {
+    use crate::rules::any_sub_stmt_expr;
+    use ruff_python_ast::{Expr, Stmt};
+    let lists_function = |e: &Expr| matches!(e, Expr::Dict(d) if d.items.iter().any(|i| matches!(&i.value, Expr::Name(n) if n.id.as_str() == function)));
+    let mut tables: Vec<String> = Vec::new();
+    let mut inline = false;
+    let mut find_tables = |s: &Stmt| {
+        if let Stmt::Assign(a) = s {
+            if lists_function(&a.value) {
+                match &a.targets[..] {
+                    [Expr::Name(t)] => tables.push(t.id.to_string()),
+                    _ => inline = true,
+                }
+                return;
+            }
+        }
+        inline |= any_sub_stmt_expr(s, lists_function);
+    };
+    fn walk<'s>(body: &'s [Stmt], f: &mut impl FnMut(&'s Stmt)) {
+        for s in body {
+            match s {
+                Stmt::FunctionDef(d) => walk(&d.body, f),
+                Stmt::ClassDef(c) => walk(&c.body, f),
+                Stmt::If(i) => {
+                    walk(&i.body, f);
+                    i.elif_else_clauses.iter().for_each(|c| walk(&c.body, f));
+                }
+                Stmt::For(x) => walk(&x.body, f),
+                Stmt::While(x) => walk(&x.body, f),
+                Stmt::With(x) => walk(&x.body, f),
+                Stmt::Try(t) => {
+                    walk(&t.body, f);
+                    walk(&t.orelse, f);
+                    walk(&t.finalbody, f);
+                }
+                s => f(s),
+            }
+        }
+    }
+    walk(module, &mut find_tables);
+    if inline || tables.is_empty() {
+        return true;
+    }
+    let from_table = |e: &Expr| {
+        crate::rules::any_sub_expr(
+            e,
+            |x| matches!(x, Expr::Name(n) if tables.iter().any(|t| t == n.id.as_str())),
+        )
+    };
+    // Names bound from a table: loop targets over it, assignments from it.
+    let mut callers: Vec<String> = Vec::new();
+    fn names_of(t: &Expr, out: &mut Vec<String>) {
+        match t {
+            Expr::Name(n) => out.push(n.id.to_string()),
+            Expr::Tuple(tp) => tp.elts.iter().for_each(|e| {
+                if let Expr::Name(n) = e {
+                    out.push(n.id.to_string())
+                }
+            }),
+            _ => {}
+        }
+    }
+    let mut bind = |s: &Stmt| match s {
+        Stmt::Assign(a) if from_table(&a.value) && !lists_function(&a.value) => {
+            a.targets.iter().for_each(|t| names_of(t, &mut callers))
+        }
+        _ => {}
+    };
+    walk(module, &mut bind);
+    fn loops<'s>(body: &'s [Stmt], out: &mut Vec<&'s ast::StmtFor>) {
+        for s in body {
+            match s {
+                Stmt::For(f) => {
+                    out.push(f);
+                    loops(&f.body, out);
+                }
+                Stmt::FunctionDef(d) => loops(&d.body, out),
+                Stmt::ClassDef(c) => loops(&c.body, out),
+                Stmt::If(i) => {
+                    loops(&i.body, out);
+                    i.elif_else_clauses.iter().for_each(|c| loops(&c.body, out));
+                }
+                Stmt::While(x) => loops(&x.body, out),
+                Stmt::With(x) => loops(&x.body, out),
+                Stmt::Try(t) => {
+                    loops(&t.body, out);
+                    loops(&t.orelse, out);
+                    loops(&t.finalbody, out);
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut fors = Vec::new();
+    loops(module, &mut fors);
+    for f in fors {
+        if from_table(&f.iter) {
+            names_of(&f.target, &mut callers);
+        }
+    }
+    let through_table = |c: &ast::ExprCall| match c.func.as_ref() {
+        Expr::Name(f) => callers.iter().any(|c| c == f.id.as_str()),
+        Expr::Subscript(sub) => {
+            matches!(sub.value.as_ref(), Expr::Name(t) if tables.iter().any(|x| x == t.id.as_str()))
+        }
+        _ => false,
+    };
+    module.iter().any(|s| {
+        any_sub_stmt_expr(s, |e| {
+            matches!(e, Expr::Call(c) if through_table(c)
+                && (c.arguments.keywords.iter().any(|k| k.arg.as_ref().is_none_or(|a| a.id.as_str() == name))
+                    || positional.is_none_or(|i| c.arguments.args.len() > i)
+                    || c.arguments.args.iter().any(|a| matches!(a, Expr::Starred(_)))))
+        })
+    })
 }
 
 /// Whether a body assigns `name` (`opset = max(opset, 16)`, `opset += 1`, `for opset in ...`).

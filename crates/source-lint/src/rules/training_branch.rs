@@ -155,8 +155,18 @@ fn changes_numerics(body: &[ast::Stmt]) -> bool {
                         _ => false,
                     };
                     // `self.eps.normal_()`, `self.ret_rms.update(v)`: state of the module updated.
+                    // `self.drop.train()` (Monte Carlo dropout at inference): a submodule's mode.
                     let state = ((m.ends_with('_') && !m.starts_with('_')) || m == "update")
-                        && on_self(&a.value);
+                        && on_self(&a.value)
+                        || (m == "train"
+                            && !matches!(a.value.as_ref(), Expr::Name(_))
+                            && on_self(&a.value)
+                            && c.arguments.keywords.is_empty()
+                            && match &c.arguments.args[..] {
+                                [] => true,
+                                [Expr::BooleanLiteral(b)] => b.value,
+                                _ => false,
+                            });
                     if random || dropping || python_random || state {
                         self.found = true;
                     }
