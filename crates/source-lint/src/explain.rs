@@ -533,10 +533,20 @@ fn is_warning_line(text: &str, at: usize) -> bool {
     // Not a warning: ONNX Runtime's TensorRT provider logs TensorRT's `ERROR`s at its own
     // warning level, and old PyTorch exporters gave the reason for a failure as a UserWarning
     // (`ONNX export failed on X because …`) before raising a generic error.
-    re.is_match(line)
-        && !line.contains("ERROR")
-        && !line.contains("[E]")
-        && !line.contains("ONNX export failed")
+    let warning = |line: &str| {
+        re.is_match(line)
+            && !line.contains("ERROR")
+            && !line.contains("[E]")
+            && !line.contains("ONNX export failed")
+    };
+    // A warning that ends in a colon goes on to the next line: Polygraphy's `[W] Inference
+    // failed. ... Note: Error was:` then the error it caught and went past.
+    let previous = text[..start.saturating_sub(1)]
+        .rsplit('\n')
+        .next()
+        .filter(|_| start > 0)
+        .unwrap_or("");
+    warning(line) || (warning(previous) && previous.trim_end().ends_with(':'))
 }
 
 /// A recognised error.
