@@ -208,6 +208,8 @@ pub(crate) struct Checker<'a> {
     own_mask_returns: HashMap<String, Vec<bool>>,
     /// Imported functions that leave a module in eval mode ([`Project::eval_helpers`]).
     imported_eval_helpers: HashSet<String>,
+    /// [`Project::imported_elsewhere`].
+    imported_elsewhere: HashSet<String>,
     /// [`argument_seeds`] of this file, read when the first model function is entered (or when
     /// the project pass asks for [`Checker::imported_argument_kinds`]).
     argument_seeds: std::cell::OnceCell<FileArguments>,
@@ -347,6 +349,9 @@ pub(crate) struct Project {
     /// Imported functions (as called here) that leave a module in eval mode in their defining
     /// file (`load_detector(path)` ending in `model.eval(); return model`).
     pub eval_helpers: HashSet<String>,
+    /// Names of this file that another file imports (`from nb import model, export_onnx`):
+    /// what that file does with them is not seen here.
+    pub imported_elsewhere: HashSet<String>,
     /// This file's module-level functions that model code of another file calls with frozen
     /// numbers or traced sizes (`stations_to_grid(v, rows, cols, H, W)` after
     /// `H = int(x.shape[-2])`), as [`argument_seeds`] finds them in the calling file.
@@ -369,6 +374,7 @@ impl Project {
             && self.mask_returns.is_empty()
             && self.methods.is_empty()
             && self.eval_helpers.is_empty()
+            && self.imported_elsewhere.is_empty()
             && self.argument_kinds.is_empty()
             && self.records.is_empty()
             && self.container_returns.is_empty()
@@ -391,6 +397,7 @@ impl Project {
         sorted(self.mask_returns.iter()).hash(&mut h);
         sorted(self.methods.iter()).hash(&mut h);
         sorted(self.eval_helpers.iter()).hash(&mut h);
+        sorted(self.imported_elsewhere.iter()).hash(&mut h);
         for name in sorted(self.argument_kinds.keys()) {
             let kinds = &self.argument_kinds[name];
             name.hash(&mut h);
@@ -516,6 +523,7 @@ impl<'a> Checker<'a> {
             },
             own_mask_returns,
             imported_eval_helpers: project.eval_helpers.clone(),
+            imported_elsewhere: project.imported_elsewhere.clone(),
             argument_seeds: std::cell::OnceCell::new(),
             self_method_arguments: std::cell::OnceCell::new(),
             export_wrappers: std::cell::OnceCell::new(),
@@ -595,6 +603,11 @@ impl<'a> Checker<'a> {
     /// mode in the file that defines it.
     pub fn imported_eval_helper(&self, name: &str) -> bool {
         self.imported_eval_helpers.contains(name)
+    }
+
+    /// Whether another file imports `name` from this one.
+    pub fn imported_elsewhere(&self, name: &str) -> bool {
+        self.imported_elsewhere.contains(name)
     }
 
     /// Which elements of a call's result are sizes frozen into Python numbers by the callee
@@ -881,11 +894,16 @@ impl<'a> Checker<'a> {
                     if self.returns_tensor.contains_key(&(None, n.id.to_string())) {
                         return true;
                     }
-                    // `hard_peak = _HardPeak.apply`, then `hard_peak(p, k)`.
+                    // `hard_peak = _HardPeak.apply`, then `hard_peak(p, k)`, with `_HardPeak` an
+                    // autograd Function of this file (not any class with an `apply`).
                     if matches!(self.literal(n.id.as_str()), Some(Expr::Attribute(a))
-                        if a.attr.id.as_str() == "apply"
-                            && matches!(a.value.as_ref(), Expr::Name(f) if class_like(f.id.as_str())
-                                || module_class(self.bodies[0], f.id.as_str()).is_some()))
+                    if a.attr.id.as_str() == "apply"
+                        && matches!(a.value.as_ref(), Expr::Name(f)
+                            if module_class(self.bodies[0], f.id.as_str()).is_some_and(|k| {
+                                k.bases().iter().any(|b| matches!(b,
+                                    Expr::Name(x) if x.id.as_str() == "Function")
+                                    || matches!(b, Expr::Attribute(x) if x.attr.id.as_str() == "Function"))
+                            })))
                         && c.arguments.args.iter().any(|a| self.is_tensor(a))
                     {
                         return true;
@@ -1455,7 +1473,7 @@ impl<'a> Checker<'a> {
                         return true;
                     }
                     // `torch.full((n, n), True)`: filled with a Boolean, no dtype given.
-                    if matches!(q.as_str(), "torch.full" | "torch.full_like") && fills_bool(c) {
+                    if q == "torch.full" && fills_bool(c) {
                         return true;
                     }
                     // `F.pad(diff < eps, (1, 0), value=False)`, `torch.roll(valid, 1, -1)`:
@@ -6921,10 +6939,7 @@ fn bool_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
                 k.arg.as_ref().is_some_and(|a| a.as_str() == "dtype")
                     && ch.qualify(&k.value).is_some_and(|d| d == "torch.bool")
             }) || matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "bool")
-                || (matches!(
-                    ch.qualify(&c.func).as_deref(),
-                    Some("torch.full" | "torch.full_like")
-                ) && fills_bool(c))
+                || (ch.qualify(&c.func).as_deref() == Some("torch.full") && fills_bool(c))
                 // `self.register_buffer("own_ship", own_ship_mask())`: a helper of the project
                 // named for a mask, or one whose every `return` is a comparison.
                 || matches!(c.func.as_ref(), Expr::Name(n) if helper_builds_mask(ch.bodies[0], n.id.as_str())
@@ -7146,15 +7161,15 @@ fn spells_bool(v: &Expr) -> bool {
                 k.arg.as_ref().is_some_and(|a| a.as_str() == "dtype")
                     && matches!(&k.value, Expr::Attribute(d) if d.attr.id.as_str() == "bool")
             }) || matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "bool")
-                || (matches!(c.func.as_ref(), Expr::Attribute(a) if matches!(a.attr.id.as_str(), "full" | "full_like"))
+                || (matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "full")
                     && fills_bool(c))
         }
         _ => false,
     }
 }
 
-/// `torch.full((n, n), True)`, `torch.full_like(x, fill_value=False)`: a fill of a Boolean literal
-/// with no dtype given makes a Boolean tensor.
+/// `torch.full((n, n), True)`, `torch.full(size, fill_value=False)`: a fill of a Boolean literal
+/// with no dtype given makes a Boolean tensor (`full_like` keeps its input's dtype instead).
 fn fills_bool(c: &ast::ExprCall) -> bool {
     let fill = c
         .arguments

@@ -1479,6 +1479,28 @@ fn lint_on_pool(
             }
         }
     }
+    // `from nb import model, export_onnx` in any file: `nb` cannot tell what that file does with
+    // its module-level module (ODL017). Names taken by `from` imports only (an `import nb` is
+    // not followed to the attributes it reads).
+    for (j, r) in read.iter().enumerate() {
+        let Ok(r) = r else { continue };
+        for imp in &r.lint.imports {
+            let Some((parent, name)) = imp.module.rsplit_once('.') else {
+                continue;
+            };
+            let from = checker::ImportedCall {
+                level: imp.level,
+                module: parent.to_string(),
+                name: String::new(),
+                callee: String::new(),
+            };
+            for i in resolve(j, &from) {
+                if i != j {
+                    extra[i].imported_elsewhere.insert(name.to_string());
+                }
+            }
+        }
+    }
     // `model = load_detector(path)` with `load_detector` imported from a linted file that puts
     // the model in eval mode: the exporting file learns it (ODL017). Only exporting files
     // record their imported names.

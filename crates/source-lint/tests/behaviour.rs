@@ -1888,4 +1888,32 @@ fn opset_default_of_a_function_in_a_table_of_jobs() {
     assert_eq!(odl020(&other), vec![9]);
     let handed = format!("{head}run_all({{\"warp\": export_warp}})\n");
     assert_eq!(odl020(&handed), Vec::<usize>::new());
+    // A function taken from the table and handed on, or the table handed on, may be given any
+    // opset there.
+    let submitted = format!("{head}for name, fn in jobs.items():\n    pool.submit(fn, name, 17)\n");
+    assert_eq!(odl020(&submitted), Vec::<usize>::new());
+    let table_passed = format!("{head}run_all(jobs, 17)\n");
+    assert_eq!(odl020(&table_passed), Vec::<usize>::new());
+}
+
+#[test]
+fn module_level_model_imported_by_another_file_is_theirs() {
+    // `model = Net()` exported by a function nobody in the file calls: reported when no other
+    // file imports it, left alone when one does (`from nb import model` then `model.eval()`).
+    let nb = (
+        "nb.py",
+        "import torch\nimport torch.nn as nn\n\n\
+         class Net(nn.Module):\n    def forward(self, x):\n        return x\n\n\
+         model = Net()\n\n\
+         def export_onnx(path):\n    torch.onnx.export(model, (torch.zeros(1),), path)\n",
+    );
+    assert_eq!(
+        project_findings(&[nb], "ODL017"),
+        vec![("nb.py".to_string(), 11)]
+    );
+    let run = (
+        "run.py",
+        "from nb import model, export_onnx\n\nmodel.eval()\nexport_onnx(\"net.onnx\")\n",
+    );
+    assert_eq!(project_findings(&[nb, run], "ODL017"), vec![]);
 }

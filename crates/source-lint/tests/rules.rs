@@ -503,6 +503,12 @@ const CORPUS_DIRS: &[&str] = &[
     "icecream",
     "rollerrinks",
     "tapestry",
+    "distilleries",
+    "letterpress",
+    "ziplines",
+    "beachcleanup",
+    "carousels",
+    "hedgemazes",
 ];
 
 #[test]

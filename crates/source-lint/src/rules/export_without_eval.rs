@@ -21,7 +21,14 @@
 //! put in eval mode (also moved or cast on the way, `export_model(net.cpu())`, which returns the
 //! module in the mode it was in) or the result of a function of the file that returns a module it
 //! built and never put in eval mode (`export_serve(train_serve())`), and left alone when no caller
-//! is seen. A loader imported from another linted file that ends in `model.eval()` (`det =
+//! is seen; a module built in the call (`export_quick(Net().to(dev))`) counts as one never put in
+//! eval mode. A function of the file that trains the module it is handed and does not evaluate it
+//! afterwards (`model = fine_tune(model, data)`) puts it back in training mode. A module-level
+//! module (`model = Net()` at the top of a notebook turned module) exported from a function is
+//! judged where that function is called: flagged when a caller reaches the call with it in
+//! training mode, following the calls before it into the file's functions and classes; with no
+//! caller in the file, flagged only when nothing anywhere may put it in eval mode and no other
+//! file imports it by name. A loader imported from another linted file that ends in `model.eval()` (`det =
 //! load_detector(path)`) counts as putting the model in eval mode, as one of the same file does. A
 //! module a class keeps (`torch.onnx.export(self.model, ...)` in a trainer's or service's method)
 //! is judged by the mode the method's statements before
@@ -485,6 +492,26 @@ fn helper_trains(ch: &Checker, e: &Expr, name: &str) -> bool {
         else {
             return false;
         };
+        // `net = copy.deepcopy(net)`: the function trains its own copy (`net = net.to(device)`
+        // is the same module).
+        let same_module =
+            |v: &Expr| matches!(moved(v), Some(Expr::Name(n)) if n.id.as_str() == param);
+        let values = crate::rules::bound_values(&def.body, param);
+        if crate::rules::store_count(&def.body, param) > values.len()
+            || !values.iter().all(|v| same_module(v))
+        {
+            return false;
+        }
+        // `net.train(was)`: the mode the caller had, put back.
+        let restores = |e: &Expr| {
+            crate::rules::any_sub_expr(e, |x| {
+                matches!(x, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a)
+                    if a.attr.id.as_str() == "train"
+                        && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == param))
+                    && (c.arguments.args.iter().any(|a| !a.is_boolean_literal_expr())
+                        || !c.arguments.keywords.is_empty()))
+            })
+        };
         let mut stmts = Vec::new();
         collect(&def.body, def.range().end(), &mut stmts);
         let mut trained = false;
@@ -509,7 +536,7 @@ fn helper_trains(ch: &Checker, e: &Expr, name: &str) -> bool {
                     matches!(s, Stmt::FunctionDef(h) if h.name.id != def.name.id
                         && called.contains(h.name.id.as_str()) && leaves_in_eval(h))
                 });
-            if evaluates {
+            if evaluates || restores(e) {
                 trained = false;
             } else if has_train(e, param) {
                 trained = true;
@@ -608,7 +635,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         return;
     }
     if !assigned && sub.is_none() {
-        let message = match global_in_training(ch, name) {
+        let message = match global_in_training(ch, name, call) {
             GlobalMode::Unknown => None,
             GlobalMode::NeverEvaluated => Some(format!("`{name}` is exported without `.eval()`: the module-level `{name}` is built in training mode and nothing in the file puts it in eval mode")),
             GlobalMode::TrainingAt(caller) => Some(format!("`{name}` is exported without `.eval()`: {caller} calls this function with the module-level `{name}` in training mode")),
@@ -651,11 +678,13 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
 
 /// Whether a function exports a module-level name (`model = QuenchNet()` at the top of a
 /// notebook turned module, `def export_tablet(): torch.onnx.export(model, ...)`) that the module
-/// binds only to modules it builds, and that nothing in the file puts in eval mode: no
-/// `model.eval()` or `model.train(False)` in any scope, no helper of the file that evaluates it,
-/// no `global model` rebinding it elsewhere.
-fn global_in_training(ch: &Checker, name: &str) -> GlobalMode {
-    use crate::rules::any_sub_stmt_expr;
+/// binds only to modules it builds, in training mode. Judged where the exporting function is
+/// called: a caller that reaches the call with the module in training mode (the top level after
+/// `model.train()`, or after a function of the file that trains it). With no call in the file,
+/// only when nothing in the file may put it in eval mode and no exporting file imports this one.
+/// Any switch that cannot be followed (an `.eval()` through another name, `m.train(flag)`, a
+/// `global model` rebinding it) leaves it alone.
+fn global_in_training(ch: &Checker, name: &str, call: &ast::ExprCall) -> GlobalMode {
     let Some(module) = ch.bodies.first() else {
         return GlobalMode::Unknown;
     };
@@ -696,69 +725,83 @@ fn global_in_training(ch: &Checker, name: &str) -> GlobalMode {
             _ => {}
         }
     }
-    if !built {
+    if !built || global_rebound(module, name) {
         return GlobalMode::Unknown;
     }
-    let rebound = |s: &Stmt| {
-        fn find(body: &[Stmt], name: &str) -> bool {
-            body.iter().any(|s| match s {
-                Stmt::Global(g) => g.names.iter().any(|n| n.id.as_str() == name),
-                Stmt::FunctionDef(f) => find(&f.body, name),
-                Stmt::ClassDef(c) => find(&c.body, name),
-                Stmt::If(i) => {
-                    find(&i.body, name) || i.elif_else_clauses.iter().any(|c| find(&c.body, name))
-                }
-                Stmt::For(f) => find(&f.body, name) || find(&f.orelse, name),
-                Stmt::While(w) => find(&w.body, name),
-                Stmt::With(w) => find(&w.body, name),
-                Stmt::Try(t) => {
-                    find(&t.body, name) || find(&t.orelse, name) || find(&t.finalbody, name)
-                }
-                _ => false,
-            })
-        }
-        find(std::slice::from_ref(s), name)
+    let modes = GlobalModes {
+        ch,
+        module,
+        name,
+        names: [name.to_string()],
+        holders: holders(module, name),
     };
-    if module.iter().any(rebound) {
+    // What the exporting function itself does before the export.
+    let Some(exporting) = ch.defs.first() else {
         return GlobalMode::Unknown;
+    };
+    match modes.fold(&exporting.body, call.range().start(), Effect::Same, 0) {
+        Effect::Eval | Effect::Unknown => return GlobalMode::Unknown,
+        Effect::Train => return GlobalMode::TrainingAt(format!("{}()", exporting.name.id)),
+        Effect::Same => {}
     }
     // The callers of the exporting function (a module-level function), each in the mode the
-    // module is in where it calls: the top level starts from the module built in training mode,
-    // another function from what it sets itself before the call.
-    let exporting = ch.defs.first().map(|d| d.name.id.as_str());
+    // module is in where it calls: the top level from its own statements (which build the
+    // module), another function from what it sets itself before the call.
     let mut seen_call = false;
-    if let (Some(exporting), true) = (exporting, ch.defs.len() == 1) {
-        let callers = std::iter::once(("the module's top level".to_string(), *module, Some(false)))
-            .chain(
-                crate::checker::functions_and_methods(module)
-                    .filter(|(_, g)| g.name.id.as_str() != exporting)
-                    .map(|(_, g)| (format!("{}()", g.name.id), &g.body[..], None)),
-            );
-        for (caller, body, start) in callers {
+    if ch.defs.len() == 1 {
+        let exporting = exporting.name.id.as_str();
+        let callers = std::iter::once(("the module's top level".to_string(), *module)).chain(
+            crate::checker::functions_and_methods(module)
+                .filter(|(_, g)| g.name.id.as_str() != exporting)
+                .map(|(_, g)| (format!("{}()", g.name.id), &g.body[..])),
+        );
+        for (caller, body) in callers {
             for at in call_offsets(body, exporting) {
                 seen_call = true;
-                if global_mode_before(ch, module, body, name, at, start) == Some(false) {
+                if modes.fold(body, at, Effect::Same, 0) == Effect::Train {
                     return GlobalMode::TrainingAt(caller);
                 }
             }
         }
     }
-    if seen_call {
+    if seen_call || ch.imported_elsewhere(name) {
         return GlobalMode::Unknown;
     }
-    let names = [name.to_string()];
-    let evaluated = module.iter().any(|s| {
-        any_sub_stmt_expr(s, |e| {
-            has_eval(e, Receiver::Name(name))
-                || (chain_evals(e) && chain_root(e) == Some(name))
-                || (matches!(e, Expr::Call(_)) && mentions(e, &names) && helper_evals(ch, e))
-        })
-    });
-    if evaluated {
+    // No caller in the file: reported only when nothing anywhere may put it in eval mode.
+    let end = module
+        .last()
+        .map_or(TextSize::default(), |s| s.range().end());
+    let top = modes.fold(module, end, Effect::Same, 0);
+    let inside = crate::checker::functions_and_methods(module)
+        .map(|(_, f)| modes.fold(&f.body, f.range().end(), Effect::Same, 1))
+        .any(|e| matches!(e, Effect::Eval | Effect::Unknown));
+    if matches!(top, Effect::Eval | Effect::Unknown) || inside {
         GlobalMode::Unknown
     } else {
         GlobalMode::NeverEvaluated
     }
+}
+
+/// Whether a function, class or nested block of the module declares `global name`.
+fn global_rebound(module: &[Stmt], name: &str) -> bool {
+    fn find(body: &[Stmt], name: &str) -> bool {
+        body.iter().any(|s| match s {
+            Stmt::Global(g) => g.names.iter().any(|n| n.id.as_str() == name),
+            Stmt::FunctionDef(f) => find(&f.body, name),
+            Stmt::ClassDef(c) => find(&c.body, name),
+            Stmt::If(i) => {
+                find(&i.body, name) || i.elif_else_clauses.iter().any(|c| find(&c.body, name))
+            }
+            Stmt::For(f) => find(&f.body, name) || find(&f.orelse, name),
+            Stmt::While(w) => find(&w.body, name),
+            Stmt::With(w) => find(&w.body, name),
+            Stmt::Try(t) => {
+                find(&t.body, name) || find(&t.orelse, name) || find(&t.finalbody, name)
+            }
+            _ => false,
+        })
+    }
+    find(module, name)
 }
 
 /// What [`global_in_training`] knows of a module-level module at an export.
@@ -768,6 +811,185 @@ enum GlobalMode {
     NeverEvaluated,
     /// This caller calls the exporting function with the module in training mode.
     TrainingAt(String),
+}
+
+/// What running some statements does to the mode of a module-level module: nothing, eval mode,
+/// training mode, or something that cannot be followed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Effect {
+    Same,
+    Eval,
+    Train,
+    Unknown,
+}
+
+/// Follows the mode of the module-level module `name` through statements, and through the
+/// functions and classes of the file they call (a few levels deep).
+struct GlobalModes<'c, 'a> {
+    ch: &'c Checker<'a>,
+    module: &'c [Stmt],
+    name: &'c str,
+    names: [String; 1],
+    /// `name` and the names bound anywhere in the module from values that mention one of them
+    /// (`models = {"net": model}`, `for m in models.values()`).
+    holders: Vec<String>,
+}
+
+/// `name` and the names the module binds (in any scope, by assignment or as a `for` target)
+/// from a value that mentions one of them, a few steps deep.
+fn holders(module: &[Stmt], name: &str) -> Vec<String> {
+    fn each<'s>(body: &'s [Stmt], f: &mut dyn FnMut(&'s Stmt)) {
+        for s in body {
+            f(s);
+            match s {
+                Stmt::FunctionDef(d) => each(&d.body, f),
+                Stmt::ClassDef(c) => each(&c.body, f),
+                Stmt::If(i) => {
+                    each(&i.body, f);
+                    i.elif_else_clauses.iter().for_each(|c| each(&c.body, f));
+                }
+                Stmt::For(x) => {
+                    each(&x.body, f);
+                    each(&x.orelse, f);
+                }
+                Stmt::While(x) => each(&x.body, f),
+                Stmt::With(x) => each(&x.body, f),
+                Stmt::Try(t) => {
+                    each(&t.body, f);
+                    each(&t.orelse, f);
+                    each(&t.finalbody, f);
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut bindings: Vec<(&Expr, &Expr)> = Vec::new();
+    each(module, &mut |s| match s {
+        Stmt::For(f) => bindings.push((&f.target, &f.iter)),
+        Stmt::Assign(a) => a.targets.iter().for_each(|t| bindings.push((t, &a.value))),
+        _ => {}
+    });
+    let mut out = vec![name.to_string()];
+    for _ in 0..4 {
+        let before = out.len();
+        for (target, value) in &bindings {
+            if mentions(value, &out) {
+                fn names_in(t: &Expr, out: &mut Vec<String>) {
+                    match t {
+                        Expr::Name(n) => out.push(n.id.to_string()),
+                        Expr::Tuple(x) => x.elts.iter().for_each(|e| names_in(e, out)),
+                        Expr::List(x) => x.elts.iter().for_each(|e| names_in(e, out)),
+                        Expr::Starred(x) => names_in(&x.value, out),
+                        _ => {}
+                    }
+                }
+                let mut names = Vec::new();
+                names_in(target, &mut names);
+                for n in names {
+                    if !out.contains(&n) {
+                        out.push(n);
+                    }
+                }
+            }
+        }
+        if out.len() == before {
+            break;
+        }
+    }
+    out
+}
+
+impl GlobalModes<'_, '_> {
+    /// The mode after the statements of `body` that run before offset `at`, starting from
+    /// `start` (`Same` when nothing is known yet).
+    fn fold(&self, body: &[Stmt], at: TextSize, start: Effect, depth: u32) -> Effect {
+        let mut stmts = Vec::new();
+        collect(body, at, &mut stmts);
+        let mut mode = start;
+        for s in stmts.into_iter().filter(|s| s.range().start() < at) {
+            if let Stmt::Assign(a) = s {
+                if a.targets.iter().any(|t| mentions(t, &self.names)) {
+                    mode = match a.value.as_ref() {
+                        Expr::Call(c) if is_constructor(c) => Effect::Train,
+                        _ => Effect::Unknown,
+                    };
+                    continue;
+                }
+            }
+            for e in own_exprs(s) {
+                let mut calls = Vec::new();
+                collect_calls(e, &mut calls);
+                for c in calls {
+                    match self.call(c, depth) {
+                        Effect::Same => {}
+                        effect => mode = effect,
+                    }
+                }
+            }
+        }
+        mode
+    }
+
+    /// Whether the receiver of a mode switch may be the module under another name: it
+    /// mentions a name that may hold it (`nn.Sequential(pre, model).eval()`,
+    /// `model.train(was)`, `for m in models.values(): m.eval()` with `models = {"net": model}`).
+    /// Not `self.<attr>`, nor another module of the file (`tablet.eval()`).
+    fn may_hold(&self, receiver: &Expr) -> bool {
+        mentions(receiver, &self.holders)
+    }
+
+    /// What one call does to the module's mode.
+    fn call(&self, c: &ast::ExprCall, depth: u32) -> Effect {
+        let name = self.name;
+        let e = Expr::Call(c.clone());
+        if has_eval(&e, Receiver::Name(name)) || (chain_evals(&e) && chain_root(&e) == Some(name)) {
+            return Effect::Eval;
+        }
+        if has_train(&e, name) {
+            return Effect::Train;
+        }
+        if let Expr::Attribute(a) = c.func.as_ref() {
+            let m = a.attr.id.as_str();
+            let switch =
+                (matches!(m, "eval" | "freeze") && c.arguments.args.is_empty()) || m == "train";
+            // `m.eval()` through another name that may hold it (a loop over modules, a
+            // wrapper built around it, `model.train(was)`): not followed.
+            if switch && self.may_hold(&a.value) {
+                return Effect::Unknown;
+            }
+        }
+        if mentions(&e, &self.names) && helper_evals(self.ch, &e) {
+            return Effect::Eval;
+        }
+        let Expr::Name(f) = c.func.as_ref() else {
+            return Effect::Same;
+        };
+        // A function of the file, or a class of the file whose `__init__` runs.
+        let body = self.module.iter().rev().find_map(|s| match s {
+            Stmt::FunctionDef(d) if d.name.id == f.id => Some((
+                &d.body[..],
+                d.range().end(),
+                d.parameters.iter().any(|p| p.name().id.as_str() == name),
+            )),
+            Stmt::ClassDef(k) if k.name.id == f.id => k.body.iter().find_map(|m| match m {
+                Stmt::FunctionDef(i) if i.name.id.as_str() == "__init__" => {
+                    Some((&i.body[..], i.range().end(), false))
+                }
+                _ => None,
+            }),
+            _ => None,
+        });
+        let Some((body, end, shadowed)) = body else {
+            return Effect::Same;
+        };
+        if shadowed || crate::rules::stores_name(body, name) {
+            return Effect::Same;
+        }
+        if depth >= 4 {
+            return Effect::Unknown;
+        }
+        self.fold(body, end, Effect::Same, depth + 1)
+    }
 }
 
 /// The offsets of the calls `name(...)` in a body's own statements (nested blocks too, not
@@ -792,84 +1014,6 @@ fn call_offsets(body: &[Stmt], name: &str) -> Vec<TextSize> {
     let mut f = Find(name, Vec::new());
     f.visit_body(body);
     f.1
-}
-
-/// The mode of the module-level module `name` where a body reaches offset `at`: `Some(true)` in
-/// eval mode, `Some(false)` in training mode, `None` unknown. `start` is the mode it enters
-/// with. Read in order: `name.eval()`, `name.train()`, a new module bound to it, and calls of
-/// functions of the file that switch its mode themselves (`quick_eval()` calling
-/// `model.eval()`, `train_one(ep)` calling `model.train()`).
-fn global_mode_before(
-    ch: &Checker,
-    module: &[Stmt],
-    body: &[Stmt],
-    name: &str,
-    at: TextSize,
-    start: Option<bool>,
-) -> Option<bool> {
-    let names = [name.to_string()];
-    // What a function of the file leaves the module-level module in, read from its own
-    // statements (not from functions it calls): the last switch.
-    let effect = |f: &str| -> Option<bool> {
-        let def = module.iter().rev().find_map(|s| match s {
-            Stmt::FunctionDef(d) if d.name.id.as_str() == f => Some(d),
-            _ => None,
-        })?;
-        if def.parameters.iter().any(|p| p.name().id.as_str() == name)
-            || crate::rules::stores_name(&def.body, name)
-        {
-            return None;
-        }
-        let mut stmts = Vec::new();
-        collect(&def.body, def.range().end(), &mut stmts);
-        let mut mode = None;
-        for s in stmts {
-            for e in own_exprs(s) {
-                if has_eval(e, Receiver::Name(name))
-                    || (chain_evals(e) && chain_root(e) == Some(name))
-                {
-                    mode = Some(true);
-                } else if has_train(e, name) {
-                    mode = Some(false);
-                }
-            }
-        }
-        mode
-    };
-    let mut stmts = Vec::new();
-    collect(body, at, &mut stmts);
-    let mut mode = start;
-    for s in stmts.into_iter().filter(|s| s.range().start() < at) {
-        if let Stmt::Assign(a) = s {
-            if a.targets.iter().any(|t| mentions(t, &names)) {
-                mode = match a.value.as_ref() {
-                    Expr::Call(c) if is_constructor(c) => Some(false),
-                    _ => None,
-                };
-                continue;
-            }
-        }
-        for e in own_exprs(s) {
-            let mut calls = Vec::new();
-            collect_calls(e, &mut calls);
-            for c in calls {
-                if has_eval(&Expr::Call(c.clone()), Receiver::Name(name)) {
-                    mode = Some(true);
-                } else if has_train(&Expr::Call(c.clone()), name) {
-                    mode = Some(false);
-                } else if let Expr::Name(f) = c.func.as_ref() {
-                    if mentions(&Expr::Call(c.clone()), &names)
-                        && helper_evals(ch, &Expr::Call(c.clone()))
-                    {
-                        mode = Some(true);
-                    } else if let Some(m) = effect(f.id.as_str()) {
-                        mode = Some(m);
-                    }
-                }
-            }
-        }
-    }
-    mode
 }
 
 /// `torch.onnx.export(self.model, ...)` in a method (a trainer's or a service's `export_onnx`).
@@ -1565,9 +1709,14 @@ fn caller_without_eval(ch: &Checker, name: &str) -> Option<(String, String)> {
             // `export_quick(DamageUNetTTA().to(DEV))`: a module built in the call, in training
             // mode unless the chain evaluates it or it wraps a module already in eval mode.
             if let Expr::Call(built) = chain_start(arg) {
-                let wraps_evaluated = built.arguments.args.iter().any(|a| {
-                    matches!(a, Expr::Name(n)
-                        if mode_in(ch, caller_body, n.id.as_str(), None, c.range().start()).evaluated)
+                // `Wrapper(model)` after `model.eval()`; `Wrapper(load(p))` with `load` ending in
+                // `.eval()`.
+                let wraps_evaluated = built.arguments.args.iter().any(|a| match a {
+                    Expr::Name(n) => {
+                        mode_in(ch, caller_body, n.id.as_str(), None, c.range().start()).evaluated
+                    }
+                    Expr::Call(_) => chain_evals(a) || helper_evals(ch, a),
+                    _ => false,
                 });
                 if is_constructor(built)
                     && !chain_evals(arg)

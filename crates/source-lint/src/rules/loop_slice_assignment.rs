@@ -4,7 +4,9 @@
 //! (`for k in range(B)` with `B` a size) a write indexed first by the loop variable counts with
 //! any named bound (`logits[k, ts_begin:] = -inf`), and so does a write with several indices and
 //! no bound at all (`out[k, :, :] = x[k, idx[k]]`): the loop itself is frozen to the batch.
-//! A row the loop takes from a tensor counts too: `for row, n in zip(x, lengths): row[n:] = 0`.
+//! A row the loop takes from a tensor counts too: `for row, n in zip(x, lengths): row[n:] = 0`,
+//! and so does a bound read from a tensor by the loop variable (`base[offsets[a]:offsets[a] +
+//! counts[a]] = v`), unless the tensor is made only from Python numbers.
 //!
 //! ## Why is this bad?
 //! Tracing runs the loop and records every iteration: the loop count is frozen to the example
@@ -148,7 +150,8 @@ pub(crate) fn check_store(ch: &mut Checker, target: &ast::ExprSubscript, aug: bo
                 || crate::rules::any_sub_expr(b, |x| {
                     matches!(x, Expr::Subscript(r) if mentions(&r.slice, &loop_vars)
                         && !mentions(&r.value, &loop_vars)
-                        && ch.is_tensor(&r.value))
+                        && ch.is_tensor(&r.value)
+                        && !ch.is_constant_tensor(&r.value))
                 })
         }),
         _ => false,

@@ -13,7 +13,9 @@
 //! name bound to one (also through module constants: `BOARD_OPSET = OPSET`), a choice of two
 //! (`LEGACY_OPSET if legacy else EDGE_OPSET`, the lower counts), written there or bound to a local
 //! first (`opset = LEGACY_OPSET if legacy else OPSET`), a parameter's default when no call in the
-//! file passes that parameter (`def export(model, path, opset: int = 13)`, also `opset=EUV_OPSET`), an argparse option's default (`opset_version=args.opset`
+//! file passes that parameter (`def export(model, path, opset: int = 13)`, also `opset=EUV_OPSET`;
+//! also through a table of jobs, `jobs = {"euv": export_euv}` then `fn(ckpt, out)` for each,
+//! unless the function or the table is handed on), an argparse option's default (`opset_version=args.opset`
 //! with `add_argument("--opset", type=int, default=11)`), a dict
 //! spliced into the call (`**EXPORT_KW`), or from the caller of a function of the file that
 //! exports with the opset it is given (`def _export(m, args, path, **kw): torch.onnx.export(m,
@@ -456,6 +458,7 @@ fn table_call_passes(
     positional: Option<usize>,
 ) -> bool {
     use crate::rules::any_sub_stmt_expr;
+    use ruff_python_ast::visitor::{self, Visitor};
     use ruff_python_ast::{Expr, Stmt};
     let lists_function = |e: &Expr| matches!(e, Expr::Dict(d) if d.items.iter().any(|i| matches!(&i.value, Expr::Name(n) if n.id.as_str() == function)));
     let mut tables: Vec<String> = Vec::new();
@@ -551,8 +554,94 @@ fn table_call_passes(
     loops(module, &mut fors);
     for f in fors {
         if from_table(&f.iter) {
-            names_of(&f.target, &mut callers);
+            // `for key, fn in jobs.items()`: the value; `for fn in jobs.values()`: the target;
+            // `for key in jobs`: keys, no function.
+            let method = match f.iter.as_ref() {
+                Expr::Call(c) => match c.func.as_ref() {
+                    Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(t) if tables.iter().any(|x| x == t.id.as_str())) => {
+                        Some(a.attr.id.as_str())
+                    }
+                    _ => None,
+                },
+                Expr::Name(_) => Some("keys"),
+                _ => None,
+            };
+            match (method, f.target.as_ref()) {
+                (Some("items"), Expr::Tuple(t)) if t.elts.len() == 2 => {
+                    names_of(&t.elts[1], &mut callers)
+                }
+                (Some("keys"), _) => {}
+                _ => names_of(&f.target, &mut callers),
+            }
         }
+    }
+    // Handed on rather than called (`ex.submit(fn, ckpt, out, 17)`, `Process(target=fn)`,
+    // `partial(fn, opset=17)`, `run_all(jobs, opset)`): the parameter may be passed anywhere.
+    struct Uses<'n> {
+        tables: &'n [String],
+        callers: &'n [String],
+        loads: usize,
+        allowed: usize,
+    }
+    impl<'a> Visitor<'a> for Uses<'_> {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            if let Stmt::For(f) = s {
+                if matches!(f.iter.as_ref(), Expr::Name(n) if self.tables.iter().any(|t| t == n.id.as_str()))
+                {
+                    self.allowed += 1;
+                }
+            }
+            visitor::walk_stmt(self, s);
+        }
+        fn visit_expr(&mut self, e: &'a Expr) {
+            let named = |e: &Expr, list: &[String]| matches!(e, Expr::Name(n) if list.iter().any(|t| t == n.id.as_str()));
+            match e {
+                Expr::Name(n)
+                    if n.ctx.is_load()
+                        && (self.tables.iter().any(|t| t == n.id.as_str())
+                            || self.callers.iter().any(|t| t == n.id.as_str())) =>
+                {
+                    self.loads += 1
+                }
+                Expr::Call(c) if named(&c.func, self.callers) => self.allowed += 1,
+                Expr::Subscript(x) if named(&x.value, self.tables) => self.allowed += 1,
+                Expr::Attribute(a)
+                    if named(&a.value, self.tables)
+                        && matches!(a.attr.id.as_str(), "items" | "values" | "get" | "keys") =>
+                {
+                    self.allowed += 1
+                }
+                Expr::Compare(c) if c.comparators.iter().any(|x| named(x, self.tables)) => {
+                    self.allowed += 1
+                }
+                // `", ".join(EXPORTERS)`, `sorted(jobs)`, `len(jobs)`: its keys read.
+                Expr::Call(c)
+                    if (matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == "join")
+                        || matches!(c.func.as_ref(), Expr::Name(f) if matches!(f.id.as_str(),
+                            "len" | "sorted" | "list" | "set" | "tuple" | "print" | "repr" | "str")))
+                        && c.arguments.args.iter().any(|x| named(x, self.tables)) =>
+                {
+                    self.allowed += c
+                        .arguments
+                        .args
+                        .iter()
+                        .filter(|x| named(x, self.tables))
+                        .count()
+                }
+                _ => {}
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut uses = Uses {
+        tables: &tables,
+        callers: &callers,
+        loads: 0,
+        allowed: 0,
+    };
+    uses.visit_body(module);
+    if uses.loads > uses.allowed {
+        return true;
     }
     let through_table = |c: &ast::ExprCall| match c.func.as_ref() {
         Expr::Name(f) => callers.iter().any(|c| c == f.id.as_str()),

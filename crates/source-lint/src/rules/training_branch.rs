@@ -155,18 +155,8 @@ fn changes_numerics(body: &[ast::Stmt]) -> bool {
                         _ => false,
                     };
                     // `self.eps.normal_()`, `self.ret_rms.update(v)`: state of the module updated.
-                    // `self.drop.train()` (Monte Carlo dropout at inference): a submodule's mode.
                     let state = ((m.ends_with('_') && !m.starts_with('_')) || m == "update")
-                        && on_self(&a.value)
-                        || (m == "train"
-                            && !matches!(a.value.as_ref(), Expr::Name(_))
-                            && on_self(&a.value)
-                            && c.arguments.keywords.is_empty()
-                            && match &c.arguments.args[..] {
-                                [] => true,
-                                [Expr::BooleanLiteral(b)] => b.value,
-                                _ => false,
-                            });
+                        && on_self(&a.value);
                     if random || dropping || python_random || state {
                         self.found = true;
                     }
@@ -188,6 +178,25 @@ fn changes_numerics(body: &[ast::Stmt]) -> bool {
     let mut f = Find { found: false };
     f.visit_body(body);
     f.found
+}
+
+/// Whether a body switches a submodule to training mode (`self.drop.train()`: Monte Carlo
+/// dropout at inference). On the eval side only: in training the submodule already is.
+fn trains_submodule(body: &[ast::Stmt]) -> bool {
+    body.iter().any(|s| {
+        crate::rules::any_sub_stmt_expr(s, |e| {
+            matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a)
+            if a.attr.id.as_str() == "train"
+                && matches!(a.value.as_ref(), Expr::Attribute(sub)
+                    if matches!(sub.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self"))
+                && c.arguments.keywords.is_empty()
+                && match &c.arguments.args[..] {
+                    [] => true,
+                    [Expr::BooleanLiteral(b)] => b.value,
+                    _ => false,
+                }))
+        })
+    })
 }
 
 fn mentions_training(e: &Expr) -> bool {
@@ -492,6 +501,7 @@ pub(crate) fn check_test(
         || changes_numerics(train)
         || (negated && changes_numerics(eval))
         || calls_numeric_method(ch, train)
+        || trains_submodule(eval)
     {
         Why::Numerics
     } else if kind == "conditional expression" {
