@@ -50,6 +50,10 @@ pub struct Facts {
     /// dict may be spliced into an export in another file.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kwargs_opsets: Vec<(u32, TextRange)>,
+    /// Module-level modules a function of this file exports with nothing in the file calling it
+    /// (ODL017): another file importing one by name decides its mode.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exported_globals: Vec<String>,
 }
 
 impl Facts {
@@ -59,6 +63,7 @@ impl Facts {
             && self.exports.is_empty()
             && self.kwargs_opsets.is_empty()
             && self.imports.is_empty()
+            && self.exported_globals.is_empty()
             && !self.defines_models
     }
 }

@@ -1482,12 +1482,34 @@ fn lint_on_pool(
     // `from nb import model, export_onnx` in any file: `nb` cannot tell what that file does with
     // its module-level module (ODL017). Names taken by `from` imports only (an `import nb` is
     // not followed to the attributes it reads).
+    let exported_globals: crate::HashSet<&str> = read
+        .iter()
+        .filter_map(|r| r.as_ref().ok())
+        .flat_map(|t| t.lint.facts.exported_globals.iter().map(String::as_str))
+        .collect();
     for (j, r) in read.iter().enumerate() {
         let Ok(r) = r else { continue };
+        if exported_globals.is_empty() {
+            break;
+        }
         for imp in &r.lint.imports {
+            // `import nb` (then `nb.model.eval()`): every module-level module it exports.
+            for i in resolve(j, imp) {
+                if i == j {
+                    continue;
+                }
+                if let Ok(t) = &read[i] {
+                    for g in &t.lint.facts.exported_globals {
+                        extra[i].imported_elsewhere.insert(g.clone());
+                    }
+                }
+            }
             let Some((parent, name)) = imp.module.rsplit_once('.') else {
                 continue;
             };
+            if !exported_globals.contains(name) {
+                continue;
+            }
             let from = checker::ImportedCall {
                 level: imp.level,
                 module: parent.to_string(),
@@ -1495,7 +1517,10 @@ fn lint_on_pool(
                 callee: String::new(),
             };
             for i in resolve(j, &from) {
-                if i != j {
+                let exported = read[i]
+                    .as_ref()
+                    .is_ok_and(|t| t.lint.facts.exported_globals.iter().any(|g| g == name));
+                if i != j && exported {
                     extra[i].imported_elsewhere.insert(name.to_string());
                 }
             }

@@ -28,7 +28,7 @@
 //! judged where that function is called: flagged when a caller reaches the call with it in
 //! training mode, following the calls before it into the file's functions and classes; with no
 //! caller in the file, flagged only when nothing anywhere may put it in eval mode and no other
-//! file imports it by name. A loader imported from another linted file that ends in `model.eval()` (`det =
+//! file imports its module. A loader imported from another linted file that ends in `model.eval()` (`det =
 //! load_detector(path)`) counts as putting the model in eval mode, as one of the same file does. A
 //! module a class keeps (`torch.onnx.export(self.model, ...)` in a trainer's or service's method)
 //! is judged by the mode the method's statements before
@@ -635,8 +635,16 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         return;
     }
     if !assigned && sub.is_none() {
-        let message = match global_in_training(ch, name, call) {
-            GlobalMode::Unknown => None,
+        let mode = global_in_training(ch, name, call);
+        if matches!(
+            mode,
+            GlobalMode::NeverEvaluated | GlobalMode::ImportedElsewhere
+        ) && !ch.facts.exported_globals.iter().any(|g| g == name)
+        {
+            ch.facts.exported_globals.push(name.to_string());
+        }
+        let message = match mode {
+            GlobalMode::Unknown | GlobalMode::ImportedElsewhere => None,
             GlobalMode::NeverEvaluated => Some(format!("`{name}` is exported without `.eval()`: the module-level `{name}` is built in training mode and nothing in the file puts it in eval mode")),
             GlobalMode::TrainingAt(caller) => Some(format!("`{name}` is exported without `.eval()`: {caller} calls this function with the module-level `{name}` in training mode")),
         };
@@ -681,7 +689,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
 /// binds only to modules it builds, in training mode. Judged where the exporting function is
 /// called: a caller that reaches the call with the module in training mode (the top level after
 /// `model.train()`, or after a function of the file that trains it). With no call in the file,
-/// only when nothing in the file may put it in eval mode and no exporting file imports this one.
+/// only when nothing in the file may put it in eval mode and no other file imports this one.
 /// Any switch that cannot be followed (an `.eval()` through another name, `m.train(flag)`, a
 /// `global model` rebinding it) leaves it alone.
 fn global_in_training(ch: &Checker, name: &str, call: &ast::ExprCall) -> GlobalMode {
@@ -728,12 +736,26 @@ fn global_in_training(ch: &Checker, name: &str, call: &ast::ExprCall) -> GlobalM
     if !built || global_rebound(module, name) {
         return GlobalMode::Unknown;
     }
+    let holding = holders(module, name);
+    // `prep = lambda: model.eval()`: a lambda switching a name that may hold the module.
+    let lambda_switches = module.iter().any(|s| {
+        crate::rules::any_sub_stmt_expr(s, |e| {
+            matches!(e, Expr::Lambda(l) if crate::rules::any_sub_expr(&l.body, |x| {
+                matches!(x, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a)
+                    if matches!(a.attr.id.as_str(), "eval" | "train" | "freeze")
+                        && mentions(&a.value, &holding)))
+            }))
+        })
+    });
     let modes = GlobalModes {
         ch,
         module,
         name,
         names: [name.to_string()],
-        holders: holders(module, name),
+        holders: holding,
+        lambda_switches,
+        memo: Default::default(),
+        active: Default::default(),
     };
     // What the exporting function itself does before the export.
     let Some(exporting) = ch.defs.first() else {
@@ -764,19 +786,14 @@ fn global_in_training(ch: &Checker, name: &str, call: &ast::ExprCall) -> GlobalM
             }
         }
     }
-    if seen_call || ch.imported_elsewhere(name) {
+    if seen_call {
         return GlobalMode::Unknown;
     }
     // No caller in the file: reported only when nothing anywhere may put it in eval mode.
-    let end = module
-        .last()
-        .map_or(TextSize::default(), |s| s.range().end());
-    let top = modes.fold(module, end, Effect::Same, 0);
-    let inside = crate::checker::functions_and_methods(module)
-        .map(|(_, f)| modes.fold(&f.body, f.range().end(), Effect::Same, 1))
-        .any(|e| matches!(e, Effect::Eval | Effect::Unknown));
-    if matches!(top, Effect::Eval | Effect::Unknown) || inside {
+    if modes.any_switch() {
         GlobalMode::Unknown
+    } else if ch.imported_elsewhere(name) {
+        GlobalMode::ImportedElsewhere
     } else {
         GlobalMode::NeverEvaluated
     }
@@ -809,6 +826,8 @@ enum GlobalMode {
     Unknown,
     /// Nothing in the file puts it in eval mode.
     NeverEvaluated,
+    /// Nothing in the file puts it in eval mode, but another file imports it by name.
+    ImportedElsewhere,
     /// This caller calls the exporting function with the module in training mode.
     TrainingAt(String),
 }
@@ -833,6 +852,12 @@ struct GlobalModes<'c, 'a> {
     /// `name` and the names bound anywhere in the module from values that mention one of them
     /// (`models = {"net": model}`, `for m in models.values()`).
     holders: Vec<String>,
+    /// Whether a lambda of the module switches a mode (`prep = lambda: model.eval()`).
+    lambda_switches: bool,
+    /// Each followed function's effect, by where it starts.
+    memo: std::cell::RefCell<crate::HashMap<TextSize, Effect>>,
+    /// The functions being followed (a call back into one is not followed).
+    active: std::cell::RefCell<crate::HashSet<TextSize>>,
 }
 
 /// `name` and the names the module binds (in any scope, by assignment or as a `for` target)
@@ -953,42 +978,148 @@ impl GlobalModes<'_, '_> {
             let switch =
                 (matches!(m, "eval" | "freeze") && c.arguments.args.is_empty()) || m == "train";
             // `m.eval()` through another name that may hold it (a loop over modules, a
-            // wrapper built around it, `model.train(was)`): not followed.
-            if switch && self.may_hold(&a.value) {
+            // wrapper built around it, `model.train(was)`), `model.apply(fn)`, a method named
+            // for a mode change on another object (`runner.prepare()`): not followed.
+            let own = matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self")
+                || matches!(a.value.as_ref(), Expr::Attribute(x)
+                    if matches!(x.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self"));
+            if (switch && self.may_hold(&a.value)) || (m == "apply" && self.may_hold(&a.value)) {
                 return Effect::Unknown;
+            }
+            // `runner.prepare()` with `runner = Runner()` of this file: its method is followed.
+            if !own && !switch {
+                if let Some(method) = self.instance_method(&a.value, m) {
+                    return self.follow(method, depth);
+                }
             }
         }
         if mentions(&e, &self.names) && helper_evals(self.ch, &e) {
             return Effect::Eval;
         }
+        // The module handed to a call (`Predictor(model)`, `prepare(model)`): what the callee
+        // does with it is not followed, unless it is a torch function or a builtin that only
+        // reads it.
+        let handed = c
+            .arguments
+            .args
+            .iter()
+            .chain(c.arguments.keywords.iter().map(|k| &k.value))
+            .any(|a| mentions(a, &self.holders));
+        if handed {
+            let reads = self
+                .ch
+                .qualify(&c.func)
+                .is_some_and(|q| q.starts_with("torch."))
+                || matches!(c.func.as_ref(), Expr::Name(f) if matches!(f.id.as_str(),
+                    "print" | "len" | "isinstance" | "str" | "repr" | "id" | "type" | "sum"
+                        | "getattr" | "hasattr" | "list" | "dict" | "sorted"));
+            return if reads { Effect::Same } else { Effect::Unknown };
+        }
         let Expr::Name(f) = c.func.as_ref() else {
             return Effect::Same;
         };
         // A function of the file, or a class of the file whose `__init__` runs.
-        let body = self.module.iter().rev().find_map(|s| match s {
-            Stmt::FunctionDef(d) if d.name.id == f.id => Some((
-                &d.body[..],
-                d.range().end(),
-                d.parameters.iter().any(|p| p.name().id.as_str() == name),
-            )),
+        let target = self.module.iter().rev().find_map(|s| match s {
+            Stmt::FunctionDef(d) if d.name.id == f.id => Some(d),
             Stmt::ClassDef(k) if k.name.id == f.id => k.body.iter().find_map(|m| match m {
-                Stmt::FunctionDef(i) if i.name.id.as_str() == "__init__" => {
-                    Some((&i.body[..], i.range().end(), false))
-                }
+                Stmt::FunctionDef(i) if i.name.id.as_str() == "__init__" => Some(i),
                 _ => None,
             }),
             _ => None,
         });
-        let Some((body, end, shadowed)) = body else {
-            return Effect::Same;
+        let Some(def) = target else {
+            // A lambda bound to the name, or anything else called: followed only if no lambda
+            // of the module switches a mode.
+            return if self.lambda_switches {
+                Effect::Unknown
+            } else {
+                Effect::Same
+            };
         };
-        if shadowed || crate::rules::stores_name(body, name) {
+        self.follow(def, depth)
+    }
+
+    /// A method `m` of the class of this file whose instance the module binds to the name
+    /// `receiver` (`runner = Runner(...)`, in any scope).
+    fn instance_method(&self, receiver: &Expr, m: &str) -> Option<&ast::StmtFunctionDef> {
+        let Expr::Name(r) = receiver else {
+            return None;
+        };
+        let mut class = None;
+        for s in self.module.iter() {
+            if let Stmt::Assign(a) = s {
+                if matches!(&a.targets[..], [Expr::Name(t)] if t.id == r.id) {
+                    if let Expr::Call(c) = a.value.as_ref() {
+                        if let Expr::Name(k) = c.func.as_ref() {
+                            class = crate::checker::module_class(self.module, k.id.as_str());
+                        }
+                    }
+                }
+            }
+        }
+        class?.body.iter().find_map(|s| match s {
+            Stmt::FunctionDef(d) if d.name.id.as_str() == m => Some(d),
+            _ => None,
+        })
+    }
+
+    /// What running a function of the file does to the module's mode, each function once (its
+    /// effect does not depend on the caller; recursion, or a chain deeper than a few calls, is
+    /// not followed).
+    fn follow(&self, def: &ast::StmtFunctionDef, depth: u32) -> Effect {
+        let name = self.name;
+        if def.parameters.iter().any(|p| p.name().id.as_str() == name)
+            || crate::rules::stores_name(&def.body, name)
+        {
             return Effect::Same;
         }
-        if depth >= 4 {
+        let key = def.range().start();
+        if let Some(known) = self.memo.borrow().get(&key) {
+            return *known;
+        }
+        if depth >= 8 || !self.active.borrow_mut().insert(key) {
             return Effect::Unknown;
         }
-        self.fold(body, end, Effect::Same, depth + 1)
+        let effect = self.fold(&def.body, def.range().end(), Effect::Same, depth + 1);
+        self.active.borrow_mut().remove(&key);
+        self.memo.borrow_mut().insert(key, effect);
+        effect
+    }
+
+    /// Whether any call anywhere in the module (every scope) may switch the module's mode.
+    fn any_switch(&self) -> bool {
+        fn each<'s>(body: &'s [Stmt], out: &mut Vec<&'s ast::ExprCall>) {
+            for s in body {
+                for e in own_exprs(s) {
+                    collect_calls(e, out);
+                }
+                match s {
+                    Stmt::FunctionDef(d) => each(&d.body, out),
+                    Stmt::ClassDef(c) => each(&c.body, out),
+                    Stmt::If(i) => {
+                        each(&i.body, out);
+                        i.elif_else_clauses.iter().for_each(|c| each(&c.body, out));
+                    }
+                    Stmt::For(x) => {
+                        each(&x.body, out);
+                        each(&x.orelse, out);
+                    }
+                    Stmt::While(x) => each(&x.body, out),
+                    Stmt::With(x) => each(&x.body, out),
+                    Stmt::Try(t) => {
+                        each(&t.body, out);
+                        each(&t.orelse, out);
+                        each(&t.finalbody, out);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut calls = Vec::new();
+        each(self.module, &mut calls);
+        calls
+            .into_iter()
+            .any(|c| matches!(self.call(c, 0), Effect::Eval | Effect::Unknown))
     }
 }
 

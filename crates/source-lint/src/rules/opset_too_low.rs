@@ -585,6 +585,22 @@ fn table_call_passes(
     }
     impl<'a> Visitor<'a> for Uses<'_> {
         fn visit_stmt(&mut self, s: &'a Stmt) {
+            // `fn = jobs[name]`, `fn = jobs.get(name)`: bound, then read as `fn` is.
+            if let Stmt::Assign(a) = s {
+                let from_table = match a.value.as_ref() {
+                    Expr::Subscript(x) => {
+                        matches!(x.value.as_ref(), Expr::Name(n) if self.tables.iter().any(|t| t == n.id.as_str()))
+                    }
+                    Expr::Call(g) => {
+                        matches!(g.func.as_ref(), Expr::Attribute(at) if at.attr.id.as_str() == "get"
+                        && matches!(at.value.as_ref(), Expr::Name(n) if self.tables.iter().any(|t| t == n.id.as_str())))
+                    }
+                    _ => false,
+                };
+                if from_table {
+                    self.allowed += 1;
+                }
+            }
             if let Stmt::For(f) = s {
                 if matches!(f.iter.as_ref(), Expr::Name(n) if self.tables.iter().any(|t| t == n.id.as_str()))
                 {
@@ -604,10 +620,17 @@ fn table_call_passes(
                     self.loads += 1
                 }
                 Expr::Call(c) if named(&c.func, self.callers) => self.allowed += 1,
-                Expr::Subscript(x) if named(&x.value, self.tables) => self.allowed += 1,
+                // `jobs[name](...)`, `jobs.get(name)(...)`: called through the table.
+                Expr::Call(c)
+                    if matches!(c.func.as_ref(), Expr::Subscript(x) if named(&x.value, self.tables))
+                        || matches!(c.func.as_ref(), Expr::Call(g) if matches!(g.func.as_ref(),
+                            Expr::Attribute(a) if a.attr.id.as_str() == "get" && named(&a.value, self.tables))) =>
+                {
+                    self.allowed += 1
+                }
                 Expr::Attribute(a)
                     if named(&a.value, self.tables)
-                        && matches!(a.attr.id.as_str(), "items" | "values" | "get" | "keys") =>
+                        && matches!(a.attr.id.as_str(), "items" | "values" | "keys") =>
                 {
                     self.allowed += 1
                 }
