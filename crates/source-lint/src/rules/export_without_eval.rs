@@ -417,6 +417,32 @@ fn helper_evals(ch: &Checker, e: &Expr) -> bool {
     })
 }
 
+/// The values of a function's expression statements, assignments and returns, in the order they
+/// run (every clause of an `if`: an offset at the function's end is inside none of them).
+fn statement_values(f: &ast::StmtFunctionDef) -> Vec<&Expr> {
+    let mut stmts = Vec::new();
+    collect(&f.body, f.range().end(), &mut stmts);
+    stmts
+        .into_iter()
+        .filter_map(|s| match s {
+            Stmt::Expr(x) => Some(x.value.as_ref()),
+            Stmt::Assign(a) => Some(a.value.as_ref()),
+            Stmt::Return(r) => r.value.as_deref(),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether an expression puts any module in eval mode (`.eval()`, `.train(False)`, `.freeze()`).
+fn evaluates_any(e: &Expr) -> bool {
+    let mut find = EvalFind {
+        receiver: Receiver::Any,
+        found: false,
+    };
+    find.visit_expr(e);
+    find.found
+}
+
 /// Whether a function puts a module in eval mode and leaves it there: `def accuracy(model, dl):
 /// model.eval() ... model.train()` puts it back in training before returning.
 fn leaves_in_eval(f: &ast::StmtFunctionDef) -> bool {
@@ -425,26 +451,9 @@ fn leaves_in_eval(f: &ast::StmtFunctionDef) -> bool {
         .iter_non_variadic_params()
         .map(|p| p.parameter.name.id.as_str())
         .collect();
-    // Every statement of the helper, in order (an offset at its end is inside no clause).
-    let mut stmts = Vec::new();
-    collect(&f.body, f.range().end(), &mut stmts);
     let mut evaluated = false;
-    for s in stmts {
-        let e: &Expr = match s {
-            Stmt::Expr(x) => &x.value,
-            Stmt::Assign(a) => &a.value,
-            Stmt::Return(r) => match r.value.as_deref() {
-                Some(v) => v,
-                None => continue,
-            },
-            _ => continue,
-        };
-        let mut find = EvalFind {
-            receiver: Receiver::Any,
-            found: false,
-        };
-        find.visit_expr(e);
-        if find.found {
+    for e in statement_values(f) {
+        if evaluates_any(e) {
             evaluated = true;
         } else if params.iter().any(|p| has_train(e, p)) {
             evaluated = false;
@@ -475,11 +484,7 @@ fn helper_trains(ch: &Checker, e: &Expr, name: &str) -> bool {
         else {
             return false;
         };
-        // The last definition is the one Python calls.
-        let Some(def) = module.iter().rev().find_map(|s| match s {
-            Stmt::FunctionDef(d) if d.name.id == f.id => Some(d),
-            _ => None,
-        }) else {
+        let Some(def) = last_def(module, f.id.as_str()) else {
             return false;
         };
         let Some(param) = def
@@ -512,26 +517,10 @@ fn helper_trains(ch: &Checker, e: &Expr, name: &str) -> bool {
                         || !c.arguments.keywords.is_empty()))
             })
         };
-        let mut stmts = Vec::new();
-        collect(&def.body, def.range().end(), &mut stmts);
         let mut trained = false;
-        for s in stmts {
-            let e: &Expr = match s {
-                Stmt::Expr(x) => &x.value,
-                Stmt::Assign(a) => &a.value,
-                Stmt::Return(r) => match r.value.as_deref() {
-                    Some(v) => v,
-                    None => continue,
-                },
-                _ => continue,
-            };
-            let mut find = EvalFind {
-                receiver: Receiver::Any,
-                found: false,
-            };
-            find.visit_expr(e);
+        for e in statement_values(def) {
             let (_, called) = called_names_expr(e);
-            let evaluates = find.found
+            let evaluates = evaluates_any(e)
                 || module.iter().any(|s| {
                     matches!(s, Stmt::FunctionDef(h) if h.name.id != def.name.id
                         && called.contains(h.name.id.as_str()) && leaves_in_eval(h))
@@ -801,24 +790,13 @@ fn global_in_training(ch: &Checker, name: &str, call: &ast::ExprCall) -> GlobalM
 
 /// Whether a function, class or nested block of the module declares `global name`.
 fn global_rebound(module: &[Stmt], name: &str) -> bool {
-    fn find(body: &[Stmt], name: &str) -> bool {
-        body.iter().any(|s| match s {
-            Stmt::Global(g) => g.names.iter().any(|n| n.id.as_str() == name),
-            Stmt::FunctionDef(f) => find(&f.body, name),
-            Stmt::ClassDef(c) => find(&c.body, name),
-            Stmt::If(i) => {
-                find(&i.body, name) || i.elif_else_clauses.iter().any(|c| find(&c.body, name))
-            }
-            Stmt::For(f) => find(&f.body, name) || find(&f.orelse, name),
-            Stmt::While(w) => find(&w.body, name),
-            Stmt::With(w) => find(&w.body, name),
-            Stmt::Try(t) => {
-                find(&t.body, name) || find(&t.orelse, name) || find(&t.finalbody, name)
-            }
-            _ => false,
-        })
-    }
-    find(module, name)
+    let mut found = false;
+    crate::rules::each_stmt(module, &mut |s| {
+        if let Stmt::Global(g) = s {
+            found |= g.names.iter().any(|n| n.id.as_str() == name);
+        }
+    });
+    found
 }
 
 /// What [`global_in_training`] knows of a module-level module at an export.
@@ -863,33 +841,8 @@ struct GlobalModes<'c, 'a> {
 /// `name` and the names the module binds (in any scope, by assignment or as a `for` target)
 /// from a value that mentions one of them, a few steps deep.
 fn holders(module: &[Stmt], name: &str) -> Vec<String> {
-    fn each<'s>(body: &'s [Stmt], f: &mut dyn FnMut(&'s Stmt)) {
-        for s in body {
-            f(s);
-            match s {
-                Stmt::FunctionDef(d) => each(&d.body, f),
-                Stmt::ClassDef(c) => each(&c.body, f),
-                Stmt::If(i) => {
-                    each(&i.body, f);
-                    i.elif_else_clauses.iter().for_each(|c| each(&c.body, f));
-                }
-                Stmt::For(x) => {
-                    each(&x.body, f);
-                    each(&x.orelse, f);
-                }
-                Stmt::While(x) => each(&x.body, f),
-                Stmt::With(x) => each(&x.body, f),
-                Stmt::Try(t) => {
-                    each(&t.body, f);
-                    each(&t.orelse, f);
-                    each(&t.finalbody, f);
-                }
-                _ => {}
-            }
-        }
-    }
     let mut bindings: Vec<(&Expr, &Expr)> = Vec::new();
-    each(module, &mut |s| match s {
+    crate::rules::each_stmt(module, &mut |s| match s {
         Stmt::For(f) => bindings.push((&f.target, &f.iter)),
         Stmt::Assign(a) => a.targets.iter().for_each(|t| bindings.push((t, &a.value))),
         _ => {}
@@ -1088,35 +1041,12 @@ impl GlobalModes<'_, '_> {
 
     /// Whether any call anywhere in the module (every scope) may switch the module's mode.
     fn any_switch(&self) -> bool {
-        fn each<'s>(body: &'s [Stmt], out: &mut Vec<&'s ast::ExprCall>) {
-            for s in body {
-                for e in own_exprs(s) {
-                    collect_calls(e, out);
-                }
-                match s {
-                    Stmt::FunctionDef(d) => each(&d.body, out),
-                    Stmt::ClassDef(c) => each(&c.body, out),
-                    Stmt::If(i) => {
-                        each(&i.body, out);
-                        i.elif_else_clauses.iter().for_each(|c| each(&c.body, out));
-                    }
-                    Stmt::For(x) => {
-                        each(&x.body, out);
-                        each(&x.orelse, out);
-                    }
-                    Stmt::While(x) => each(&x.body, out),
-                    Stmt::With(x) => each(&x.body, out),
-                    Stmt::Try(t) => {
-                        each(&t.body, out);
-                        each(&t.orelse, out);
-                        each(&t.finalbody, out);
-                    }
-                    _ => {}
-                }
-            }
-        }
         let mut calls = Vec::new();
-        each(self.module, &mut calls);
+        crate::rules::each_stmt(self.module, &mut |s| {
+            for e in own_exprs(s) {
+                collect_calls(e, &mut calls);
+            }
+        });
         calls
             .into_iter()
             .any(|c| matches!(self.call(c, 0), Effect::Eval | Effect::Unknown))
@@ -1862,6 +1792,14 @@ fn caller_without_eval(ch: &Checker, name: &str) -> Option<(String, String)> {
     None
 }
 
+/// The module-level function `name`: its last definition, the one Python calls.
+fn last_def<'m>(module: &'m [Stmt], name: &str) -> Option<&'m ast::StmtFunctionDef> {
+    module.iter().rev().find_map(|s| match s {
+        Stmt::FunctionDef(d) if d.name.id.as_str() == name => Some(d),
+        _ => None,
+    })
+}
+
 /// Whether `call` calls a function of the module whose last statement returns a name it bound
 /// to a module and left in training mode (`snet = ServeNet()` ... `return snet`, with no
 /// `snet.eval()`).
@@ -1869,11 +1807,7 @@ fn returns_training_module(ch: &Checker, module: &[Stmt], call: &ast::ExprCall) 
     let Expr::Name(f) = call.func.as_ref() else {
         return false;
     };
-    // The last definition is the one Python calls.
-    let Some(def) = module.iter().rev().find_map(|s| match s {
-        Stmt::FunctionDef(d) if d.name.id == f.id => Some(d),
-        _ => None,
-    }) else {
+    let Some(def) = last_def(module, f.id.as_str()) else {
         return false;
     };
     let Some(Stmt::Return(ast::StmtReturn {

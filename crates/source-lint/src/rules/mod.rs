@@ -493,6 +493,39 @@ pub(crate) fn append_argument(source: &str, call: &ast::ExprCall, arg: &str) -> 
     }
 }
 
+/// Calls `f` on every statement of a body and of the bodies nested in it (functions, classes,
+/// `if`/`for`/`while`/`with`/`try` blocks), each compound statement before its body.
+pub(crate) fn each_stmt<'s>(body: &'s [Stmt], f: &mut dyn FnMut(&'s Stmt)) {
+    for s in body {
+        f(s);
+        match s {
+            Stmt::FunctionDef(d) => each_stmt(&d.body, f),
+            Stmt::ClassDef(c) => each_stmt(&c.body, f),
+            Stmt::If(i) => {
+                each_stmt(&i.body, f);
+                i.elif_else_clauses
+                    .iter()
+                    .for_each(|c| each_stmt(&c.body, f));
+            }
+            Stmt::For(x) => {
+                each_stmt(&x.body, f);
+                each_stmt(&x.orelse, f);
+            }
+            Stmt::While(x) => {
+                each_stmt(&x.body, f);
+                each_stmt(&x.orelse, f);
+            }
+            Stmt::With(x) => each_stmt(&x.body, f),
+            Stmt::Try(t) => {
+                each_stmt(&t.body, f);
+                each_stmt(&t.orelse, f);
+                each_stmt(&t.finalbody, f);
+            }
+            _ => {}
+        }
+    }
+}
+
 /// The values assigned to `name` by plain assignments in a function body, annotated ones too
 /// (`opset: int = A if legacy else B`), not in nested functions or classes.
 pub(crate) fn bound_values<'a>(body: &'a [Stmt], name: &str) -> Vec<&'a Expr> {

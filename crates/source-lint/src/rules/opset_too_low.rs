@@ -473,30 +473,12 @@ fn table_call_passes(
                 return;
             }
         }
-        inline |= any_sub_stmt_expr(s, lists_function);
+        // A statement's own expressions (a compound statement's body is walked on its own).
+        inline |= crate::checker::own_exprs(s)
+            .into_iter()
+            .any(|e| crate::rules::any_sub_expr(e, lists_function));
     };
-    fn walk<'s>(body: &'s [Stmt], f: &mut impl FnMut(&'s Stmt)) {
-        for s in body {
-            match s {
-                Stmt::FunctionDef(d) => walk(&d.body, f),
-                Stmt::ClassDef(c) => walk(&c.body, f),
-                Stmt::If(i) => {
-                    walk(&i.body, f);
-                    i.elif_else_clauses.iter().for_each(|c| walk(&c.body, f));
-                }
-                Stmt::For(x) => walk(&x.body, f),
-                Stmt::While(x) => walk(&x.body, f),
-                Stmt::With(x) => walk(&x.body, f),
-                Stmt::Try(t) => {
-                    walk(&t.body, f);
-                    walk(&t.orelse, f);
-                    walk(&t.finalbody, f);
-                }
-                s => f(s),
-            }
-        }
-    }
-    walk(module, &mut find_tables);
+    crate::rules::each_stmt(module, &mut find_tables);
     if inline || tables.is_empty() {
         return true;
     }
@@ -525,33 +507,13 @@ fn table_call_passes(
         }
         _ => {}
     };
-    walk(module, &mut bind);
-    fn loops<'s>(body: &'s [Stmt], out: &mut Vec<&'s ast::StmtFor>) {
-        for s in body {
-            match s {
-                Stmt::For(f) => {
-                    out.push(f);
-                    loops(&f.body, out);
-                }
-                Stmt::FunctionDef(d) => loops(&d.body, out),
-                Stmt::ClassDef(c) => loops(&c.body, out),
-                Stmt::If(i) => {
-                    loops(&i.body, out);
-                    i.elif_else_clauses.iter().for_each(|c| loops(&c.body, out));
-                }
-                Stmt::While(x) => loops(&x.body, out),
-                Stmt::With(x) => loops(&x.body, out),
-                Stmt::Try(t) => {
-                    loops(&t.body, out);
-                    loops(&t.orelse, out);
-                    loops(&t.finalbody, out);
-                }
-                _ => {}
-            }
-        }
-    }
+    crate::rules::each_stmt(module, &mut bind);
     let mut fors = Vec::new();
-    loops(module, &mut fors);
+    crate::rules::each_stmt(module, &mut |s| {
+        if let Stmt::For(f) = s {
+            fors.push(f);
+        }
+    });
     for f in fors {
         if from_table(&f.iter) {
             // `for key, fn in jobs.items()`: the value; `for fn in jobs.values()`: the target;
