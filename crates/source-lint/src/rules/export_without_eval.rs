@@ -24,8 +24,8 @@
 //! is seen; a module built in the call (`export_quick(Net().to(dev))`) counts as one never put in
 //! eval mode. A function of the file that trains the module it is handed and does not evaluate it
 //! afterwards (`model = fine_tune(model, data)`) puts it back in training mode. A module-level
-//! module (`model = Net()` at the top of a notebook turned module) exported from a function is
-//! judged where that function is called: flagged when a caller reaches the call with it in
+//! module (`model = Net()` at the top of a notebook turned module, moved or cast there too:
+//! `model = model.to(device)`) exported from a function is judged where that function is called: flagged when a caller reaches the call with it in
 //! training mode, following the calls before it into the file's functions and classes; with no
 //! caller in the file, flagged only when nothing anywhere may put it in eval mode and no other
 //! file imports its module. A loader imported from another linted file that ends in `model.eval()` (`det =
@@ -239,22 +239,55 @@ pub(crate) fn exported_module<'e>(ch: &'e Checker, call: &'e ast::ExprCall) -> O
 /// The module a chain of moves and casts starts from: `net` in `net.cpu()`,
 /// `model.encoder.to(device).float()`; `None` for anything else (a chain with `.eval()` too).
 fn moved(e: &Expr) -> Option<&Expr> {
+    let start = unmoved(e);
+    (!std::ptr::eq(start, e) && matches!(start, Expr::Name(_) | Expr::Attribute(_)))
+        .then_some(start)
+}
+
+/// What a value is before the moves and casts that end it: `Net()` in `Net().to(device)`,
+/// `net` in `net.cpu().float()`, the value itself when it ends in none.
+fn unmoved(e: &Expr) -> &Expr {
     let mut e = e;
-    let mut moves = 0;
     while let Expr::Call(c) = e {
-        let Expr::Attribute(a) = c.func.as_ref() else {
-            return None;
-        };
-        if !matches!(
-            a.attr.id.as_str(),
-            "cpu" | "cuda" | "to" | "float" | "half" | "double" | "bfloat16" | "requires_grad_"
-        ) {
-            return None;
+        match c.func.as_ref() {
+            Expr::Attribute(a)
+                if matches!(
+                    a.attr.id.as_str(),
+                    "cpu"
+                        | "cuda"
+                        | "to"
+                        | "float"
+                        | "half"
+                        | "double"
+                        | "bfloat16"
+                        | "requires_grad_"
+                ) =>
+            {
+                e = a.value.as_ref()
+            }
+            _ => break,
         }
-        e = a.value.as_ref();
-        moves += 1;
     }
-    (moves > 0 && matches!(e, Expr::Name(_) | Expr::Attribute(_))).then_some(e)
+    e
+}
+
+/// What binding `name = value` makes of a module-level module: built in training mode
+/// (`Net()`, `Net().to(device)`), kept in the mode it had (`model = model.to(device)`), put in
+/// eval mode (`model = model.to(device).eval()`, `Net().eval()`); `None` for anything else.
+fn rebinding(value: &Expr, name: &str) -> Option<Effect> {
+    if chain_evals(value)
+        && (chain_root(value) == Some(name)
+            || matches!(chain_start(value), Expr::Call(c) if is_constructor(c)))
+    {
+        return Some(Effect::Eval);
+    }
+    match unmoved(value) {
+        Expr::Call(c) if is_constructor(c) => Some(Effect::Train),
+        Expr::Name(n) if n.id.as_str() == name && !std::ptr::eq(unmoved(value), value) => {
+            Some(Effect::Same)
+        }
+        _ => None,
+    }
 }
 
 /// Whether a chain of method calls ends in eval mode whatever it starts from:
@@ -698,12 +731,15 @@ fn global_in_training(ch: &Checker, name: &str, call: &ast::ExprCall) -> GlobalM
     for s in module.iter() {
         match s {
             Stmt::Assign(a) if a.targets.iter().any(|t| mentions(t, &[name.to_string()])) => {
-                let constructed = matches!(&a.targets[..], [Expr::Name(_)])
-                    && matches!(a.value.as_ref(), Expr::Call(c) if is_constructor(c));
-                if !constructed {
-                    return GlobalMode::Unknown;
+                let effect = matches!(&a.targets[..], [Expr::Name(_)])
+                    .then(|| rebinding(&a.value, name))
+                    .flatten();
+                match effect {
+                    Some(Effect::Train) => built = true,
+                    // Moved, cast or evaluated where it is bound again: judged by the walk.
+                    Some(Effect::Same | Effect::Eval) => {}
+                    _ => return GlobalMode::Unknown,
                 }
-                built = true;
             }
             // Bound otherwise, also in a block (`if __name__ == "__main__": model = load()`).
             Stmt::AnnAssign(_)
@@ -887,9 +923,13 @@ impl GlobalModes<'_, '_> {
         for s in stmts.into_iter().filter(|s| s.range().start() < at) {
             if let Stmt::Assign(a) = s {
                 if a.targets.iter().any(|t| mentions(t, &self.names)) {
-                    mode = match a.value.as_ref() {
-                        Expr::Call(c) if is_constructor(c) => Effect::Train,
-                        _ => Effect::Unknown,
+                    let rebound = matches!(&a.targets[..], [Expr::Name(_)])
+                        .then(|| rebinding(&a.value, self.name))
+                        .flatten();
+                    mode = match rebound {
+                        Some(Effect::Same) => mode,
+                        Some(effect) => effect,
+                        None => Effect::Unknown,
                     };
                     continue;
                 }
