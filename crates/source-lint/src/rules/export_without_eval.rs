@@ -791,24 +791,13 @@ fn global_in_training(ch: &Checker, name: &str, call: &ast::ExprCall) -> GlobalM
         Effect::Train => return GlobalMode::TrainingAt(format!("{}()", exporting.name.id)),
         Effect::Same => {}
     }
-    // The callers of the exporting function (a module-level function), each in the mode the
-    // module is in where it calls: the top level from its own statements (which build the
-    // module), another function from what it sets itself before the call.
     let mut seen_call = false;
     if ch.defs.len() == 1 {
-        let exporting = exporting.name.id.as_str();
-        let callers = std::iter::once(("the module's top level".to_string(), *module)).chain(
-            crate::checker::functions_and_methods(module)
-                .filter(|(_, g)| g.name.id.as_str() != exporting)
-                .map(|(_, g)| (format!("{}()", g.name.id), &g.body[..])),
-        );
-        for (caller, body) in callers {
-            for at in call_offsets(body, exporting) {
-                seen_call = true;
-                if modes.fold(body, at, Effect::Same, 0) == Effect::Train {
-                    return GlobalMode::TrainingAt(caller);
-                }
-            }
+        let mut followed = crate::HashSet::default();
+        match modes.training_caller(exporting.name.id.as_str(), 0, &mut followed) {
+            Callers::TrainingAt(caller) => return GlobalMode::TrainingAt(caller),
+            Callers::Seen => seen_call = true,
+            Callers::None => {}
         }
     }
     if seen_call {
@@ -822,6 +811,16 @@ fn global_in_training(ch: &Checker, name: &str, call: &ast::ExprCall) -> GlobalM
     } else {
         GlobalMode::NeverEvaluated
     }
+}
+
+/// What [`GlobalModes::training_caller`] found of the calls of a module-level function.
+enum Callers {
+    /// No call in the file.
+    None,
+    /// Calls, none known to reach it with the module in training mode.
+    Seen,
+    /// This caller reaches a call with the module in training mode.
+    TrainingAt(String),
 }
 
 /// Whether a function, class or nested block of the module declares `global name`.
@@ -1077,6 +1076,57 @@ impl GlobalModes<'_, '_> {
         self.active.borrow_mut().remove(&key);
         self.memo.borrow_mut().insert(key, effect);
         effect
+    }
+
+    /// The callers of the module-level function `callee`, each in the mode the module is in
+    /// where it calls: the top level from its own statements (which build the module), another
+    /// function from what it sets itself before the call, and, when a module-level function
+    /// sets nothing, where it is called in turn, a few levels up (`model.train()` at the top
+    /// level, then `main()`, which calls the exporting function).
+    fn training_caller(
+        &self,
+        callee: &str,
+        depth: u32,
+        followed: &mut crate::HashSet<String>,
+    ) -> Callers {
+        if !followed.insert(callee.to_string()) {
+            return Callers::Seen;
+        }
+        let callers = std::iter::once((None, "the module's top level".to_string(), self.module))
+            .chain(
+                crate::checker::functions_and_methods(self.module)
+                    .filter(|(_, g)| g.name.id.as_str() != callee)
+                    .map(|(class, g)| {
+                        (
+                            class.is_none().then_some(g),
+                            format!("{}()", g.name.id),
+                            &g.body[..],
+                        )
+                    }),
+            );
+        let mut seen = false;
+        for (function, caller, body) in callers {
+            for at in call_offsets(body, callee) {
+                seen = true;
+                match self.fold(body, at, Effect::Same, 0) {
+                    Effect::Train => return Callers::TrainingAt(caller),
+                    Effect::Same if depth < 4 => {
+                        let Some(g) = function else { continue };
+                        if let Callers::TrainingAt(up) =
+                            self.training_caller(g.name.id.as_str(), depth + 1, followed)
+                        {
+                            return Callers::TrainingAt(format!("{up}, through {caller},"));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if seen {
+            Callers::Seen
+        } else {
+            Callers::None
+        }
     }
 
     /// Whether any call anywhere in the module (every scope) may switch the module's mode.
