@@ -3929,7 +3929,8 @@ fn submodule_calls(body: &[Stmt]) -> HashSet<(String, String)> {
 }
 
 /// Methods called on the targets of loops over the module's own lists
-/// (`for blk in self.blocks: blk.reset(x)`, `for a, b in zip(self.downs, self.cells)`).
+/// (`for blk in self.blocks: blk.reset(x)`, `for a, b in zip(self.downs, self.cells)`), and on
+/// their elements taken by key (`self.heads["flow"].warp(x)`).
 fn loop_submodule_calls(body: &[Stmt]) -> HashSet<String> {
     struct Find {
         targets: Vec<String>,
@@ -3976,7 +3977,12 @@ fn loop_submodule_calls(body: &[Stmt]) -> HashSet<String> {
             }
             if let Expr::Call(c) = e {
                 if let Expr::Attribute(m) = c.func.as_ref() {
-                    if matches!(m.value.as_ref(), Expr::Name(n) if self.targets.iter().any(|t| t == n.id.as_str()))
+                    // `self.heads["flow"].warp(prev, disp)`, `self.blocks[i].reset(x)`: an
+                    // element of one of them, taken by its key.
+                    let element = matches!(m.value.as_ref(), Expr::Subscript(s)
+                        if self_attr(&s.value).is_some());
+                    if element
+                        || matches!(m.value.as_ref(), Expr::Name(n) if self.targets.iter().any(|t| t == n.id.as_str()))
                     {
                         self.out.insert(m.attr.id.to_string());
                     }
