@@ -111,7 +111,13 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         // `def resize_like(x, ref, mode: str = DEFAULT_OPS.resize_mode)`: a parameter whose
         // default is a config field.
         ast::Expr::Name(n) if ch.literal(n.id.as_str()).is_none() => {
-            let default = ch.defs.last()?.parameters.iter().find_map(|p| {
+            let def = ch.defs.last()?;
+            // `mode = self.mode` then `mode=mode`: the attribute it was bound to, once.
+            if let [ast::Expr::Attribute(a)] = bound_values(&def.body, n.id.as_str())[..] {
+                certain = false;
+                return config_mode(ch, a);
+            }
+            let default = def.parameters.iter().find_map(|p| {
                 (p.name().id.as_str() == n.id.as_str())
                     .then(|| p.default())
                     .flatten()
