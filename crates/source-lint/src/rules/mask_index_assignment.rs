@@ -91,7 +91,18 @@ pub(crate) fn check_store(
                 && c.arguments.keywords.is_empty()
                 && ch.torch_fn(c).is_some_and(|q| q == "torch.where"))
     };
-    let via_where = elements.iter().any(|e| where_indices(e));
+    // `dead = torch.where(spec < 0)` then `spec[dead] = 0.0`: the same, through a name bound
+    // to them in this function.
+    let bound_to_where = |e: &Expr| match e {
+        Expr::Name(n) => ch.bodies.last().is_some_and(|body| {
+            let values = bound_values(body, n.id.as_str());
+            !values.is_empty() && values.iter().all(|v| where_indices(v))
+        }),
+        _ => false,
+    };
+    let via_where = elements
+        .iter()
+        .any(|e| where_indices(e) || bound_to_where(e));
     // `change[change < 0.1] = 0.0`: a comparison of the tensor itself (a NumPy array in a
     // helper does the same, which is not traced).
     let self_compared = |e: &Expr| {
