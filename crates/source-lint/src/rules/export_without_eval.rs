@@ -273,7 +273,8 @@ fn unmoved(e: &Expr) -> &Expr {
 
 /// What binding `name = value` makes of a module-level module: built in training mode
 /// (`Net()`, `Net().to(device)`), kept in the mode it had (`model = model.to(device)`), put in
-/// eval mode (`model = model.to(device).eval()`, `Net().eval()`); `None` for anything else.
+/// eval mode (`model = model.to(device).eval()`, `Net().eval()`); `None` for anything else (a
+/// wrapper built around the module: `model = Wrapper(model)`).
 fn rebinding(value: &Expr, name: &str) -> Option<Effect> {
     if chain_evals(value)
         && (chain_root(value) == Some(name)
@@ -282,6 +283,9 @@ fn rebinding(value: &Expr, name: &str) -> Option<Effect> {
         return Some(Effect::Eval);
     }
     match unmoved(value) {
+        // `model = WithSoftmax(model).to(dev)`: a wrapper around the module, in the mode the
+        // module had (its own flag changes nothing without layers of its own): not followed.
+        Expr::Call(c) if is_constructor(c) && mentions(value, &[name.to_string()]) => None,
         Expr::Call(c) if is_constructor(c) => Some(Effect::Train),
         Expr::Name(n) if n.id.as_str() == name && !std::ptr::eq(unmoved(value), value) => {
             Some(Effect::Same)

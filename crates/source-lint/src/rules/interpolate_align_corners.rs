@@ -112,8 +112,12 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         // default is a config field.
         ast::Expr::Name(n) if ch.literal(n.id.as_str()).is_none() => {
             let def = ch.defs.last()?;
-            // `mode = self.mode` then `mode=mode`: the attribute it was bound to, once.
-            if let [ast::Expr::Attribute(a)] = bound_values(&def.body, n.id.as_str())[..] {
+            // `mode = self.mode` then `mode=mode`: the attribute it was bound to, once (not a
+            // parameter the caller may pass: `def resize(self, x, mode=None)`).
+            let parameter = def.parameters.iter().any(|p| p.name().id == n.id);
+            if let (false, [ast::Expr::Attribute(a)]) =
+                (parameter, &bound_values(&def.body, n.id.as_str())[..])
+            {
                 certain = false;
                 return config_mode(ch, a);
             }
