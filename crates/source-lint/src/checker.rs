@@ -2678,11 +2678,48 @@ fn model_functions(
             }
         }
     }
-    // Methods another file's model code calls on a submodule (`self.model.score_masked(x)`).
+    // Methods another file's model code calls on a submodule (`self.model.score_masked(x)`),
+    // some named with the submodule's class (`SensorMixer.pooled`).
     for (class, methods) in &classes {
         for m in extra_methods {
-            if methods.contains_key(m) {
-                work.push((Some(class.clone()), m.clone()));
+            let method = match m.split_once('.') {
+                Some((c, method)) if c == class => method,
+                Some(_) => continue,
+                None => m,
+            };
+            if methods.contains_key(method) {
+                work.push((Some(class.clone()), method.to_string()));
+            }
+        }
+    }
+    // The module classes of this file (with a `forward`, deriving a `Module`, or inheriting
+    // from one of this file's), by the names of their methods.
+    let mut module_like: HashSet<&str> = module
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::ClassDef(c) if derives_module(c) => Some(c.name.id.as_str()),
+            _ => None,
+        })
+        .chain(
+            classes
+                .iter()
+                .filter(|(_, m)| m.contains_key("forward"))
+                .map(|(c, _)| c.as_str()),
+        )
+        .collect();
+    let inherited: Vec<&str> = classes
+        .iter()
+        .map(|(c, _)| c.as_str())
+        .filter(|c| lineage(bases, c).iter().any(|a| module_like.contains(a)))
+        .collect();
+    module_like.extend(inherited);
+    let mut element_methods: HashSet<String> = HashSet::default();
+    let mut handed_methods: HashSet<String> = HashSet::default();
+    let mut by_method: HashMap<&str, Vec<&str>> = HashMap::default();
+    for (c, methods) in &classes {
+        if module_like.contains(c.as_str()) {
+            for m in methods.keys() {
+                by_method.entry(m.as_str()).or_default().push(c.as_str());
             }
         }
     }
@@ -2741,10 +2778,13 @@ fn model_functions(
                                 work.push((Some(c.clone()), method.clone()));
                             }
                         }
-                    } else if !method.starts_with("__") && !training_only_name(&method) {
+                    } else if !method.starts_with("__")
+                        && !training_only_name(&method)
+                        && handed_methods.insert(method.clone())
+                    {
                         // `self.ac.split_heads(x)` where `self.ac = ac` came in as an argument:
                         // the classes of this file that define that method (for `forward`,
-                        // not a loss's or a metric's).
+                        // not a loss's or a metric's); each name once.
                         for (c, m) in &classes {
                             if m.contains_key(&method)
                                 && !(method == "forward" && beside_model.contains(c.as_str()))
@@ -2755,15 +2795,21 @@ fn model_functions(
                     }
                 }
             }
-            // `for down, cell in zip(self.downs, self.cells): cell.init_hidden(b, h, w)`: a
-            // method of the submodules a loop over the module's lists runs.
+            // `for down, cell in zip(self.downs, self.cells): cell.init_hidden(b, h, w)`,
+            // `self.heads["flow"].warp(x)`: a method of the submodules a loop over the module's
+            // containers, or an element taken from one, runs: the module classes of this file
+            // that define it (not a tokenizer's `decode`, nor a loss's `forward`).
+            // (What a name reaches does not depend on the caller: each name once.)
             for method in loop_submodule_calls(body) {
-                if method.starts_with("__") || training_only_name(&method) {
+                if method.starts_with("__")
+                    || training_only_name(&method)
+                    || !element_methods.insert(method.clone())
+                {
                     continue;
                 }
-                for (c, m) in &classes {
-                    if m.contains_key(&method) {
-                        work.push((Some(c.clone()), method.clone()));
+                for c in by_method.get(method.as_str()).into_iter().flatten() {
+                    if !(method == "forward" && beside_model.contains(c)) {
+                        work.push((Some(c.to_string()), method.clone()));
                     }
                 }
             }
@@ -2891,13 +2937,20 @@ pub(crate) fn submodule_method_calls(
     roots: &HashSet<(Option<String>, String)>,
 ) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    let mut visit = |body: &[Stmt]| {
-        for (_, method) in submodule_calls(body) {
-            if !method.starts_with("__")
-                && method != "forward"
-                && !training_only_name(&method)
-                && !out.contains(&method)
-            {
+    // `built`: the class each attribute of the module was built from by name (`self.mix =
+    // ops.SensorMixer(d)`), for the calls also named with their class (`SensorMixer.pooled`).
+    let mut visit = |body: &[Stmt], built: &HashMap<&str, &str>| {
+        for (attr, method) in submodule_calls(body) {
+            if method.starts_with("__") || method == "forward" || training_only_name(&method) {
+                continue;
+            }
+            if let Some(class) = built.get(attr.as_str()) {
+                let qualified = format!("{class}.{method}");
+                if !out.contains(&qualified) {
+                    out.push(qualified);
+                }
+            }
+            if !out.contains(&method) {
                 out.push(method);
             }
         }
@@ -2905,13 +2958,25 @@ pub(crate) fn submodule_method_calls(
     for stmt in module {
         match stmt {
             Stmt::FunctionDef(f) if roots.contains(&(None, f.name.id.to_string())) => {
-                visit(&f.body)
+                visit(&f.body, &HashMap::default())
             }
             Stmt::ClassDef(c) => {
+                let built: HashMap<&str, &str> = self_assignments(&c.body)
+                    .into_iter()
+                    .filter_map(|(attr, v)| match v {
+                        Expr::Call(call) => match call.func.as_ref() {
+                            Expr::Name(n) => Some((attr, n.id.as_str())),
+                            Expr::Attribute(a) => Some((attr, a.attr.id.as_str())),
+                            _ => None,
+                        },
+                        _ => None,
+                    })
+                    .filter(|(_, class)| class_like(class))
+                    .collect();
                 for s in &c.body {
                     if let Stmt::FunctionDef(f) = s {
                         if roots.contains(&(Some(c.name.id.to_string()), f.name.id.to_string())) {
-                            visit(&f.body);
+                            visit(&f.body, &built);
                         }
                     }
                 }
@@ -2922,7 +2987,8 @@ pub(crate) fn submodule_method_calls(
     out
 }
 
-/// Methods of this file's module classes (classes with a `forward`), other than dunders.
+/// Methods of this file's module classes (classes with a `forward`), other than dunders; and,
+/// as `Class.method`, those of classes deriving `nn.Module` without a `forward` of their own.
 pub(crate) fn module_methods(module: &[Stmt]) -> HashSet<String> {
     let mut out = HashSet::default();
     for stmt in module {
@@ -2935,6 +3001,8 @@ pub(crate) fn module_methods(module: &[Stmt]) -> HashSet<String> {
                 _ => None,
             })
             .collect();
+        // A module without a `forward` of its own holds helpers another module calls
+        // (`self.mix.pooled(z, valid)` with `class SensorMixer(nn.Module)`).
         if names.contains(&"forward") {
             out.extend(
                 names
@@ -2942,9 +3010,28 @@ pub(crate) fn module_methods(module: &[Stmt]) -> HashSet<String> {
                     .filter(|n| !n.starts_with("__") && *n != "forward")
                     .map(str::to_string),
             );
+        } else if derives_module(c) {
+            // By class only: its methods are model code when model code calls them on a
+            // submodule built from this class by name (`self.mix = ops.SensorMixer(d)`).
+            out.extend(
+                names
+                    .into_iter()
+                    .filter(|n| !n.starts_with("__"))
+                    .map(|n| format!("{}.{n}", c.name.id)),
+            );
         }
     }
     out
+}
+
+/// Whether a class derives a module by its base's name (`nn.Module`, `Module`,
+/// `pl.LightningModule`).
+fn derives_module(c: &ast::StmtClassDef) -> bool {
+    c.bases().iter().any(|b| match b {
+        Expr::Name(n) => n.id.ends_with("Module"),
+        Expr::Attribute(a) => a.attr.id.ends_with("Module"),
+        _ => false,
+    })
 }
 
 /// A call from this file's model code to a name imported from another module:
@@ -3910,6 +3997,11 @@ fn submodule_calls(body: &[Stmt]) -> HashSet<(String, String)> {
         out: HashSet<(String, String)>,
     }
     impl<'a> Visitor<'a> for Find {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            if !matches!(s, Stmt::If(i) if visit_traced_branches(self, i)) {
+                visitor::walk_stmt(self, s);
+            }
+        }
         fn visit_expr(&mut self, e: &'a Expr) {
             if let Expr::Call(c) = e {
                 if let Expr::Attribute(m) = c.func.as_ref() {
@@ -3926,6 +4018,30 @@ fn submodule_calls(body: &[Stmt]) -> HashSet<(String, String)> {
     };
     f.visit_body(body);
     f.out
+}
+
+/// Visits the parts of an `if` that an export in eval mode runs: `if self.training:` without its
+/// body, `if not self.training:` without its other branches. `false`, having visited nothing,
+/// for any other `if`.
+fn visit_traced_branches<'a, V: Visitor<'a>>(v: &mut V, i: &'a ast::StmtIf) -> bool {
+    match guard_of(&i.test) {
+        Guard::Training => {
+            v.visit_expr(&i.test);
+            for c in &i.elif_else_clauses {
+                if let Some(t) = &c.test {
+                    v.visit_expr(t);
+                }
+                v.visit_body(&c.body);
+            }
+            true
+        }
+        Guard::NotTraining => {
+            v.visit_expr(&i.test);
+            v.visit_body(&i.body);
+            true
+        }
+        _ => false,
+    }
 }
 
 /// Methods called on the targets of loops over the module's own lists
@@ -3945,6 +4061,9 @@ fn loop_submodule_calls(body: &[Stmt]) -> HashSet<String> {
     }
     impl<'a> Visitor<'a> for Find {
         fn visit_stmt(&mut self, s: &'a Stmt) {
+            if matches!(s, Stmt::If(i) if visit_traced_branches(self, i)) {
+                return;
+            }
             if let Stmt::For(f) = s {
                 if on_self(&f.iter) {
                     let before = self.targets.len();

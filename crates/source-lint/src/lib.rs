@@ -121,10 +121,12 @@ pub struct FileLint {
     /// Every import of another module (for the project-level opset check).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     imports: Vec<checker::ImportedCall>,
-    /// Methods this file's model code calls on submodules (for the files it imports).
+    /// Methods this file's model code calls on submodules (for the files it imports), also as
+    /// `Class.method` when the submodule was built from a class by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     method_calls: Vec<String>,
-    /// Methods of this file's module classes (those with a `forward`), other than dunders.
+    /// Methods of this file's module classes (those with a `forward`), other than dunders, and
+    /// as `Class.method` those of `nn.Module` classes without a `forward`.
     #[serde(default, skip_serializing_if = "crate::HashSet::is_empty")]
     module_methods: crate::HashSet<String>,
     /// This file's module-level functions that leave a module in eval mode (for importers' ODL017).

@@ -1917,3 +1917,27 @@ fn module_level_model_imported_by_another_file_is_theirs() {
     );
     assert_eq!(project_findings(&[nb, run], "ODL017"), vec![]);
 }
+
+#[test]
+fn helpers_of_a_module_without_forward_are_model_code_where_another_file_calls_them() {
+    // `class SensorMixer(nn.Module)` with no `forward`, its `pooled` called by another file's
+    // `forward` on a submodule built from that class: model code. Not the same name of another
+    // class, and not a call made only under `if self.training:`.
+    let mixer = (
+        "mixer.py",
+        "import torch.nn as nn\n\n\
+         class SensorMixer(nn.Module):\n    def pooled(self, z, valid):\n        z[~valid] = 0.0\n        return z\n\n\
+         class Matcher(nn.Module):\n    def assign(self, iou):\n        iou[iou < 0.5] = -1\n        return iou\n\n\
+         class Pooler(nn.Module):\n    def pooled(self, z, valid):\n        z[~valid] = 1.0\n        return z\n",
+    );
+    let fusion = (
+        "fusion.py",
+        "import torch.nn as nn\nfrom mixer import SensorMixer, Matcher\n\n\
+         class Fusion(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.mix = SensorMixer()\n        self.matcher = Matcher()\n\n\
+         \x20   def forward(self, z, valid, iou=None):\n        if self.training:\n            return self.matcher.assign(iou)\n        return self.mix.pooled(z, valid)\n",
+    );
+    assert_eq!(
+        project_findings(&[mixer, fusion], "ODL001"),
+        vec![("mixer.py".to_string(), 5)]
+    );
+}

@@ -509,6 +509,12 @@ const CORPUS_DIRS: &[&str] = &[
     "beachcleanup",
     "carousels",
     "hedgemazes",
+    "aqueducts",
+    "ballet",
+    "canoeing",
+    "dogsledding",
+    "embroidery",
+    "funiculars",
 ];
 
 #[test]
