@@ -25,7 +25,8 @@
 //! eval mode. A function of the file that trains the module it is handed and does not evaluate it
 //! afterwards (`model = fine_tune(model, data)`) puts it back in training mode. A module-level
 //! module (`model = Net()` at the top of a notebook turned module, moved or cast there too:
-//! `model = model.to(device)`) exported from a function is judged where that function is called: flagged when a caller reaches the call with it in
+//! `model = model.to(device)`, or built by a function that declares it `global`) exported from a
+//! function is judged where that function is called: flagged when a caller reaches the call with it in
 //! training mode, following the calls before it into the file's functions and classes; with no
 //! caller in the file, flagged only when nothing anywhere may put it in eval mode and no other
 //! file imports its module. A loader imported from another linted file that ends in `model.eval()` (`det =
@@ -283,6 +284,8 @@ fn rebinding(value: &Expr, name: &str) -> Option<Effect> {
         return Some(Effect::Eval);
     }
     match unmoved(value) {
+        // `net = None` at the top, built later by a function that declares it `global`.
+        Expr::NoneLiteral(_) => Some(Effect::Unknown),
         // `model = WithSoftmax(model).to(dev)`: a wrapper around the module, in the mode the
         // module had (its own flag changes nothing without layers of its own): not followed.
         Expr::Call(c) if is_constructor(c) && mentions(value, &[name.to_string()]) => None,
@@ -740,9 +743,10 @@ fn global_in_training(ch: &Checker, name: &str, call: &ast::ExprCall) -> GlobalM
                     .flatten();
                 match effect {
                     Some(Effect::Train) => built = true,
-                    // Moved, cast or evaluated where it is bound again: judged by the walk.
-                    Some(Effect::Same | Effect::Eval) => {}
-                    _ => return GlobalMode::Unknown,
+                    // Moved, cast or evaluated where it is bound again, or a placeholder
+                    // (`net = None`): judged by the walk.
+                    Some(Effect::Same | Effect::Eval | Effect::Unknown) => {}
+                    None => return GlobalMode::Unknown,
                 }
             }
             // Bound otherwise, also in a block (`if __name__ == "__main__": model = load()`).
@@ -762,7 +766,13 @@ fn global_in_training(ch: &Checker, name: &str, call: &ast::ExprCall) -> GlobalM
             _ => {}
         }
     }
-    if !built || global_rebound(module, name) {
+    // Functions that declare it `global` and bind it: each binding one the walk reads
+    // (`net = FlowNet().to(DEVICE)` in `train()`), else nothing is known.
+    match global_bindings(module, name) {
+        Some(constructs) => built |= constructs,
+        None => return GlobalMode::Unknown,
+    }
+    if !built {
         return GlobalMode::Unknown;
     }
     let holding = holders(module, name);
@@ -827,15 +837,71 @@ enum Callers {
     TrainingAt(String),
 }
 
-/// Whether a function, class or nested block of the module declares `global name`.
-fn global_rebound(module: &[Stmt], name: &str) -> bool {
-    let mut found = false;
+/// What the functions that declare `global name` bind to it: `Some(true)` when one of them
+/// builds a module (`net = FlowNet().to(dev)`), `Some(false)` when none binds it, `None` when
+/// one binds it in a way [`rebinding`] does not read (`net = load(path)`, a tuple target, a
+/// nested block's `global`).
+fn global_bindings(module: &[Stmt], name: &str) -> Option<bool> {
+    let mut constructs = false;
+    let mut known = true;
     crate::rules::each_stmt(module, &mut |s| {
-        if let Stmt::Global(g) = s {
-            found |= g.names.iter().any(|n| n.id.as_str() == name);
+        let body = match s {
+            Stmt::FunctionDef(d) => &d.body[..],
+            Stmt::ClassDef(c) => {
+                // `global` in a class body: not followed.
+                known &= !declares_global(&c.body, name);
+                return;
+            }
+            _ => return,
+        };
+        if !declares_global(body, name) {
+            return;
+        }
+        let mut stmts = Vec::new();
+        crate::checker::flatten(body, &mut stmts);
+        for st in stmts {
+            match st {
+                Stmt::Assign(a) if a.targets.iter().any(|t| mentions(t, &[name.to_string()])) => {
+                    let effect = matches!(&a.targets[..], [Expr::Name(_)])
+                        .then(|| rebinding(&a.value, name))
+                        .flatten();
+                    match effect {
+                        Some(Effect::Train) => constructs = true,
+                        Some(Effect::Same | Effect::Eval) => {}
+                        _ => known = false,
+                    }
+                }
+                // Bound otherwise by the statement itself (a loop's target, `with ... as`,
+                // an annotated or augmented assignment, an import).
+                Stmt::For(f) if mentions(&f.target, &[name.to_string()]) => known = false,
+                Stmt::With(w)
+                    if w.items.iter().any(|i| {
+                        i.optional_vars
+                            .as_deref()
+                            .is_some_and(|v| mentions(v, &[name.to_string()]))
+                    }) =>
+                {
+                    known = false
+                }
+                Stmt::AnnAssign(_) | Stmt::AugAssign(_) | Stmt::Import(_) | Stmt::ImportFrom(_)
+                    if crate::rules::store_count(std::slice::from_ref(st), name) > 0 =>
+                {
+                    known = false
+                }
+                _ => {}
+            }
         }
     });
-    found
+    known.then_some(constructs)
+}
+
+/// Whether a body's own statements (not nested functions') declare `global name`.
+fn declares_global(body: &[Stmt], name: &str) -> bool {
+    let mut stmts = Vec::new();
+    crate::checker::flatten(body, &mut stmts);
+    stmts
+        .into_iter()
+        .any(|s| matches!(s, Stmt::Global(g) if g.names.iter().any(|n| n.id.as_str() == name)))
 }
 
 /// What [`global_in_training`] knows of a module-level module at an export.
@@ -959,6 +1025,31 @@ impl GlobalModes<'_, '_> {
         mentions(receiver, &self.holders)
     }
 
+    /// Whether an argument hands over the module (or a part of it, or a container holding it):
+    /// `Predictor(model)`, `fit(model.encoder)`, `run([model, other])`, `save(model.cpu())`;
+    /// not what calling it returns (`metrics(net(x), y)`), nor `model.parameters()`.
+    fn passes(&self, a: &Expr) -> bool {
+        match a {
+            Expr::Name(_) => mentions(a, &self.holders),
+            Expr::Attribute(x) => self.passes(&x.value),
+            Expr::Subscript(x) => self.passes(&x.value),
+            Expr::Starred(x) => self.passes(&x.value),
+            Expr::List(l) => l.elts.iter().any(|e| self.passes(e)),
+            Expr::Tuple(t) => t.elts.iter().any(|e| self.passes(e)),
+            Expr::Set(t) => t.elts.iter().any(|e| self.passes(e)),
+            Expr::Dict(d) => d.items.iter().any(|i| self.passes(&i.value)),
+            Expr::Call(c) => {
+                moved(a).is_some_and(|m| self.passes(m))
+                    || c.arguments
+                        .args
+                        .iter()
+                        .chain(c.arguments.keywords.iter().map(|k| &k.value))
+                        .any(|x| !matches!(x, Expr::Call(_)) && self.passes(x))
+            }
+            _ => false,
+        }
+    }
+
     /// What one call does to the module's mode.
     fn call(&self, c: &ast::ExprCall, depth: u32) -> Effect {
         let name = self.name;
@@ -1000,7 +1091,7 @@ impl GlobalModes<'_, '_> {
             .args
             .iter()
             .chain(c.arguments.keywords.iter().map(|k| &k.value))
-            .any(|a| mentions(a, &self.holders));
+            .any(|a| self.passes(a));
         if handed {
             let reads = self
                 .ch
@@ -1064,8 +1155,10 @@ impl GlobalModes<'_, '_> {
     /// not followed).
     fn follow(&self, def: &ast::StmtFunctionDef, depth: u32) -> Effect {
         let name = self.name;
+        // A function binding a local of the name leaves the module alone; one declaring it
+        // `global` binds the module itself (read by the walk).
         if def.parameters.iter().any(|p| p.name().id.as_str() == name)
-            || crate::rules::stores_name(&def.body, name)
+            || (crate::rules::stores_name(&def.body, name) && !declares_global(&def.body, name))
         {
             return Effect::Same;
         }

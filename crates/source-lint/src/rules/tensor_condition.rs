@@ -3,7 +3,9 @@
 //! `while (x > eps).any():`, `a if mask.all() else b`, `if not valid.all():`, a `match` arm's
 //! guard (`case "auto" if lengths.min() < 8:`), a comprehension's filter (`[j for j in
 //! range(n) if labels[j] < 2]`, which keeps the items the example kept), and conditions
-//! that read a tensor through Python (`if bool(t.any()):`, `if t.item() < 0.01:`). Tensors made
+//! that read a tensor through Python (`if bool(t.any()):`, `if t.item() < 0.01:`) or count what a
+//! data-dependent selection kept (`if len(bad[0]) > 0:` with `bad = torch.where(x < 0)`, `if
+//! keep.numel() == 0:` with `keep = scores.nonzero()`; not the rank, `len(bad)`). Tensors made
 //! only from Python numbers or random draws (`if torch.rand(1) < self.p:`) do not depend on the
 //! inputs and are left alone, unless the function writes values or indices from the inputs into
 //! them (`hist = torch.zeros(8); hist[bucket] += 1`); so is a test export never evaluates (`if not
@@ -52,12 +54,28 @@ pub(crate) const RULE: Rule = Rule {
 /// `float(t)`, `int(t)` on a tensor that depends on the inputs.
 fn reads_tensor_value(ch: &Checker, e: &Expr) -> bool {
     match e {
+        // `bad.shape[0]`: the length of a tensor whose length depends on the data.
+        Expr::Subscript(s) => matches!(s.value.as_ref(), Expr::Attribute(a)
+            if a.attr.id.as_str() == "shape" && value_dependent_length(ch, &a.value, 0)),
         Expr::Call(c) => {
             if let Some((m, recv)) = ch.method(c) {
                 if m == "item" && ch.is_tensor(recv) && !ch.is_constant_tensor(recv) {
                     return true;
                 }
+                // `busy.numel() == 0`, `idx.size(0)`.
+                if matches!(m, "numel" | "nelement" | "size") && value_dependent_length(ch, recv, 0)
+                {
+                    return true;
+                }
             } else if let Some(q) = ch.qualify(&c.func) {
+                // `len(bad[0]) > 0` with `bad = torch.where(x < 0)`.
+                if q == "builtins.len" {
+                    return c
+                        .arguments
+                        .args
+                        .first()
+                        .is_some_and(|a| value_dependent_length(ch, a, 0));
+                }
                 if matches!(
                     q.as_str(),
                     "builtins.bool" | "builtins.int" | "builtins.float"
@@ -88,6 +106,75 @@ fn reads_tensor_value(ch: &Checker, e: &Expr) -> bool {
                 || c.comparators.iter().any(|x| reads_tensor_value(ch, x))
         }
         Expr::BinOp(b) => reads_tensor_value(ch, &b.left) || reads_tensor_value(ch, &b.right),
+        _ => false,
+    }
+}
+
+/// Whether a tensor's length depends on the values of the inputs: what `nonzero`, `argwhere`,
+/// `masked_select` or `unique` return, an element of the tuple one-argument `torch.where` or
+/// `nonzero(as_tuple=True)` return (`idx[0]`; not the tuple, whose length is the rank), reshaped
+/// or cast, directly or through a name bound only to one in this function.
+fn value_dependent_length(ch: &Checker, e: &Expr, depth: u32) -> bool {
+    match e {
+        Expr::Call(c) => {
+            let as_tuple = crate::rules::keyword(c, "as_tuple")
+                .is_some_and(|k| matches!(k.value, Expr::BooleanLiteral(ref b) if b.value));
+            if let Some(q) = ch.torch_fn(c) {
+                return matches!(
+                    q.as_str(),
+                    "torch.nonzero"
+                        | "torch.argwhere"
+                        | "torch.masked_select"
+                        | "torch.unique"
+                        | "torch.unique_consecutive"
+                ) && !as_tuple;
+            }
+            match ch.method(c) {
+                Some((
+                    "nonzero" | "argwhere" | "masked_select" | "unique" | "unique_consecutive",
+                    recv,
+                )) => !as_tuple && (ch.is_tensor(recv) || ch.is_bool_mask(recv)),
+                Some((
+                    "squeeze" | "view" | "reshape" | "flatten" | "long" | "int" | "float" | "to"
+                    | "t" | "contiguous" | "clone",
+                    recv,
+                )) => value_dependent_length(ch, recv, depth),
+                _ => false,
+            }
+        }
+        // `bad[0]` of `bad = torch.where(x < 0)`.
+        Expr::Subscript(s) if s.slice.is_number_literal_expr() => index_tuple(ch, &s.value, depth),
+        Expr::Name(n) if depth < 4 => ch.bodies.last().is_some_and(|body| {
+            let values = crate::rules::bound_values(body, n.id.as_str());
+            !values.is_empty()
+                && values
+                    .iter()
+                    .all(|v| value_dependent_length(ch, v, depth + 1))
+        }),
+        _ => false,
+    }
+}
+
+/// Whether a value is the tuple of index tensors one-argument `torch.where` or
+/// `nonzero(as_tuple=True)` return, directly or through a name bound only to one.
+fn index_tuple(ch: &Checker, e: &Expr, depth: u32) -> bool {
+    match e {
+        Expr::Call(c) => {
+            let as_tuple = crate::rules::keyword(c, "as_tuple")
+                .is_some_and(|k| matches!(k.value, Expr::BooleanLiteral(ref b) if b.value));
+            match ch.torch_fn(c).as_deref() {
+                Some("torch.where") => {
+                    c.arguments.args.len() == 1 && c.arguments.keywords.is_empty()
+                }
+                Some("torch.nonzero") => as_tuple,
+                Some(_) => false,
+                None => as_tuple && matches!(ch.method(c), Some(("nonzero", _))),
+            }
+        }
+        Expr::Name(n) if depth < 4 => ch.bodies.last().is_some_and(|body| {
+            let values = crate::rules::bound_values(body, n.id.as_str());
+            !values.is_empty() && values.iter().all(|v| index_tuple(ch, v, depth + 1))
+        }),
         _ => false,
     }
 }
