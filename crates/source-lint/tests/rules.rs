@@ -515,6 +515,18 @@ const CORPUS_DIRS: &[&str] = &[
     "dogsledding",
     "embroidery",
     "funiculars",
+    "jewelry",
+    "lavenderfarms",
+    "mountainhuts",
+    "nailsalons",
+    "observatories",
+    "paragliding",
+    "quilting",
+    "rafting",
+    "sawmills",
+    "tanneries",
+    "upholstery",
+    "wastewater",
 ];
 
 #[test]
