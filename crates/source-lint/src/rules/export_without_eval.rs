@@ -795,6 +795,8 @@ fn global_in_training(ch: &Checker, name: &str, call: &ast::ExprCall) -> GlobalM
         lambda_switches,
         memo: Default::default(),
         active: Default::default(),
+        callers: Default::default(),
+        definitions: Default::default(),
     };
     // What the exporting function itself does before the export.
     let Some(exporting) = ch.defs.first() else {
@@ -941,6 +943,21 @@ struct GlobalModes<'c, 'a> {
     memo: std::cell::RefCell<crate::HashMap<TextSize, Effect>>,
     /// The functions being followed (a call back into one is not followed).
     active: std::cell::RefCell<crate::HashSet<TextSize>>,
+    /// The module's callers and their calls by name, read once when first needed.
+    callers: std::cell::OnceCell<Vec<Caller<'c>>>,
+    /// The module's functions, and its classes' `__init__`, by name (the last definition).
+    definitions: std::cell::OnceCell<crate::HashMap<&'c str, &'c ast::StmtFunctionDef>>,
+}
+
+/// A caller of the module's functions: the top level (no name) or a function or method.
+struct Caller<'c> {
+    /// The module-level function (not a method, not the top level), whose callers may be
+    /// followed in turn.
+    function: Option<&'c ast::StmtFunctionDef>,
+    name: &'c str,
+    body: &'c [Stmt],
+    /// Where its own statements call each name.
+    calls: crate::HashMap<&'c str, Vec<TextSize>>,
 }
 
 /// `name` and the names the module binds (in any scope, by assignment or as a `for` target)
@@ -1105,15 +1122,31 @@ impl GlobalModes<'_, '_> {
         let Expr::Name(f) = c.func.as_ref() else {
             return Effect::Same;
         };
-        // A function of the file, or a class of the file whose `__init__` runs.
-        let target = self.module.iter().rev().find_map(|s| match s {
-            Stmt::FunctionDef(d) if d.name.id == f.id => Some(d),
-            Stmt::ClassDef(k) if k.name.id == f.id => k.body.iter().find_map(|m| match m {
-                Stmt::FunctionDef(i) if i.name.id.as_str() == "__init__" => Some(i),
-                _ => None,
-            }),
-            _ => None,
-        });
+        // A function of the file, or a class of the file whose `__init__` runs (the last
+        // definition of the name; the module's definitions are read once).
+        let target = self
+            .definitions
+            .get_or_init(|| {
+                let mut out = crate::HashMap::default();
+                for s in self.module {
+                    let def = match s {
+                        Stmt::FunctionDef(d) => Some((d.name.id.as_str(), d)),
+                        Stmt::ClassDef(k) => k.body.iter().find_map(|m| match m {
+                            Stmt::FunctionDef(i) if i.name.id.as_str() == "__init__" => {
+                                Some((k.name.id.as_str(), i))
+                            }
+                            _ => None,
+                        }),
+                        _ => None,
+                    };
+                    if let Some((name, d)) = def {
+                        out.insert(name, d);
+                    }
+                }
+                out
+            })
+            .get(f.id.as_str())
+            .copied();
         let Some(def) = target else {
             // A lambda bound to the name, or anything else called: followed only if no lambda
             // of the module switches a mode.
@@ -1189,30 +1222,48 @@ impl GlobalModes<'_, '_> {
         if !followed.insert(callee.to_string()) {
             return Callers::Seen;
         }
-        let callers = std::iter::once((None, "the module's top level".to_string(), self.module))
-            .chain(
-                crate::checker::functions_and_methods(self.module)
-                    .filter(|(_, g)| g.name.id.as_str() != callee)
-                    .map(|(class, g)| {
+        if self.callers.get().is_none() {
+            // Every caller's calls by name, read once: the module's top level and every
+            // function and method (its own statements).
+            let all = std::iter::once((None, "", self.module))
+                .chain(
+                    crate::checker::functions_and_methods(self.module).map(|(class, g)| {
                         (
                             class.is_none().then_some(g),
-                            format!("{}()", g.name.id),
+                            g.name.id.as_str(),
                             &g.body[..],
                         )
                     }),
-            );
+                )
+                .map(|(function, name, body)| Caller {
+                    function,
+                    name,
+                    body,
+                    calls: named_calls(body),
+                })
+                .collect();
+            let _ = self.callers.set(all);
+        }
         let mut seen = false;
-        for (function, caller, body) in callers {
-            for at in call_offsets(body, callee) {
+        for c in self.callers.get().into_iter().flatten() {
+            if !c.name.is_empty() && c.name == callee {
+                continue;
+            }
+            let label = if c.name.is_empty() {
+                "the module's top level".to_string()
+            } else {
+                format!("{}()", c.name)
+            };
+            for &at in c.calls.get(callee).into_iter().flatten() {
                 seen = true;
-                match self.fold(body, at, Effect::Same, 0) {
-                    Effect::Train => return Callers::TrainingAt(caller),
+                match self.fold(c.body, at, Effect::Same, 0) {
+                    Effect::Train => return Callers::TrainingAt(label),
                     Effect::Same if depth < 4 => {
-                        let Some(g) = function else { continue };
+                        let Some(g) = c.function else { continue };
                         if let Callers::TrainingAt(up) =
                             self.training_caller(g.name.id.as_str(), depth + 1, followed)
                         {
-                            return Callers::TrainingAt(format!("{up}, through {caller},"));
+                            return Callers::TrainingAt(format!("{up}, through {label},"));
                         }
                     }
                     _ => {}
@@ -1240,11 +1291,11 @@ impl GlobalModes<'_, '_> {
     }
 }
 
-/// The offsets of the calls `name(...)` in a body's own statements (nested blocks too, not
-/// nested functions or classes).
-fn call_offsets(body: &[Stmt], name: &str) -> Vec<TextSize> {
-    struct Find<'n>(&'n str, Vec<TextSize>);
-    impl<'a> Visitor<'a> for Find<'_> {
+/// The calls `f(...)` of plain names in a body's own statements (nested blocks too, not nested
+/// functions or classes), by name.
+fn named_calls(body: &[Stmt]) -> crate::HashMap<&str, Vec<TextSize>> {
+    struct Find<'a>(crate::HashMap<&'a str, Vec<TextSize>>);
+    impl<'a> Visitor<'a> for Find<'a> {
         fn visit_stmt(&mut self, s: &'a Stmt) {
             if !matches!(s, Stmt::FunctionDef(_) | Stmt::ClassDef(_)) {
                 visitor::walk_stmt(self, s);
@@ -1252,16 +1303,19 @@ fn call_offsets(body: &[Stmt], name: &str) -> Vec<TextSize> {
         }
         fn visit_expr(&mut self, e: &'a Expr) {
             if let Expr::Call(c) = e {
-                if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == self.0) {
-                    self.1.push(c.range().start());
+                if let Expr::Name(n) = c.func.as_ref() {
+                    self.0
+                        .entry(n.id.as_str())
+                        .or_default()
+                        .push(c.range().start());
                 }
             }
             visitor::walk_expr(self, e);
         }
     }
-    let mut f = Find(name, Vec::new());
+    let mut f = Find(Default::default());
     f.visit_body(body);
-    f.1
+    f.0
 }
 
 /// `torch.onnx.export(self.model, ...)` in a method (a trainer's or a service's `export_onnx`).
