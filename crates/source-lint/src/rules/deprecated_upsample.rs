@@ -1,7 +1,8 @@
 //! ## What it does
 //! Flags the deprecated `F.upsample`, `F.upsample_nearest` and `F.upsample_bilinear`, and the
 //! deprecated modules `nn.UpsamplingNearest2d` and `nn.UpsamplingBilinear2d`, also bound for later
-//! calls by `functools.partial(F.upsample_bilinear, scale_factor=2)`.
+//! calls by `functools.partial(F.upsample_bilinear, scale_factor=2)`. The functions are left alone
+//! in data, training and evaluation code beside a model, which export does not run.
 //!
 //! ## Why is this bad?
 //! They are thin deprecated wrappers over `F.interpolate` (`torch/nn/functional.py`:
@@ -61,6 +62,11 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         }
         _ => return,
     };
+    // `F.upsample(img, ...)` in data augmentation or training code beside a model: not what
+    // export runs (a deprecated module is built for a model wherever it is built).
+    if replacement == "interpolate" && ch.in_side_code() {
+        return;
+    }
     let name = q.rsplit('.').next().unwrap_or("upsample").to_string();
     let spelled = if replacement == "Upsample" {
         "nn.Upsample"

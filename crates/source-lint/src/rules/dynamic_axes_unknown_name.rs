@@ -189,6 +189,11 @@ fn literal_names(ch: &Checker, v: &Expr) -> Option<Vec<String>> {
                         },
                         _ => out.push(ANY.to_string()),
                     },
+                    // `["jam_prob", "overlay" if tracker else "votes"]`: either name.
+                    Expr::If(i) => {
+                        out.push(name_pattern(&i.body, None));
+                        out.push(name_pattern(&i.orelse, None));
+                    }
                     e => out.push(name_pattern(e, None)),
                 }
             }

@@ -1843,6 +1843,26 @@ impl<'c> ModeContext<'c> {
     }
 }
 
+/// Whether a block always leaves the function: it ends in `return`, `raise` or `sys.exit(...)`,
+/// or in an `if` whose every clause (with an `else`) does.
+fn leaves(body: &[Stmt]) -> bool {
+    match body.last() {
+        Some(Stmt::Return(_) | Stmt::Raise(_)) => true,
+        Some(Stmt::Expr(e)) => matches!(e.value.as_ref(), Expr::Call(c) if match c.func.as_ref() {
+            Expr::Name(n) => matches!(n.id.as_str(), "exit" | "quit"),
+            Expr::Attribute(a) => matches!(a.attr.id.as_str(), "exit" | "_exit")
+                && matches!(a.value.as_ref(), Expr::Name(m) if matches!(m.id.as_str(), "sys" | "os")),
+            _ => false,
+        }),
+        Some(Stmt::If(i)) => {
+            i.elif_else_clauses.last().is_some_and(|c| c.test.is_none())
+                && leaves(&i.body)
+                && i.elif_else_clauses.iter().all(|c| leaves(&c.body))
+        }
+        _ => false,
+    }
+}
+
 /// Whether a loop's body has a `break` of its own (not of a nested loop).
 fn breaks(body: &[Stmt]) -> bool {
     body.iter().any(|s| match s {
@@ -2244,7 +2264,11 @@ pub(crate) fn collect<'s>(body: &'s [Stmt], at: TextSize, out: &mut Vec<&'s Stmt
                     .chain(i.elif_else_clauses.iter().map(|c| &c.body[..]));
                 match clauses.clone().find(|b| holds(b)) {
                     Some(b) => collect(b, at, out),
-                    None => clauses.for_each(|b| collect(b, at, out)),
+                    // A clause that leaves the function (`if not args.export: train(model);
+                    // return`) never runs on the way to what follows the `if`.
+                    None => clauses
+                        .filter(|b| !(i.range().end() <= at && leaves(b)))
+                        .for_each(|b| collect(b, at, out)),
                 }
             }
             Stmt::With(w) => collect(&w.body, at, out),
