@@ -527,6 +527,12 @@ const CORPUS_DIRS: &[&str] = &[
     "tanneries",
     "upholstery",
     "wastewater",
+    "vendingmachines",
+    "woodturning",
+    "yachting",
+    "bicyclecouriers",
+    "candlemaking",
+    "drycleaning",
 ];
 
 #[test]
