@@ -245,27 +245,21 @@ fn moved(e: &Expr) -> Option<&Expr> {
         .then_some(start)
 }
 
+/// A module's methods that move or cast it and return it, in the mode it was in.
+fn moves(method: &str) -> bool {
+    matches!(
+        method,
+        "cpu" | "cuda" | "to" | "float" | "half" | "double" | "bfloat16" | "requires_grad_"
+    )
+}
+
 /// What a value is before the moves and casts that end it: `Net()` in `Net().to(device)`,
 /// `net` in `net.cpu().float()`, the value itself when it ends in none.
 fn unmoved(e: &Expr) -> &Expr {
     let mut e = e;
     while let Expr::Call(c) = e {
         match c.func.as_ref() {
-            Expr::Attribute(a)
-                if matches!(
-                    a.attr.id.as_str(),
-                    "cpu"
-                        | "cuda"
-                        | "to"
-                        | "float"
-                        | "half"
-                        | "double"
-                        | "bfloat16"
-                        | "requires_grad_"
-                ) =>
-            {
-                e = a.value.as_ref()
-            }
+            Expr::Attribute(a) if moves(a.attr.id.as_str()) => e = a.value.as_ref(),
             _ => break,
         }
     }
@@ -1890,19 +1884,7 @@ fn on_module(e: &Expr, attr: &str) -> bool {
     match e {
         Expr::Call(c) => match c.func.as_ref() {
             Expr::Attribute(a)
-                if matches!(
-                    a.attr.id.as_str(),
-                    "cpu"
-                        | "cuda"
-                        | "to"
-                        | "float"
-                        | "half"
-                        | "double"
-                        | "bfloat16"
-                        | "requires_grad_"
-                        | "eval"
-                        | "train"
-                ) =>
+                if moves(a.attr.id.as_str()) || matches!(a.attr.id.as_str(), "eval" | "train") =>
             {
                 on_module(&a.value, attr)
             }
