@@ -998,7 +998,13 @@ impl GlobalModes<'_, '_> {
     /// `start` (`Same` when nothing is known yet).
     fn fold(&self, body: &[Stmt], at: TextSize, start: Effect, depth: u32) -> Effect {
         let mut stmts = Vec::new();
-        collect(body, at, &mut stmts);
+        // To a call or an export: clauses that leave first never reach it. (For what a whole
+        // function does, `follow` reads every clause.)
+        if at < body.last().map_or(at, |l| l.range().end()) {
+            collect_reaching(body, at, &mut stmts);
+        } else {
+            collect(body, at, &mut stmts);
+        }
         let mut mode = start;
         for s in stmts.into_iter().filter(|s| s.range().start() < at) {
             if let Stmt::Assign(a) = s {
@@ -2084,7 +2090,7 @@ fn mode_in(ch: &Checker, body: &[Stmt], name: &str, sub: Option<&str>, at: TextS
         evaluated: false,
     };
     let mut stmts = Vec::new();
-    collect(body, at, &mut stmts);
+    collect_reaching(body, at, &mut stmts);
     // Modules built around `name` (`wrapped = TowerWrapper(model, norm)`): `wrapped.eval()`
     // puts `name`, a submodule, in eval mode too. Not averaging wrappers, which hold a copy
     // (`AveragedModel(model)`, timm's `ModelEmaV2(model)`).
@@ -2234,6 +2240,18 @@ fn mode_in(ch: &Checker, body: &[Stmt], name: &str, sub: Option<&str>, at: TextS
 /// run on the way to offset `at`: of an `if`/`elif`/`else` holding `at`, only the clause that
 /// holds it (`if cmd == "eval": evaluate(m) else: export(m)` never evaluates before exporting).
 pub(crate) fn collect<'s>(body: &'s [Stmt], at: TextSize, out: &mut Vec<&'s Stmt>) {
+    collect_to(body, at, out, false)
+}
+
+/// [`collect`] for a walk to a statement at `at` (an export, a call): a clause after which the
+/// function has left (`if not args.export: train(model); return`) never runs on the way to what
+/// follows its `if`. (Not for what a whole function does, where such a clause is one way out.)
+fn collect_reaching<'s>(body: &'s [Stmt], at: TextSize, out: &mut Vec<&'s Stmt>) {
+    collect_to(body, at, out, true)
+}
+
+fn collect_to<'s>(body: &'s [Stmt], at: TextSize, out: &mut Vec<&'s Stmt>, reaching: bool) {
+    let collect = |b: &'s [Stmt], out: &mut Vec<&'s Stmt>| collect_to(b, at, out, reaching);
     for s in body {
         out.push(s);
         match s {
@@ -2245,15 +2263,13 @@ pub(crate) fn collect<'s>(body: &'s [Stmt], at: TextSize, out: &mut Vec<&'s Stmt
                 let clauses = std::iter::once(&i.body[..])
                     .chain(i.elif_else_clauses.iter().map(|c| &c.body[..]));
                 match clauses.clone().find(|b| holds(b)) {
-                    Some(b) => collect(b, at, out),
-                    // A clause that leaves the function (`if not args.export: train(model);
-                    // return`) never runs on the way to what follows the `if`.
+                    Some(b) => collect(b, out),
                     None => clauses
-                        .filter(|b| !(i.range().end() <= at && leaves(b)))
-                        .for_each(|b| collect(b, at, out)),
+                        .filter(|b| !(reaching && i.range().end() <= at && leaves(b)))
+                        .for_each(|b| collect(b, out)),
                 }
             }
-            Stmt::With(w) => collect(&w.body, at, out),
+            Stmt::With(w) => collect(&w.body, out),
             // `match args.cmd: case "export": ...`: the arms are alternatives, as an `if`'s
             // clauses are.
             Stmt::Match(m) => {
@@ -2262,16 +2278,16 @@ pub(crate) fn collect<'s>(body: &'s [Stmt], at: TextSize, out: &mut Vec<&'s Stmt
                         && b.last().is_some_and(|l| at < l.range().end())
                 };
                 match m.cases.iter().find(|c| holds(&c.body)) {
-                    Some(c) => collect(&c.body, at, out),
-                    None => m.cases.iter().for_each(|c| collect(&c.body, at, out)),
+                    Some(c) => collect(&c.body, out),
+                    None => m.cases.iter().for_each(|c| collect(&c.body, out)),
                 }
             }
             Stmt::Try(t) => {
-                collect(&t.body, at, out);
-                collect(&t.orelse, at, out);
-                collect(&t.finalbody, at, out);
+                collect(&t.body, out);
+                collect(&t.orelse, out);
+                collect(&t.finalbody, out);
             }
-            Stmt::For(f) => collect(&f.body, at, out),
+            Stmt::For(f) => collect(&f.body, out),
             _ => {}
         }
     }

@@ -54,17 +54,24 @@ pub(crate) const RULE: Rule = Rule {
 /// `float(t)`, `int(t)` on a tensor that depends on the inputs.
 fn reads_tensor_value(ch: &Checker, e: &Expr) -> bool {
     match e {
-        // `bad.shape[0]`: the length of a tensor whose length depends on the data.
+        // `bad.shape[0]`: the length of a tensor whose length depends on the data (its first
+        // dimension; `nonzero()`'s second is the input's rank).
         Expr::Subscript(s) => matches!(s.value.as_ref(), Expr::Attribute(a)
-            if a.attr.id.as_str() == "shape" && value_dependent_length(ch, &a.value, 0)),
+            if a.attr.id.as_str() == "shape"
+                && is_zero(&s.slice)
+                && value_dependent_length(ch, &a.value, 0)),
         Expr::Call(c) => {
             if let Some((m, recv)) = ch.method(c) {
                 if m == "item" && ch.is_tensor(recv) && !ch.is_constant_tensor(recv) {
                     return true;
                 }
                 // `busy.numel() == 0`, `idx.size(0)`.
-                if matches!(m, "numel" | "nelement" | "size") && value_dependent_length(ch, recv, 0)
-                {
+                let counts = match m {
+                    "numel" | "nelement" => true,
+                    "size" => c.arguments.args.first().is_some_and(is_zero),
+                    _ => false,
+                };
+                if counts && value_dependent_length(ch, recv, 0) {
                     return true;
                 }
             } else if let Some(q) = ch.qualify(&c.func) {
@@ -119,6 +126,10 @@ fn value_dependent_length(ch: &Checker, e: &Expr, depth: u32) -> bool {
         Expr::Call(c) => {
             let as_tuple = crate::rules::keyword(c, "as_tuple")
                 .is_some_and(|k| matches!(k.value, Expr::BooleanLiteral(ref b) if b.value));
+            // `torch.unique(x, return_counts=True)`: a tuple.
+            let tuple = as_tuple
+                || crate::rules::keyword(c, "return_counts").is_some()
+                || crate::rules::keyword(c, "return_inverse").is_some();
             if let Some(q) = ch.torch_fn(c) {
                 return matches!(
                     q.as_str(),
@@ -127,32 +138,79 @@ fn value_dependent_length(ch: &Checker, e: &Expr, depth: u32) -> bool {
                         | "torch.masked_select"
                         | "torch.unique"
                         | "torch.unique_consecutive"
-                ) && !as_tuple;
+                ) && !tuple;
             }
             match ch.method(c) {
                 Some((
                     "nonzero" | "argwhere" | "masked_select" | "unique" | "unique_consecutive",
                     recv,
-                )) => !as_tuple && (ch.is_tensor(recv) || ch.is_bool_mask(recv)),
-                Some((
-                    "squeeze" | "view" | "reshape" | "flatten" | "long" | "int" | "float" | "to"
-                    | "t" | "contiguous" | "clone",
-                    recv,
-                )) => value_dependent_length(ch, recv, depth),
+                )) => !tuple && (ch.is_tensor(recv) || ch.is_bool_mask(recv)),
+                Some((m, recv)) if keeps_length(m) => value_dependent_length(ch, recv, depth),
                 _ => false,
             }
         }
         // `bad[0]` of `bad = torch.where(x < 0)`.
         Expr::Subscript(s) if s.slice.is_number_literal_expr() => index_tuple(ch, &s.value, depth),
-        Expr::Name(n) if depth < 4 => ch.bodies.last().is_some_and(|body| {
-            let values = crate::rules::bound_values(body, n.id.as_str());
-            !values.is_empty()
-                && values
-                    .iter()
-                    .all(|v| value_dependent_length(ch, v, depth + 1))
+        Expr::Name(n) if depth < 4 => bound_only_to(ch, n.id.as_str(), |v| {
+            value_dependent_length(ch, v, depth + 1)
         }),
         _ => false,
     }
+}
+
+/// Methods that keep a tensor's first dimension (`keep.squeeze(1)`, `idx.long()`).
+fn keeps_length(method: &str) -> bool {
+    matches!(
+        method,
+        "squeeze"
+            | "view"
+            | "reshape"
+            | "flatten"
+            | "long"
+            | "int"
+            | "float"
+            | "to"
+            | "contiguous"
+            | "clone"
+    )
+}
+
+/// Whether every binding of `name` in this function is an assignment whose value `is` accepts,
+/// a value that only reshapes or casts the name itself (`keep = keep.squeeze(1)`) aside, with
+/// at least one such assignment and no other binding (a loop's target, an unpacking).
+fn bound_only_to(ch: &Checker, name: &str, is: impl Fn(&Expr) -> bool) -> bool {
+    let Some(body) = ch.bodies.last() else {
+        return false;
+    };
+    // A parameter may come in as anything (`if idx is None: idx = x.nonzero()`).
+    if ch
+        .defs
+        .last()
+        .is_some_and(|f| f.parameters.iter().any(|p| p.name().id.as_str() == name))
+    {
+        return false;
+    }
+    let values = crate::rules::bound_values(body, name);
+    if values.is_empty() || crate::rules::store_count(body, name) != values.len() {
+        return false;
+    }
+    let itself = |v: &Expr| {
+        let mut v = v;
+        while let Expr::Call(c) = v {
+            match ch.method(c) {
+                Some((m, recv)) if keeps_length(m) => v = recv,
+                _ => return false,
+            }
+        }
+        matches!(v, Expr::Name(x) if x.id.as_str() == name)
+    };
+    let own: Vec<&&Expr> = values.iter().filter(|v| !itself(v)).collect();
+    !own.is_empty() && own.into_iter().all(|v| is(v))
+}
+
+/// Whether an index is the literal `0`.
+fn is_zero(e: &Expr) -> bool {
+    matches!(e, Expr::NumberLiteral(n) if matches!(&n.value, ast::Number::Int(i) if *i == 0))
 }
 
 /// Whether a value is the tuple of index tensors one-argument `torch.where` or
@@ -171,10 +229,9 @@ fn index_tuple(ch: &Checker, e: &Expr, depth: u32) -> bool {
                 None => as_tuple && matches!(ch.method(c), Some(("nonzero", _))),
             }
         }
-        Expr::Name(n) if depth < 4 => ch.bodies.last().is_some_and(|body| {
-            let values = crate::rules::bound_values(body, n.id.as_str());
-            !values.is_empty() && values.iter().all(|v| index_tuple(ch, v, depth + 1))
-        }),
+        Expr::Name(n) if depth < 4 => {
+            bound_only_to(ch, n.id.as_str(), |v| index_tuple(ch, v, depth + 1))
+        }
         _ => false,
     }
 }
