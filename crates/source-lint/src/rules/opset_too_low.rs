@@ -219,7 +219,8 @@ fn kwargs_opset<'e, I: Iterator<Item = (&'e str, &'e ruff_python_ast::Expr)>>(
 /// The opset an `opset_version=` value gives: a number, a name bound to one, an argparse
 /// default, or a choice of two (`LEGACY_OPSET if legacy else EDGE_OPSET`: the lower of the two is
 /// exported when the test picks it), written there or bound once to a local of the function
-/// (`opset = OPSET_LEGACY if legacy else OPSET`). `opset if opset is not None else 11`: the
+/// (`opset = OPSET_LEGACY if legacy else OPSET`), or a constant offset from one (`LEGACY_OPSET +
+/// 1`). `opset if opset is not None else 11`: the
 /// fallback is for a caller passing `None`; the name's own value is what the export gets.
 fn opset_value(
     ch: &Checker,
@@ -262,6 +263,18 @@ fn opset_value(
                 }
             }),
         Expr::Attribute(a) => argparse_default(ch, a),
+        // `LEGACY_OPSET + 1`: a constant offset from a known opset.
+        Expr::BinOp(b) if depth < 3 => {
+            let (l, r) = (
+                opset_value(ch, call, &b.left, depth + 1)?,
+                int_literal(&b.right).or_else(|| opset_value(ch, call, &b.right, depth + 1))?,
+            );
+            match b.op {
+                ast::Operator::Add => l.checked_add(r),
+                ast::Operator::Sub => l.checked_sub(r),
+                _ => None,
+            }
+        }
         e => int_literal(e),
     }
 }
