@@ -533,6 +533,12 @@ const CORPUS_DIRS: &[&str] = &[
     "bicyclecouriers",
     "candlemaking",
     "drycleaning",
+    "escaperooms",
+    "goatdairies",
+    "harbourpilots",
+    "brickkilns",
+    "icefishing",
+    "junkyards",
 ];
 
 #[test]
