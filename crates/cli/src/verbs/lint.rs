@@ -206,8 +206,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
         FindingsFormat::Json => {
-            let items: Vec<serde_json::Value> =
-                findings.iter().map(|(r, f)| json_item(r, f)).collect();
+            // One line index per file, its lines found on its first fix (a fresh one per
+            // finding scanned the file again for every finding).
+            let mut indexes: std::collections::HashMap<&str, LineIndex> = Default::default();
+            let items: Vec<serde_json::Value> = findings
+                .iter()
+                .map(|(r, f)| json_item(r, f, indexes.entry(r.display.as_str()).or_default()))
+                .collect();
             let v = serde_json::json!({
                 "diagnostics": items,
                 "summary": {
@@ -297,13 +302,12 @@ fn write_fixed(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn json_item(rep: &source_lint::FileReport, f: &Finding) -> serde_json::Value {
+fn json_item(rep: &source_lint::FileReport, f: &Finding, index: &LineIndex) -> serde_json::Value {
     let d = &f.diagnostic;
     let (line, column) = match d.location {
         diagnostics::Location::Source { line, column, .. } => (line, column),
         _ => (0, 0),
     };
-    let index = LineIndex::default();
     let fix = d.fix.as_ref().map(|x| {
         let edits: Vec<serde_json::Value> = f
             .edits
