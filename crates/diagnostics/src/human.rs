@@ -18,6 +18,9 @@ const TAB: usize = 4;
 /// Renders diagnostics; `source` gives the text of a file for excerpts (None: no excerpt).
 pub fn render_human(diagnostics: &[Diagnostic], source: &dyn Fn(&str) -> Option<String>) -> String {
     let mut out = String::new();
+    // The last file's text and line starts: diagnostics come grouped by file, and asking for the
+    // text and scanning it again for every diagnostic made a file with many findings quadratic.
+    let mut current: Option<(String, Option<String>, Vec<usize>)> = None;
     for d in diagnostics {
         let place = match &d.location {
             Location::Source { file, line, column } => format!("{file}:{line}:{column}"),
@@ -33,9 +36,26 @@ pub fn render_human(diagnostics: &[Diagnostic], source: &dyn Fn(&str) -> Option<
             d.message
         );
         if let Location::Source { file, line, column } = &d.location {
-            if let Some(text) =
-                source(file).and_then(|t| t.lines().nth(line.saturating_sub(1)).map(str::to_owned))
-            {
+            if current.as_ref().is_none_or(|(f, _, _)| f != file) {
+                let text = source(file);
+                let starts = text.as_deref().map_or_else(Vec::new, |t| {
+                    std::iter::once(0)
+                        .chain(t.match_indices('\n').map(|(i, _)| i + 1))
+                        .collect()
+                });
+                current = Some((file.clone(), text, starts));
+            }
+            let excerpt = current.as_ref().and_then(|(_, text, starts)| {
+                let text = text.as_deref()?;
+                let start = *starts.get(line.saturating_sub(1))?;
+                let rest = text.get(start..)?;
+                // As `str::lines` gives it: up to the newline, without a `\r` before it.
+                let end = rest.find('\n').unwrap_or(rest.len());
+                let l = &rest[..end];
+                (start < text.len() || end > 0)
+                    .then(|| l.strip_suffix('\r').unwrap_or(l).to_owned())
+            });
+            if let Some(text) = excerpt {
                 let gutter = line.to_string().len();
                 let pad = " ".repeat(gutter);
                 // Tabs shown as four spaces (as ruff does), so the caret lines up whatever the
@@ -113,5 +133,39 @@ mod tests {
         // 4 spaces + `print("` (7) + 4 columns + `", ` (3) = 18 columns before `x`.
         let (_, caret) = excerpt("    print(\"结果\", x.item())", 17);
         assert_eq!(caret, format!("{}^", " ".repeat(18)));
+    }
+
+    #[test]
+    fn excerpts_of_one_file_come_from_its_own_lines() {
+        // Several diagnostics of one file (the file's text asked for once), a CRLF line, a line
+        // past the end (no excerpt), then another file.
+        let at = |file: &str, line| {
+            Diagnostic::new(
+                "ODL004",
+                crate::Severity::Error,
+                "frozen".to_string(),
+                Location::Source {
+                    file: file.into(),
+                    line,
+                    column: 1,
+                },
+            )
+        };
+        let text = render_human(
+            &[at("a.py", 1), at("a.py", 3), at("a.py", 9), at("b.py", 2)],
+            &|f| {
+                Some(if f == "a.py" {
+                    "one\r\ntwo\nthree\n".into()
+                } else {
+                    "uno\ndos".into()
+                })
+            },
+        );
+        let excerpts: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.split_once(" | ").map(|(_, t)| t))
+            .filter(|t| !t.trim().starts_with('^'))
+            .collect();
+        assert_eq!(excerpts, ["one", "three", "dos"]);
     }
 }
