@@ -610,6 +610,16 @@ impl<'a> Checker<'a> {
         self.imported_eval_helpers.contains(name)
     }
 
+    /// Whether a class derives `torch.autograd.Function` (through the file's imports:
+    /// `from torch.autograd import Function as AF`).
+    pub fn is_autograd_function(&self, class: &ast::StmtClassDef) -> bool {
+        class.bases().iter().any(|b| {
+            self.qualify(b).is_some_and(|q| {
+                q == "torch.autograd.Function" || q == "torch.autograd.function.Function"
+            })
+        })
+    }
+
     /// Whether another file imports `name` from this one.
     pub fn imported_elsewhere(&self, name: &str) -> bool {
         self.imported_elsewhere.contains(name)
@@ -904,11 +914,8 @@ impl<'a> Checker<'a> {
                     if matches!(self.literal(n.id.as_str()), Some(Expr::Attribute(a))
                     if a.attr.id.as_str() == "apply"
                         && matches!(a.value.as_ref(), Expr::Name(f)
-                            if module_class(self.bodies[0], f.id.as_str()).is_some_and(|k| {
-                                k.bases().iter().any(|b| matches!(b,
-                                    Expr::Name(x) if x.id.as_str() == "Function")
-                                    || matches!(b, Expr::Attribute(x) if x.attr.id.as_str() == "Function"))
-                            })))
+                            if module_class(self.bodies[0], f.id.as_str())
+                                .is_some_and(|k| self.is_autograd_function(k))))
                         && c.arguments.args.iter().any(|a| self.is_tensor(a))
                     {
                         return true;
@@ -2259,21 +2266,12 @@ impl<'a, F: FnMut(&'a Expr)> Visitor<'a> for ModelPath<F> {
                 }
                 return;
             }
-            match guard {
-                Guard::Training | Guard::ExportAware => {
-                    self.visit_expr(&i.test);
-                    if guard == Guard::Training {
-                        for c in &i.elif_else_clauses {
-                            self.visit_body(&c.body);
-                        }
-                    }
-                    return;
-                }
-                Guard::NotTraining => {
-                    self.visit_body(&i.body);
-                    return;
-                }
-                Guard::None => {}
+            if guard == Guard::ExportAware {
+                self.visit_expr(&i.test);
+                return;
+            }
+            if visit_traced_branches(self, i) {
+                return;
             }
         }
         visitor::walk_stmt(self, stmt);

@@ -51,13 +51,7 @@ pub(crate) const RULE: Rule = Rule {
 };
 
 pub(crate) fn check_class(ch: &mut Checker, class: &ast::StmtClassDef) {
-    let Some(args) = &class.arguments else { return };
-    let is_function = args.args.iter().any(|b| {
-        ch.qualify(b).is_some_and(|q| {
-            q == "torch.autograd.Function" || q == "torch.autograd.function.Function"
-        })
-    });
-    if !is_function {
+    if !ch.is_autograd_function(class) {
         return;
     }
     let has_symbolic = class.body.iter().any(|s| match s {

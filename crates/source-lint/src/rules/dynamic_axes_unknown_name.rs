@@ -2,7 +2,8 @@
 //! Flags `dynamic_axes` keys of a `torch.onnx.export` call that are neither in its
 //! `input_names` nor in its `output_names` (literals, or locals bound to literals and grown with
 //! `.append("name")`, `.extend([...])` or `+= [...]` before the export; lists added together and
-//! `[...] if opt else [...]` give every name either way, an f-string `f"hm_{t}"` is a pattern,
+//! `[...] if opt else [...]` give every name either way, as does an element `"a" if opt else "b"`,
+//! an f-string `f"hm_{t}"` is a pattern,
 //! `list(Wrapper.KEYS)` reads a tuple a class of the file declares). The dict may
 //! be a display, a `dict(name=...)` call, a comprehension over names written out (`{n: {0:
 //! "batch"} for n in names_in + ["probs", "mask"]}`) or a local extended with `axes["name"] =

@@ -8,7 +8,8 @@
 //! name bound to one, such as a parameter's default (`def resize(x, size, mode="bilinear")`, a
 //! string the module binds once, `mode: str = DEFAULT_UP_MODE`, or a config field's: `mode: str =
 //! DEFAULT_OPS.resize_mode`);
-//! `self.mode` read from a config class's field default or from an `__init__` parameter's
+//! `self.mode` (also copied to a local first, `mode = self.mode`, not a parameter of that name)
+//! read from a config class's field default or from an `__init__` parameter's
 //! default (`def __init__(self, mode="bilinear"): self.mode = mode`) when some construction in
 //! the file leaves it out or passes a linear one, literally or as such a config field
 //! (`Decoder(64, cfg.upsample_mode)`) or an argparse option's default (`UNet(up_mode=args.up_mode)`

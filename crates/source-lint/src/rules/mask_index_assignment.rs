@@ -14,7 +14,8 @@
 //! 1e4`, a mask or indices: either exports as index_put; not a parameter named for indices,
 //! positions, classes, steps or keys, nor a dict the function reads by string keys); also
 //! through a
-//! mask's indices, `x[torch.where(m)] = v` (one-argument `where`), which is the same write.
+//! mask's indices, `x[torch.where(m)] = v` (one-argument `where`, also through a name bound only
+//! to it: `dead = torch.where(m); x[dead] = v`), which is the same write.
 //!
 //! ## Why is this bad?
 //! A masked write traces to `aten::index_put`. The exporter has no `index_put` before opset 11

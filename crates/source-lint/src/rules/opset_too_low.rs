@@ -11,7 +11,8 @@
 //! `scatter_reduce` 16, `torch.einsum` 12, `unique` 11, `tril`/`triu` 14,
 //! `F.scaled_dot_product_attention` 14, `F.fold` 18. The `opset_version` may be a literal, a
 //! name bound to one (also through module constants: `BOARD_OPSET = OPSET`), a choice of two
-//! (`LEGACY_OPSET if legacy else EDGE_OPSET`, the lower counts), written there or bound to a local
+//! (`LEGACY_OPSET if legacy else EDGE_OPSET`, the lower counts), a constant offset from one
+//! (`LEGACY_OPSET + 1`), written there or bound to a local
 //! first (`opset = LEGACY_OPSET if legacy else OPSET`), a parameter's default when no call in the
 //! file passes that parameter (`def export(model, path, opset: int = 13)`, also `opset=EUV_OPSET`;
 //! also through a table of jobs, `jobs = {"euv": export_euv}` then `fn(ckpt, out)` for each,

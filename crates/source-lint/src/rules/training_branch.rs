@@ -187,8 +187,7 @@ fn trains_submodule(body: &[ast::Stmt]) -> bool {
         crate::rules::any_sub_stmt_expr(s, |e| {
             matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a)
             if a.attr.id.as_str() == "train"
-                && matches!(a.value.as_ref(), Expr::Attribute(sub)
-                    if matches!(sub.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self"))
+                && crate::checker::self_attr(&a.value).is_some()
                 && c.arguments.keywords.is_empty()
                 && match &c.arguments.args[..] {
                     [] => true,
