@@ -539,6 +539,9 @@ const CORPUS_DIRS: &[&str] = &[
     "brickkilns",
     "icefishing",
     "junkyards",
+    "marinas",
+    "orchids",
+    "scuba",
 ];
 
 #[test]
