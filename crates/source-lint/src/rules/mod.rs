@@ -529,27 +529,43 @@ pub(crate) fn each_stmt<'s>(body: &'s [Stmt], f: &mut dyn FnMut(&'s Stmt)) {
 /// The values assigned to `name` by plain assignments in a function body, annotated ones too
 /// (`opset: int = A if legacy else B`), not in nested functions or classes.
 pub(crate) fn bound_values<'a>(body: &'a [Stmt], name: &str) -> Vec<&'a Expr> {
+    assigned_values(body, name, false)
+}
+
+/// The values `name` is unpacked from, as a plain element of a tuple or list target (`ys, xs =
+/// torch.where(m)`), in a function body, not in nested functions or classes.
+pub(crate) fn unpacked_values<'a>(body: &'a [Stmt], name: &str) -> Vec<&'a Expr> {
+    assigned_values(body, name, true)
+}
+
+fn assigned_values<'a>(body: &'a [Stmt], name: &str, unpacked: bool) -> Vec<&'a Expr> {
     struct Bindings<'a, 'n> {
         name: &'n str,
+        unpacked: bool,
         values: Vec<&'a Expr>,
     }
     impl<'a> Visitor<'a> for Bindings<'a, '_> {
         fn visit_stmt(&mut self, s: &'a Stmt) {
+            let is_name = |t: &Expr| matches!(t, Expr::Name(n) if n.id.as_str() == self.name);
             match s {
                 Stmt::FunctionDef(_) | Stmt::ClassDef(_) => {}
                 Stmt::Assign(a) => {
-                    if a.targets
-                        .iter()
-                        .any(|t| matches!(t, Expr::Name(n) if n.id.as_str() == self.name))
-                    {
+                    let binds = a.targets.iter().any(|t| match t {
+                        Expr::Tuple(ast::ExprTuple { elts, .. })
+                        | Expr::List(ast::ExprList { elts, .. })
+                            if self.unpacked =>
+                        {
+                            elts.iter().any(is_name)
+                        }
+                        t => !self.unpacked && is_name(t),
+                    });
+                    if binds {
                         self.values.push(&a.value);
                     }
                 }
-                Stmt::AnnAssign(a) => {
-                    if let (Expr::Name(n), Some(v)) = (a.target.as_ref(), a.value.as_deref()) {
-                        if n.id.as_str() == self.name {
-                            self.values.push(v);
-                        }
+                Stmt::AnnAssign(a) if !self.unpacked => {
+                    if let (true, Some(v)) = (is_name(&a.target), a.value.as_deref()) {
+                        self.values.push(v);
                     }
                 }
                 s => visitor::walk_stmt(self, s),
@@ -558,6 +574,7 @@ pub(crate) fn bound_values<'a>(body: &'a [Stmt], name: &str) -> Vec<&'a Expr> {
     }
     let mut b = Bindings {
         name,
+        unpacked,
         values: Vec::new(),
     };
     b.visit_body(body);

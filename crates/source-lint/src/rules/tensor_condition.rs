@@ -5,13 +5,14 @@
 //! range(n) if labels[j] < 2]`, which keeps the items the example kept), and conditions
 //! that read a tensor through Python (`if bool(t.any()):`, `if t.item() < 0.01:`) or count what a
 //! data-dependent selection kept (`if len(bad[0]) > 0:` with `bad = torch.where(x < 0)`, `if
-//! keep.numel() == 0:` with `keep = scores.nonzero()`; not the rank, `len(bad)`). Tensors made
-//! only from Python numbers or random draws (`if torch.rand(1) < self.p:`) do not depend on the
-//! inputs and are left alone, unless the function writes values or indices from the inputs into
-//! them (`hist = torch.zeros(8); hist[bucket] += 1`); so is a test export never evaluates (`if not
-//! torch.jit.is_tracing() and (p < 0).any():`), and a bare test of a record's field annotated
-//! `Optional[...]` (`if out.aux:`, whether it was filled). A test spread over several lines is
-//! reported on the line of its `if`, `elif` or `while`.
+//! keep.numel() == 0:` with `keep = scores.nonzero()`, `if len(ys) == 0:` with `ys, xs =
+//! torch.where(m)`; not the rank, `len(bad)`). Tensors made only from Python numbers or random
+//! draws (`if torch.rand(1) < self.p:`) do not depend on the inputs and are left alone, unless
+//! the function writes values or indices from the inputs into them (`hist = torch.zeros(8);
+//! hist[bucket] += 1`); so is a test export never evaluates (`if not torch.jit.is_tracing() and
+//! (p < 0).any():`), and a bare test of a record's field annotated `Optional[...]` (`if
+//! out.aux:`, whether it was filled). A test spread over several lines is reported on the line
+//! of its `if`, `elif` or `while`.
 //!
 //! ## Why is this bad?
 //! Tracing evaluates the condition once on the example input and records only the branch it
@@ -75,8 +76,8 @@ fn reads_tensor_value(ch: &Checker, e: &Expr) -> bool {
                     return true;
                 }
             } else if let Some(q) = ch.qualify(&c.func) {
-                // `len(bad[0]) > 0` with `bad = torch.where(x < 0)`.
-                if q == "builtins.len" {
+                // `len(bad[0]) > 0` with `bad = torch.where(x < 0)`, `torch.numel(keep)`.
+                if q == "builtins.len" || q == "torch.numel" {
                     return c
                         .arguments
                         .args
@@ -151,11 +152,32 @@ fn value_dependent_length(ch: &Checker, e: &Expr, depth: u32) -> bool {
         }
         // `bad[0]` of `bad = torch.where(x < 0)`.
         Expr::Subscript(s) if s.slice.is_number_literal_expr() => index_tuple(ch, &s.value, depth),
-        Expr::Name(n) if depth < 4 => bound_only_to(ch, n.id.as_str(), |v| {
-            value_dependent_length(ch, v, depth + 1)
-        }),
+        Expr::Name(n) if depth < 4 => {
+            bound_only_to(ch, n.id.as_str(), |v| {
+                value_dependent_length(ch, v, depth + 1)
+            }) || unpacked_from_index_tuple(ch, n.id.as_str(), depth)
+        }
         _ => false,
     }
+}
+
+/// Whether every binding of `name` in this function unpacks it from an index tuple (`ys, xs =
+/// torch.where(m)`): each element is one index tensor, as long as the selection.
+fn unpacked_from_index_tuple(ch: &Checker, name: &str, depth: u32) -> bool {
+    let Some(body) = ch.bodies.last() else {
+        return false;
+    };
+    if ch
+        .defs
+        .last()
+        .is_some_and(|f| f.parameters.iter().any(|p| p.name().id.as_str() == name))
+    {
+        return false;
+    }
+    let values = crate::rules::unpacked_values(body, name);
+    !values.is_empty()
+        && crate::rules::store_count(body, name) == values.len()
+        && values.iter().all(|v| index_tuple(ch, v, depth + 1))
 }
 
 /// Methods that keep a tensor's first dimension (`keep.squeeze(1)`, `idx.long()`).
