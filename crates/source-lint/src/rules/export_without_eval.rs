@@ -955,8 +955,34 @@ struct Caller<'c> {
 }
 
 /// `name` and the names the module binds (in any scope, by assignment or as a `for` target)
-/// from a value that mentions one of them, a few steps deep.
+/// from a value that mentions one of them, a few steps deep; not what calling one returns (`q
+/// = net(x)`, then `loss = pinball(q, y)`: the module's output, not the module).
 fn holders(module: &[Stmt], name: &str) -> Vec<String> {
+    fn mentions_uncalled(e: &Expr, names: &[String]) -> bool {
+        struct Find<'n> {
+            names: &'n [String],
+            found: bool,
+        }
+        impl<'a> Visitor<'a> for Find<'_> {
+            fn visit_expr(&mut self, e: &'a Expr) {
+                match e {
+                    Expr::Name(n) if self.names.iter().any(|x| x == n.id.as_str()) => {
+                        self.found = true;
+                    }
+                    Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(_)) => {
+                        visitor::walk_arguments(self, &c.arguments);
+                    }
+                    e => visitor::walk_expr(self, e),
+                }
+            }
+        }
+        let mut f = Find {
+            names,
+            found: false,
+        };
+        f.visit_expr(e);
+        f.found
+    }
     let mut bindings: Vec<(&Expr, &Expr)> = Vec::new();
     crate::rules::each_stmt(module, &mut |s| match s {
         Stmt::For(f) => bindings.push((&f.target, &f.iter)),
@@ -967,7 +993,7 @@ fn holders(module: &[Stmt], name: &str) -> Vec<String> {
     for _ in 0..4 {
         let before = out.len();
         for (target, value) in &bindings {
-            if mentions(value, &out) {
+            if mentions_uncalled(value, &out) {
                 fn names_in(t: &Expr, out: &mut Vec<String>) {
                     match t {
                         Expr::Name(n) => out.push(n.id.to_string()),
