@@ -771,6 +771,8 @@ impl<'a> Checker<'a> {
                         | "tuple"
                         | "min"
                         | "max"
+                        | "abs"
+                        | "round"
                 ) && !self.state().tensors.contains(id)
                 {
                     out.push_str("builtins.");
@@ -1992,6 +1994,9 @@ fn torch_returns_tensor(q: &str) -> bool {
         "torch.Generator",
         "torch.Tensor",
         "torch.dtype",
+        // `torch.__version__.split(".")`, `torch.version.cuda.split(".")`: strings.
+        "torch.__version__",
+        "torch.version.",
     ];
     if NOT.iter().any(|p| q.starts_with(p)) {
         return false;
