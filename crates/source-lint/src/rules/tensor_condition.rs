@@ -3,7 +3,8 @@
 //! `while (x > eps).any():`, `a if mask.all() else b`, `if not valid.all():`, a `match` arm's
 //! guard (`case "auto" if lengths.min() < 8:`), a comprehension's filter (`[j for j in
 //! range(n) if labels[j] < 2]`, which keeps the items the example kept), and conditions
-//! that read a tensor through Python (`if bool(t.any()):`, `if t.item() < 0.01:`) or count what a
+//! that read a tensor through Python (`if bool(t.any()):`, `if t.item() < 0.01:`, `if conf <
+//! thr:` with `conf = probs.max().item()`, `if abs(float(s) - target) > tol:`) or count what a
 //! data-dependent selection kept (`if len(bad[0]) > 0:` with `bad = torch.where(x < 0)`, `if
 //! keep.numel() == 0:` with `keep = scores.nonzero()`, `if len(ys) == 0:` with `ys, xs =
 //! torch.where(m)`; not the rank, `len(bad)`). Tensors made only from Python numbers or random
@@ -84,6 +85,14 @@ fn reads_tensor_value(ch: &Checker, e: &Expr) -> bool {
                         .first()
                         .is_some_and(|a| value_dependent_length(ch, a, 0));
                 }
+                // `abs(float(spi[0]) - target) > tol`.
+                if matches!(q.as_str(), "builtins.abs" | "builtins.round") {
+                    return c
+                        .arguments
+                        .args
+                        .first()
+                        .is_some_and(|a| reads_tensor_value(ch, a));
+                }
                 if matches!(
                     q.as_str(),
                     "builtins.bool" | "builtins.int" | "builtins.float"
@@ -98,6 +107,10 @@ fn reads_tensor_value(ch: &Checker, e: &Expr) -> bool {
             false
         }
         Expr::UnaryOp(u) => reads_tensor_value(ch, &u.operand),
+        // `conf = probs.max().item()`, then `if conf < thr:`: the number read from the tensor.
+        Expr::Name(n) => bound_only_to(ch, n.id.as_str(), |v| {
+            matches!(v, Expr::Call(_)) && reads_tensor_value(ch, v)
+        }),
         // `step < n and not done.all()`: each operand is a condition of its own.
         Expr::BoolOp(b) => b.values.iter().any(|v| {
             let inner = match v {
