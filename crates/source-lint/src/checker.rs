@@ -132,6 +132,35 @@ pub(crate) struct LoopInfo {
     pub rows: Vec<String>,
 }
 
+/// The names plain assignments in a loop's body bind (values computed per iteration).
+fn assigned_names(body: &[Stmt]) -> Vec<String> {
+    let mut stmts = Vec::new();
+    flatten(body, &mut stmts);
+    let mut assigned = Vec::new();
+    for s in stmts {
+        if let Stmt::Assign(a) = s {
+            for t in &a.targets {
+                collect_names(t, &mut assigned);
+            }
+        }
+    }
+    assigned
+}
+
+/// Whether a `while` body steps a counter up by a number (`i += 1`) at its top level and
+/// binds it nowhere else.
+fn counts_up(body: &[Stmt], counter: &Expr) -> bool {
+    let Expr::Name(n) = counter else {
+        return false;
+    };
+    let steps = body.iter().any(|s| {
+        matches!(s, Stmt::AugAssign(a) if matches!(a.op, ast::Operator::Add)
+            && matches!(a.target.as_ref(), Expr::Name(t) if t.id == n.id)
+            && a.value.is_number_literal_expr())
+    });
+    steps && rules::store_count(body, n.id.as_str()) == 1
+}
+
 /// A class's weight attributes ([`weight_attributes`]), computed when first asked, and the
 /// bodies of the class and of its base classes of the file they are read from.
 type LazyWeights<'a> = (std::cell::OnceCell<HashSet<String>>, Vec<&'a [Stmt]>);
@@ -7274,21 +7303,42 @@ fn helper_builds_mask(module: &[Stmt], name: &str) -> bool {
         })
         .collect::<Option<Vec<_>>>()
         .unwrap_or_default();
-    !returns.is_empty()
-        && returns.iter().all(|v| match v {
-            Expr::Name(n) => {
-                let values = rules::bound_values(&f.body, n.id.as_str());
-                !values.is_empty() && values.iter().all(|v| spells_bool(v))
-            }
-            v => spells_bool(v),
-        })
+    let bool_value = |v: &Expr| match v {
+        Expr::Name(n) => {
+            let values = rules::bound_values(&f.body, n.id.as_str());
+            !values.is_empty() && values.iter().all(|v| spells_bool(v))
+        }
+        v => spells_bool(v),
+    };
+    // `land = (yy - 20) ** 2 + (xx - 18) ** 2 < 90` on NumPy grids, then `return
+    // torch.from_numpy(land)`: the array's Boolean dtype is kept.
+    let converted = |v: &Expr| {
+        matches!(v, Expr::Call(c) if c.arguments.keywords.is_empty()
+            && c.arguments.args.len() == 1
+            && matches!(c.func.as_ref(), Expr::Attribute(a)
+                if a.attr.id.as_str() == "from_numpy"
+                    || (matches!(a.attr.id.as_str(), "as_tensor" | "tensor")
+                        && matches!(a.value.as_ref(), Expr::Name(m) if m.id.as_str() == "torch")))
+            && bool_value(&c.arguments.args[0]))
+    };
+    !returns.is_empty() && returns.iter().all(|v| bool_value(v) || converted(v))
 }
 
-/// A Boolean tensor by its spelling alone (no imports at hand): a comparison of values,
-/// `dtype=torch.bool`, `.bool()`, also through methods that keep the dtype ([`dtype_source`]).
+/// A Boolean tensor by its spelling alone (no imports at hand): a comparison of values, masks
+/// combined with `|`, `&` or `^`, `dtype=torch.bool`, `.bool()`, also through methods that keep
+/// the dtype ([`dtype_source`]).
 fn spells_bool(v: &Expr) -> bool {
     match dtype_source(v) {
         Expr::Compare(c) => compares_values(c),
+        // `(d < 90) | (xx > 58)`: masks combined.
+        Expr::BinOp(b)
+            if matches!(
+                b.op,
+                ast::Operator::BitOr | ast::Operator::BitAnd | ast::Operator::BitXor
+            ) =>
+        {
+            spells_bool(&b.left) && spells_bool(&b.right)
+        }
         Expr::Call(c) => {
             c.arguments.keywords.iter().any(|k| {
                 k.arg.as_ref().is_some_and(|a| a.as_str() == "dtype")
@@ -7879,16 +7929,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 self.visit_expr(&f.iter);
                 let mut targets = Vec::new();
                 collect_names(&f.target, &mut targets);
-                let mut stmts = Vec::new();
-                flatten(&f.body, &mut stmts);
-                let mut assigned = Vec::new();
-                for s in stmts {
-                    if let Stmt::Assign(a) = s {
-                        for t in &a.targets {
-                            collect_names(t, &mut assigned);
-                        }
-                    }
-                }
+                let assigned = assigned_names(&f.body);
                 // (Only model code has per-sample writes to report.)
                 let over_samples = match f.iter.as_ref() {
                     Expr::Call(c)
@@ -8048,7 +8089,34 @@ impl<'a> Visitor<'a> for Checker<'a> {
             }
             Stmt::While(w) => {
                 self.on_test(&w.test, "while", &[], &[], w.range.start());
-                visitor::walk_stmt(self, stmt);
+                // `i = 0; while i < x.size(0): h[i, :warm[i]] = 0; i += 1`: a loop over `i`, as
+                // `for i in range(x.size(0))` is.
+                let counted = match w.test.as_ref() {
+                    Expr::Compare(c)
+                        if matches!(c.ops[..], [ast::CmpOp::Lt | ast::CmpOp::LtE])
+                            && counts_up(&w.body, &c.left) =>
+                    {
+                        c.left
+                            .as_name_expr()
+                            .map(|n| (n.id.to_string(), &c.comparators[0]))
+                    }
+                    _ => None,
+                };
+                let Some((counter, bound)) = counted else {
+                    return visitor::walk_stmt(self, stmt);
+                };
+                self.visit_expr(&w.test);
+                let over_samples =
+                    self.in_model() && (self.is_size(bound) || self.is_frozen_int(bound));
+                self.loops.push(LoopInfo {
+                    targets: vec![counter],
+                    assigned: assigned_names(&w.body),
+                    over_samples,
+                    rows: Vec::new(),
+                });
+                self.visit_body(&w.body);
+                self.loops.pop();
+                self.visit_body(&w.orelse);
             }
             _ => visitor::walk_stmt(self, stmt),
         }
