@@ -6,7 +6,9 @@
 //! no bound at all (`out[k, :, :] = x[k, idx[k]]`): the loop itself is frozen to the batch.
 //! A row the loop takes from a tensor counts too: `for row, n in zip(x, lengths): row[n:] = 0`,
 //! and so does a bound read from a tensor by the loop variable (`base[offsets[a]:offsets[a] +
-//! counts[a]] = v`), unless the tensor is made only from Python numbers.
+//! counts[a]] = v`), unless the tensor is made only from Python numbers. A `while` loop that
+//! steps a counter (`i = 0; while i < x.size(0): ...; i += 1`) is read as the `for` loop it
+//! spells.
 //!
 //! ## Why is this bad?
 //! Tracing runs the loop and records every iteration: the loop count is frozen to the example
