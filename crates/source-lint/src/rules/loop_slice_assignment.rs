@@ -6,9 +6,10 @@
 //! no bound at all (`out[k, :, :] = x[k, idx[k]]`): the loop itself is frozen to the batch.
 //! A row the loop takes from a tensor counts too: `for row, n in zip(x, lengths): row[n:] = 0`,
 //! and so does a bound read from a tensor by the loop variable (`base[offsets[a]:offsets[a] +
-//! counts[a]] = v`), unless the tensor is made only from Python numbers. A `while` loop that
-//! steps a counter (`i = 0; while i < x.size(0): ...; i += 1`) is read as the `for` loop it
-//! spells.
+//! counts[a]] = v`), unless the tensor is made only from Python numbers, and so does a bound
+//! that is an element of a tensor the loop walks (`for n in valid_counts: out[b, n:] = 0`). A
+//! `while` loop that steps a counter (`i = 0; while i < x.size(0): ...; i += 1`) is read as the
+//! `for` loop it spells.
 //!
 //! ## Why is this bad?
 //! Tracing runs the loop and records every iteration: the loop count is frozen to the example
@@ -164,7 +165,20 @@ pub(crate) fn check_store(ch: &mut Checker, target: &ast::ExprSubscript, aug: bo
         if ch.loops.iter().any(|l| l.rows.iter().any(|r| r == n.id.as_str())
             && !l.assigned.iter().any(|a| a == n.id.as_str())))
         && variable_slice;
-    if !(((indexed_by_loop || tensor_bounds) && (variable_slice || per_sample_write)) || row_write)
+    // `b = 0; for n in valid_counts: out[b, n:] = 0; b += 1`: a bound that is an element of a
+    // tensor the loop walks, read as a Python number in each iteration.
+    let row_vars: Vec<String> = ch.loops.iter().flat_map(|l| l.rows.clone()).collect();
+    let row_bound = !aug
+        && elements.iter().any(|e| match e {
+            Expr::Slice(s) => [&s.lower, &s.upper]
+                .into_iter()
+                .flatten()
+                .any(|b| mentions(b, &row_vars)),
+            _ => false,
+        });
+    if !(((indexed_by_loop || tensor_bounds) && (variable_slice || per_sample_write))
+        || row_write
+        || row_bound)
     {
         return false;
     }
