@@ -8,7 +8,9 @@
 //! its own locals and parameters may follow it and is left alone; a parameter or local of the same
 //! name shadows the module's) or through an attribute set once from an `__init__` parameter whose
 //! accelerator default some construction in the file keeps (`def __init__(self, device="cuda"):
-//! self.device_str = device`), and the legacy CUDA tensor types (`t.type(torch.cuda.FloatTensor)`,
+//! self.device_str = device`) or a config class's field whose default is an accelerator
+//! (`device=self.cfg.deploy_device` with `deploy_device: str = "cuda"`), and the legacy CUDA
+//! tensor types (`t.type(torch.cuda.FloatTensor)`,
 //! `torch.cuda.LongTensor(n)`). The `__init__` of a module counts as model code here: `self.disp =
 //! torch.arange(d).cuda()` there is a plain attribute, not a buffer, so it stays on that device
 //! whatever `model.to(...)` does. A device the machine chooses counts there only for such plain
@@ -121,6 +123,27 @@ fn literal_device_at(ch: &Checker, e: &Expr, depth: u32) -> Option<String> {
                 .into_iter()
                 .find(|s| is_device(s) && !s.starts_with("cpu"))
                 .map(str::to_string);
+        }
+        // `device=self.cfg.deploy_device` with `deploy_device: str = "cuda"` in a config class
+        // of the file: the accelerator the config names by default.
+        // The receiver is named for a config (`cfg`, `self.config`, `hparams`), not a tensor
+        // (`x.device`).
+        Expr::Attribute(a)
+            if !ch.is_tensor(&a.value)
+                && match a.value.as_ref() {
+                    Expr::Name(n) => Some(n.id.as_str()),
+                    Expr::Attribute(r) => Some(r.attr.id.as_str()),
+                    _ => None,
+                }
+                .is_some_and(|r| {
+                    let r = r.to_ascii_lowercase();
+                    ["cfg", "conf", "settings", "opts", "hparams", "params"]
+                        .iter()
+                        .any(|w| r.contains(w))
+                }) =>
+        {
+            let s = crate::rules::config_field_default(ch.bodies[0], a.attr.id.as_str())?;
+            return (is_device(s) && !s.starts_with("cpu")).then(|| s.to_string());
         }
         _ => return None,
     };
