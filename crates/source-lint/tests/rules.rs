@@ -542,6 +542,18 @@ const CORPUS_DIRS: &[&str] = &[
     "marinas",
     "orchids",
     "scuba",
+    "bobsleigh",
+    "cooperage",
+    "dredging",
+    "fishmarkets",
+    "gondolas",
+    "hatcheries",
+    "kennels",
+    "lacemaking",
+    "monorails",
+    "oysterfarms",
+    "postoffices",
+    "ropemaking",
 ];
 
 #[test]
