@@ -130,6 +130,116 @@ pub(crate) struct LoopInfo {
     /// Targets bound to rows of a tensor: `row` in `for row in x` or `for row, n in zip(x,
     /// lengths)`; a write into one is a write into the tensor.
     pub rows: Vec<String>,
+    /// The rows of a tensor that depends on the inputs (not `torch.tensor([0, 4, 12])`, nor a
+    /// buffer of the module).
+    pub data_rows: Vec<String>,
+}
+
+/// Every name a function body binds, outside nested functions and classes, read in one pass:
+/// the values plain (and annotated) assignments give it ([`rules::bound_values`]), the values it
+/// is unpacked from ([`rules::unpacked_values`]), and how many times the body stores to it
+/// ([`rules::store_count`]). Rules that ask about many names of one function read these instead
+/// of walking the body for each.
+#[derive(Default)]
+pub(crate) struct LocalBindings<'a> {
+    /// Whether the body was read (model code only).
+    pub read: bool,
+    values: HashMap<&'a str, Vec<&'a Expr>>,
+    unpacked: HashMap<&'a str, Vec<&'a Expr>>,
+    stores: HashMap<&'a str, usize>,
+}
+
+/// One pass over a body: see [`LocalBindings`].
+impl<'a> Visitor<'a> for LocalBindings<'a> {
+    fn visit_stmt(&mut self, s: &'a Stmt) {
+        match s {
+            Stmt::FunctionDef(_) | Stmt::ClassDef(_) => return,
+            Stmt::Import(i) => {
+                for a in &i.names {
+                    let name = match &a.asname {
+                        Some(n) => n.id.as_str(),
+                        None => a.name.id.split('.').next().unwrap_or_default(),
+                    };
+                    *self.stores.entry(name).or_default() += 1;
+                }
+                return;
+            }
+            Stmt::ImportFrom(i) => {
+                for a in &i.names {
+                    let name = a.asname.as_ref().unwrap_or(&a.name).id.as_str();
+                    *self.stores.entry(name).or_default() += 1;
+                }
+                return;
+            }
+            Stmt::Assign(a) => {
+                let (mut plain, mut unpacked): (Vec<&str>, Vec<&str>) = Default::default();
+                for t in &a.targets {
+                    match t {
+                        Expr::Name(n) => plain.push(n.id.as_str()),
+                        Expr::Tuple(ast::ExprTuple { elts, .. })
+                        | Expr::List(ast::ExprList { elts, .. }) => {
+                            unpacked.extend(elts.iter().filter_map(|e| match e {
+                                Expr::Name(n) => Some(n.id.as_str()),
+                                _ => None,
+                            }))
+                        }
+                        _ => {}
+                    }
+                }
+                plain.sort_unstable();
+                plain.dedup();
+                unpacked.sort_unstable();
+                unpacked.dedup();
+                for n in plain {
+                    self.values.entry(n).or_default().push(&a.value);
+                }
+                for n in unpacked {
+                    self.unpacked.entry(n).or_default().push(&a.value);
+                }
+            }
+            Stmt::AnnAssign(a) => {
+                if let (Expr::Name(n), Some(v)) = (a.target.as_ref(), a.value.as_deref()) {
+                    self.values.entry(n.id.as_str()).or_default().push(v);
+                }
+            }
+            _ => {}
+        }
+        visitor::walk_stmt(self, s);
+    }
+    fn visit_expr(&mut self, e: &'a Expr) {
+        if let Expr::Name(n) = e {
+            if n.ctx.is_store() {
+                *self.stores.entry(n.id.as_str()).or_default() += 1;
+            }
+        }
+        visitor::walk_expr(self, e);
+    }
+}
+
+impl<'a> LocalBindings<'a> {
+    fn of(body: &'a [Stmt]) -> Self {
+        let mut b = LocalBindings {
+            read: true,
+            ..Default::default()
+        };
+        b.visit_body(body);
+        b
+    }
+
+    /// What plain assignments bind `name` to, in order.
+    pub(crate) fn values(&self, name: &str) -> &[&'a Expr] {
+        self.values.get(name).map_or(&[], |v| &v[..])
+    }
+
+    /// What `name` is unpacked from, in order.
+    pub(crate) fn unpacked(&self, name: &str) -> &[&'a Expr] {
+        self.unpacked.get(name).map_or(&[], |v| &v[..])
+    }
+
+    /// How many times the body stores to `name`.
+    pub(crate) fn stores(&self, name: &str) -> usize {
+        self.stores.get(name).copied().unwrap_or(0)
+    }
 }
 
 /// The names plain assignments in a loop's body bind (values computed per iteration).
@@ -256,6 +366,9 @@ pub(crate) struct Checker<'a> {
     /// (Indexes into the module's statements: a cell of references would tie `'a`.)
     export_wrappers: std::cell::OnceCell<HashMap<String, usize>>,
     pub fns: Vec<FnState>,
+    /// [`LocalBindings`] of the enclosing functions of model code, innermost last (empty for
+    /// other functions), read once when each is entered.
+    pub local_bindings: Vec<LocalBindings<'a>>,
     pub loops: Vec<LoopInfo>,
     /// Statements of the innermost function (or the module) that encloses the current node.
     pub bodies: Vec<&'a [Stmt]>,
@@ -563,6 +676,7 @@ impl<'a> Checker<'a> {
             export_wrappers: std::cell::OnceCell::new(),
             imported_argument_kinds: project.argument_kinds.clone(),
             fns: Vec::new(),
+            local_bindings: Vec::new(),
             loops: Vec::new(),
             bodies: vec![module],
             defs: Vec::new(),
@@ -761,6 +875,13 @@ impl<'a> Checker<'a> {
 
     pub(crate) fn state(&self) -> &FnState {
         self.fns.last().expect("a scope")
+    }
+
+    /// The [`LocalBindings`] of the innermost enclosing function, when it was read (model code).
+    pub(crate) fn read_local_bindings(&self) -> Option<&LocalBindings<'a>> {
+        self.local_bindings
+            .last()
+            .filter(|b| b.read && self.bodies.len() == self.local_bindings.len() + 1)
     }
 
     /// The qualified name an expression refers to through the file's imports
@@ -7868,14 +7989,21 @@ impl<'a> Visitor<'a> for Checker<'a> {
                 for d in &f.decorator_list {
                     self.visit_expr(&d.expression);
                 }
+                let in_model = st.in_model;
                 self.fns.push(st);
                 // The body is the enclosing one while its locals are read, too.
                 self.bodies.push(&f.body);
+                self.local_bindings.push(if in_model {
+                    LocalBindings::of(&f.body)
+                } else {
+                    LocalBindings::default()
+                });
                 self.defs.push(f);
                 scan_locals(self, &f.body, Some(f));
                 let loops = std::mem::take(&mut self.loops);
                 self.visit_body(&f.body);
                 self.defs.pop();
+                self.local_bindings.pop();
                 self.bodies.pop();
                 self.loops = loops;
                 self.fns.pop();
@@ -7956,16 +8084,24 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     _ => false,
                 };
                 let mut rows = Vec::new();
+                let mut data_rows = Vec::new();
                 if self.in_model() {
+                    let mut row = |n: &ast::ExprName, it: &Expr| {
+                        rows.push(n.id.to_string());
+                        // (Not a buffer of the module, `self.starts`: its state, not the input.)
+                        if !self.is_constant_tensor(it) && self_attr(it).is_none() {
+                            data_rows.push(n.id.to_string());
+                        }
+                    };
                     match (f.target.as_ref(), f.iter.as_ref()) {
-                        (Expr::Name(n), it) if self.is_tensor(it) => rows.push(n.id.to_string()),
+                        (Expr::Name(n), it) if self.is_tensor(it) => row(n, it),
                         (Expr::Tuple(t), Expr::Call(c))
                             if matches!(c.func.as_ref(), Expr::Name(z) if z.id.as_str() == "zip")
                                 && !self.imports.contains_key("zip") =>
                         {
                             for (elt, arg) in t.elts.iter().zip(&c.arguments.args) {
                                 if let (Expr::Name(n), true) = (elt, self.is_tensor(arg)) {
-                                    rows.push(n.id.to_string());
+                                    row(n, arg);
                                 }
                             }
                         }
@@ -7977,6 +8113,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     assigned,
                     over_samples,
                     rows,
+                    data_rows,
                 });
                 self.visit_body(&f.body);
                 self.loops.pop();
@@ -8113,6 +8250,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     assigned: assigned_names(&w.body),
                     over_samples,
                     rows: Vec::new(),
+                    data_rows: Vec::new(),
                 });
                 self.visit_body(&w.body);
                 self.loops.pop();

@@ -307,13 +307,17 @@ fn dict_value<'a>(ch: &Checker<'a>, e: &'a ast::Expr, key: &str, depth: u32) -> 
                     .find_map(|v| dict_value(ch, v, key, depth + 1)),
             }
         }
+        // A parameter or a local of the name hides the module's (`def resize(self, x, cfg)`).
         ast::Expr::Name(n) => {
-            let local = ch
-                .defs
-                .last()
-                .filter(|f| !f.parameters.iter().any(|p| p.name().id == n.id))
-                .and_then(|f| once(&f.body, n.id.as_str()));
-            let value = local.or_else(|| once(module, n.id.as_str()))?;
+            let def = ch.defs.last().copied();
+            let value = match def {
+                Some(f) if f.parameters.iter().any(|p| p.name().id == n.id) => return None,
+                Some(f) if crate::rules::store_count(&f.body, n.id.as_str()) > 0 => {
+                    once(&f.body, n.id.as_str())
+                        .filter(|_| crate::rules::store_count(&f.body, n.id.as_str()) == 1)?
+                }
+                _ => once(module, n.id.as_str())?,
+            };
             dict_value(ch, value, key, depth + 1)
         }
         ast::Expr::Attribute(a) if is_self(&a.value) => {

@@ -167,13 +167,22 @@ pub(crate) fn check_store(ch: &mut Checker, target: &ast::ExprSubscript, aug: bo
         && variable_slice;
     // `b = 0; for n in valid_counts: out[b, n:] = 0; b += 1`: a bound that is an element of a
     // tensor the loop walks, read as a Python number in each iteration.
-    let row_vars: Vec<String> = ch.loops.iter().flat_map(|l| l.rows.clone()).collect();
+    // The element itself, or arithmetic on it (`n - 1`), not its size (`:t.shape[-1]`).
+    let row_vars: Vec<String> = ch.loops.iter().flat_map(|l| l.data_rows.clone()).collect();
+    fn element_of(e: &Expr, rows: &[String]) -> bool {
+        match e {
+            Expr::Name(n) => rows.iter().any(|r| r == n.id.as_str()),
+            Expr::BinOp(b) => element_of(&b.left, rows) || element_of(&b.right, rows),
+            Expr::UnaryOp(u) => element_of(&u.operand, rows),
+            _ => false,
+        }
+    }
     let row_bound = !aug
         && elements.iter().any(|e| match e {
             Expr::Slice(s) => [&s.lower, &s.upper]
                 .into_iter()
                 .flatten()
-                .any(|b| mentions(b, &row_vars)),
+                .any(|b| element_of(b, &row_vars)),
             _ => false,
         });
     if !(((indexed_by_loop || tensor_bounds) && (variable_slice || per_sample_write))

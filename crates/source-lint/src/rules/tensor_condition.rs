@@ -55,6 +55,11 @@ pub(crate) const RULE: Rule = Rule {
 /// Whether a condition reads a tensor's value through Python: `bool(t)`, `t.item()`,
 /// `float(t)`, `int(t)` on a tensor that depends on the inputs.
 fn reads_tensor_value(ch: &Checker, e: &Expr) -> bool {
+    reads_tensor_value_at(ch, e, 0)
+}
+
+/// [`reads_tensor_value`], `depth` names deep (`a = abs(b); b = abs(a)` stops).
+fn reads_tensor_value_at(ch: &Checker, e: &Expr, depth: u32) -> bool {
     match e {
         // `bad.shape[0]`: the length of a tensor whose length depends on the data (its first
         // dimension; `nonzero()`'s second is the input's rank).
@@ -91,7 +96,7 @@ fn reads_tensor_value(ch: &Checker, e: &Expr) -> bool {
                         .arguments
                         .args
                         .first()
-                        .is_some_and(|a| reads_tensor_value(ch, a));
+                        .is_some_and(|a| reads_tensor_value_at(ch, a, depth));
                 }
                 if matches!(
                     q.as_str(),
@@ -106,11 +111,15 @@ fn reads_tensor_value(ch: &Checker, e: &Expr) -> bool {
             }
             false
         }
-        Expr::UnaryOp(u) => reads_tensor_value(ch, &u.operand),
+        Expr::UnaryOp(u) => reads_tensor_value_at(ch, &u.operand, depth),
         // `conf = probs.max().item()`, then `if conf < thr:`: the number read from the tensor.
-        Expr::Name(n) => bound_only_to(ch, n.id.as_str(), |v| {
-            matches!(v, Expr::Call(_)) && reads_tensor_value(ch, v)
-        }),
+        // (Only names the function froze from a tensor are read, so that tests of other names
+        // do not each walk the function.)
+        Expr::Name(n) if depth < 3 && ch.state().frozen.contains(n.id.as_str()) => {
+            bound_only_to(ch, n.id.as_str(), |v| {
+                matches!(v, Expr::Call(_)) && reads_tensor_value_at(ch, v, depth + 1)
+            })
+        }
         // `step < n and not done.all()`: each operand is a condition of its own.
         Expr::BoolOp(b) => b.values.iter().any(|v| {
             let inner = match v {
@@ -120,13 +129,17 @@ fn reads_tensor_value(ch: &Checker, e: &Expr) -> bool {
             let bare_param = matches!(inner, Expr::Name(n) if ch.is_param(n.id.as_str()))
                 || ch.is_optional_field(inner);
             (!bare_param && ch.is_tensor(inner) && !ch.is_constant_tensor(inner))
-                || reads_tensor_value(ch, v)
+                || reads_tensor_value_at(ch, v, depth)
         }),
         Expr::Compare(c) => {
-            reads_tensor_value(ch, &c.left)
-                || c.comparators.iter().any(|x| reads_tensor_value(ch, x))
+            reads_tensor_value_at(ch, &c.left, depth)
+                || c.comparators
+                    .iter()
+                    .any(|x| reads_tensor_value_at(ch, x, depth))
         }
-        Expr::BinOp(b) => reads_tensor_value(ch, &b.left) || reads_tensor_value(ch, &b.right),
+        Expr::BinOp(b) => {
+            reads_tensor_value_at(ch, &b.left, depth) || reads_tensor_value_at(ch, &b.right, depth)
+        }
         _ => false,
     }
 }
@@ -187,9 +200,15 @@ fn unpacked_from_index_tuple(ch: &Checker, name: &str, depth: u32) -> bool {
     {
         return false;
     }
-    let values = crate::rules::unpacked_values(body, name);
+    let (values, stores) = match ch.read_local_bindings() {
+        Some(b) => (b.unpacked(name).to_vec(), b.stores(name)),
+        None => (
+            crate::rules::unpacked_values(body, name),
+            crate::rules::store_count(body, name),
+        ),
+    };
     !values.is_empty()
-        && crate::rules::store_count(body, name) == values.len()
+        && stores == values.len()
         && values.iter().all(|v| index_tuple(ch, v, depth + 1))
 }
 
@@ -225,8 +244,14 @@ fn bound_only_to(ch: &Checker, name: &str, is: impl Fn(&Expr) -> bool) -> bool {
     {
         return false;
     }
-    let values = crate::rules::bound_values(body, name);
-    if values.is_empty() || crate::rules::store_count(body, name) != values.len() {
+    let (values, stores) = match ch.read_local_bindings() {
+        Some(b) => (b.values(name).to_vec(), b.stores(name)),
+        None => (
+            crate::rules::bound_values(body, name),
+            crate::rules::store_count(body, name),
+        ),
+    };
+    if values.is_empty() || stores != values.len() {
         return false;
     }
     let itself = |v: &Expr| {

@@ -167,7 +167,15 @@ fn size_arithmetic(ch: &Checker, e: &Expr) -> Option<bool> {
         Expr::NumberLiteral(_) => Some(false),
         // `frac * prob[0, 0].numel()` with `frac` a tensor the function computed: not a size's
         // arithmetic (a parameter, `h` in `windows.shape[0] / (h * w)`, may be a number).
-        Expr::Name(n) if !ch.is_param(n.id.as_str()) && !ch.is_size(e) && ch.is_tensor(e) => None,
+        // A tensor made only from Python numbers (`ratio = torch.tensor(0.3)`) is a constant.
+        Expr::Name(n)
+            if !ch.is_param(n.id.as_str())
+                && !ch.is_size(e)
+                && ch.is_tensor(e)
+                && !ch.is_constant_tensor(e) =>
+        {
+            None
+        }
         Expr::Name(_) => Some(ch.is_size(e)),
         e => ch.is_size(e).then_some(true),
     }
