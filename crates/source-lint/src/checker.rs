@@ -5277,8 +5277,11 @@ fn bind(ch: &mut Checker, target: &Expr, value: &Expr) {
                     | Expr::NumberLiteral(_)
             ) || matches!(value, Expr::DictComp(_))
                 // `out_names = ["logits", "boxes"] + (["masks"] if with_masks else [])`
+                // `hen_names = names + ["hens_per_pair"]` with `names` a list bound before.
                 || matches!(value, Expr::BinOp(b) if matches!(b.op, ast::Operator::Add)
-                    && matches!(b.left.as_ref(), Expr::List(_)))
+                    && (matches!(b.left.as_ref(), Expr::List(_))
+                        || matches!(b.left.as_ref(), Expr::Name(n)
+                            if matches!(ch.literal(n.id.as_str()), Some(Expr::List(_) | Expr::Tuple(_))))))
                 // `names = ["mel", "f0"] if nsf else ["mel"]`, `mode = "nearest" if fast else
                 // "bilinear"`
                 || matches!(value, Expr::If(i) if matches!(i.body.as_ref(), Expr::List(_))

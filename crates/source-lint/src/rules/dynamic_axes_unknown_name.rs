@@ -125,16 +125,24 @@ fn names_of(ch: &Checker, value: &Expr, before: TextSize) -> Option<Vec<String>>
 }
 
 fn literal_names(ch: &Checker, v: &Expr) -> Option<Vec<String>> {
+    literal_names_at(ch, v, 0)
+}
+
+/// [`literal_names`], `depth` steps deep (`a = b + ["x"]; b = a + ["y"]` stops).
+fn literal_names_at(ch: &Checker, v: &Expr, depth: u32) -> Option<Vec<String>> {
+    if depth > 8 {
+        return None;
+    }
     match v {
         // `["logits", "boxes"] + (["masks"] if with_masks else [])`: every name either way.
         Expr::BinOp(b) if matches!(b.op, ast::Operator::Add) => {
-            let mut out = literal_names(ch, &b.left)?;
-            out.extend(literal_names(ch, &b.right)?);
+            let mut out = literal_names_at(ch, &b.left, depth + 1)?;
+            out.extend(literal_names_at(ch, &b.right, depth + 1)?);
             Some(out)
         }
         Expr::If(i) => {
-            let mut out = literal_names(ch, &i.body)?;
-            out.extend(literal_names(ch, &i.orelse)?);
+            let mut out = literal_names_at(ch, &i.body, depth + 1)?;
+            out.extend(literal_names_at(ch, &i.orelse, depth + 1)?);
             Some(out)
         }
         // `list(WimOnnxWrapper.KEYS)`, `tuple(names)`: the names themselves.
@@ -145,7 +153,7 @@ fn literal_names(ch: &Checker, v: &Expr) -> Option<Vec<String>> {
             let [arg] = &c.arguments.args[..] else {
                 return None;
             };
-            literal_names(ch, arg)
+            literal_names_at(ch, arg, depth + 1)
         }
         // `WimOnnxWrapper.KEYS` with `KEYS = ("axle_kN", ...)` in a class of this file.
         Expr::Attribute(a) => {
@@ -166,14 +174,16 @@ fn literal_names(ch: &Checker, v: &Expr) -> Option<Vec<String>> {
             });
             match (bound.next(), bound.next()) {
                 // A tuple, which nothing can grow (a list may be appended to elsewhere).
-                (Some(v @ Expr::Tuple(_)), None) => literal_names(ch, v),
+                (Some(v @ Expr::Tuple(_)), None) => literal_names_at(ch, v, depth + 1),
                 _ => None,
             }
         }
         // `NOWCAST_INPUTS + ["region_ids"]` with `NOWCAST_INPUTS` a list bound at module level
         // or in this function.
         Expr::Name(n) => match ch.literal(n.id.as_str()) {
-            Some(bound) if !matches!(bound, Expr::Name(_)) => literal_names(ch, bound),
+            Some(bound) if !matches!(bound, Expr::Name(_)) => {
+                literal_names_at(ch, bound, depth + 1)
+            }
             _ => None,
         },
         Expr::List(ast::ExprList { elts, .. }) | Expr::Tuple(ast::ExprTuple { elts, .. }) => {
@@ -184,7 +194,8 @@ fn literal_names(ch: &Checker, v: &Expr) -> Option<Vec<String>> {
                     Expr::Starred(s) => match s.value.as_ref() {
                         Expr::Name(n) => match ch.literal(n.id.as_str()) {
                             Some(bound) if !matches!(bound, Expr::Name(_)) => out.extend(
-                                literal_names(ch, bound).unwrap_or_else(|| vec![ANY.to_string()]),
+                                literal_names_at(ch, bound, depth + 1)
+                                    .unwrap_or_else(|| vec![ANY.to_string()]),
                             ),
                             _ => out.push(ANY.to_string()),
                         },
