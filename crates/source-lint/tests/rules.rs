@@ -554,6 +554,12 @@ const CORPUS_DIRS: &[&str] = &[
     "oysterfarms",
     "postoffices",
     "ropemaking",
+    "rickshaws",
+    "saunas",
+    "tollbooths",
+    "aviaries",
+    "elevators",
+    "foundries",
 ];
 
 #[test]
