@@ -560,6 +560,12 @@ const CORPUS_DIRS: &[&str] = &[
     "aviaries",
     "elevators",
     "foundries",
+    "chocolatiers",
+    "damsafety",
+    "glaziers",
+    "restaurantkitchens",
+    "shoefactories",
+    "trampolineparks",
 ];
 
 #[test]
