@@ -125,24 +125,61 @@ fn names_of(ch: &Checker, value: &Expr, before: TextSize) -> Option<Vec<String>>
 }
 
 fn literal_names(ch: &Checker, v: &Expr) -> Option<Vec<String>> {
-    literal_names_at(ch, v, 0)
+    literal_names_at(ch, v, 0, &std::cell::Cell::new(256))
 }
 
-/// [`literal_names`], `depth` steps deep (`a = b + ["x"]; b = a + ["y"]` stops).
-fn literal_names_at(ch: &Checker, v: &Expr, depth: u32) -> Option<Vec<String>> {
-    if depth > 8 {
+/// Whether a list bound to `name` is grown or rebound in place somewhere in this function or at
+/// module level (`names.append("extra")`, `names += more`): then what it holds is not read from
+/// its binding alone.
+fn grown(ch: &Checker, name: &str) -> bool {
+    let mut found = false;
+    for body in [ch.bodies.last().copied(), ch.bodies.first().copied()]
+        .into_iter()
+        .flatten()
+    {
+        crate::rules::each_stmt(body, &mut |s| match s {
+            Stmt::Expr(e) => {
+                if let Expr::Call(c) = e.value.as_ref() {
+                    if let Expr::Attribute(a) = c.func.as_ref() {
+                        found |= matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == name)
+                            && matches!(
+                                a.attr.id.as_str(),
+                                "append" | "extend" | "insert" | "pop" | "remove" | "clear"
+                            );
+                    }
+                }
+            }
+            Stmt::AugAssign(a) => {
+                found |= matches!(a.target.as_ref(), Expr::Name(n) if n.id.as_str() == name);
+            }
+            _ => {}
+        });
+    }
+    found
+}
+
+/// [`literal_names`], `depth` steps deep and within a budget of steps in all (`a = b + ["x"];
+/// b = a + ["y"]` and `names = [*names, *names, ...]` stop).
+fn literal_names_at(
+    ch: &Checker,
+    v: &Expr,
+    depth: u32,
+    budget: &std::cell::Cell<u32>,
+) -> Option<Vec<String>> {
+    if depth > 8 || budget.get() == 0 {
         return None;
     }
+    budget.set(budget.get() - 1);
     match v {
         // `["logits", "boxes"] + (["masks"] if with_masks else [])`: every name either way.
         Expr::BinOp(b) if matches!(b.op, ast::Operator::Add) => {
-            let mut out = literal_names_at(ch, &b.left, depth + 1)?;
-            out.extend(literal_names_at(ch, &b.right, depth + 1)?);
+            let mut out = literal_names_at(ch, &b.left, depth + 1, budget)?;
+            out.extend(literal_names_at(ch, &b.right, depth + 1, budget)?);
             Some(out)
         }
         Expr::If(i) => {
-            let mut out = literal_names_at(ch, &i.body, depth + 1)?;
-            out.extend(literal_names_at(ch, &i.orelse, depth + 1)?);
+            let mut out = literal_names_at(ch, &i.body, depth + 1, budget)?;
+            out.extend(literal_names_at(ch, &i.orelse, depth + 1, budget)?);
             Some(out)
         }
         // `list(WimOnnxWrapper.KEYS)`, `tuple(names)`: the names themselves.
@@ -153,7 +190,7 @@ fn literal_names_at(ch: &Checker, v: &Expr, depth: u32) -> Option<Vec<String>> {
             let [arg] = &c.arguments.args[..] else {
                 return None;
             };
-            literal_names_at(ch, arg, depth + 1)
+            literal_names_at(ch, arg, depth + 1, budget)
         }
         // `WimOnnxWrapper.KEYS` with `KEYS = ("axle_kN", ...)` in a class of this file.
         Expr::Attribute(a) => {
@@ -174,15 +211,15 @@ fn literal_names_at(ch: &Checker, v: &Expr, depth: u32) -> Option<Vec<String>> {
             });
             match (bound.next(), bound.next()) {
                 // A tuple, which nothing can grow (a list may be appended to elsewhere).
-                (Some(v @ Expr::Tuple(_)), None) => literal_names_at(ch, v, depth + 1),
+                (Some(v @ Expr::Tuple(_)), None) => literal_names_at(ch, v, depth + 1, budget),
                 _ => None,
             }
         }
         // `NOWCAST_INPUTS + ["region_ids"]` with `NOWCAST_INPUTS` a list bound at module level
         // or in this function.
         Expr::Name(n) => match ch.literal(n.id.as_str()) {
-            Some(bound) if !matches!(bound, Expr::Name(_)) => {
-                literal_names_at(ch, bound, depth + 1)
+            Some(bound) if !matches!(bound, Expr::Name(_)) && !grown(ch, n.id.as_str()) => {
+                literal_names_at(ch, bound, depth + 1, budget)
             }
             _ => None,
         },
@@ -193,10 +230,14 @@ fn literal_names_at(ch: &Checker, v: &Expr, depth: u32) -> Option<Vec<String>> {
                     // `["chunk", *cache_in]` with `cache_in` a list bound in this function.
                     Expr::Starred(s) => match s.value.as_ref() {
                         Expr::Name(n) => match ch.literal(n.id.as_str()) {
-                            Some(bound) if !matches!(bound, Expr::Name(_)) => out.extend(
-                                literal_names_at(ch, bound, depth + 1)
-                                    .unwrap_or_else(|| vec![ANY.to_string()]),
-                            ),
+                            Some(bound)
+                                if !matches!(bound, Expr::Name(_)) && !grown(ch, n.id.as_str()) =>
+                            {
+                                out.extend(
+                                    literal_names_at(ch, bound, depth + 1, budget)
+                                        .unwrap_or_else(|| vec![ANY.to_string()]),
+                                )
+                            }
                             _ => out.push(ANY.to_string()),
                         },
                         _ => out.push(ANY.to_string()),

@@ -43,8 +43,8 @@
 use crate::checker::{is_self, module_class, self_assignments, Checker};
 use crate::registry::{FixKind, Rule};
 use crate::rules::{
-    append_argument, argument, bound_values, config_field_default, init_parameter_strings, keyword,
-    string_literal,
+    append_argument, argument, bound_values, config_field_default, dict_value,
+    init_parameter_strings, keyword, string_literal,
 };
 use diagnostics::Severity;
 use ruff_python_ast as ast;
@@ -266,86 +266,6 @@ fn linear(mode: &str) -> bool {
     matches!(mode, "linear" | "bilinear" | "bicubic" | "trilinear")
 }
 
-/// The string a config dict holds under `key`, where the module spells the dict out: a dict
-/// literal or `dict(...)` (the last binding of the key wins; a splat the module spells out,
-/// `**DEFAULT_CFG`, is read in its place, one it does not, `**(cfg or {})`, is passed over), a
-/// module-level name bound once to one, a local bound once to one in the function, or
-/// `self.<attr>` assigned one (or such a local) once by the class.
-fn dict_value<'a>(ch: &Checker<'a>, e: &'a ast::Expr, key: &str, depth: u32) -> Option<&'a str> {
-    if depth > 4 {
-        return None;
-    }
-    let module = ch.bodies[0];
-    let once = |body: &'a [ast::Stmt], name: &str| match bound_values(body, name)[..] {
-        [v] => Some(v),
-        _ => None,
-    };
-    match e {
-        ast::Expr::Dict(d) => d.items.iter().rev().find_map(|i| match &i.key {
-            Some(k) => (string_literal(k) == Some(key))
-                .then(|| string_literal(&i.value))
-                .flatten(),
-            None => dict_value(ch, &i.value, key, depth + 1),
-        }),
-        ast::Expr::Call(c) if matches!(c.func.as_ref(), ast::Expr::Name(n) if n.id.as_str() == "dict") =>
-        {
-            // `dict(mode=...)`, else what `dict(base, **extra)` copies, the last first.
-            match keyword(c, key) {
-                Some(k) => string_literal(&k.value),
-                None => c
-                    .arguments
-                    .args
-                    .iter()
-                    .chain(
-                        c.arguments
-                            .keywords
-                            .iter()
-                            .filter(|k| k.arg.is_none())
-                            .map(|k| &k.value),
-                    )
-                    .rev()
-                    .find_map(|v| dict_value(ch, v, key, depth + 1)),
-            }
-        }
-        // A parameter or a local of the name hides the module's (`def resize(self, x, cfg)`).
-        ast::Expr::Name(n) => {
-            let def = ch.defs.last().copied();
-            let value = match def {
-                Some(f) if f.parameters.iter().any(|p| p.name().id == n.id) => return None,
-                Some(f) if crate::rules::store_count(&f.body, n.id.as_str()) > 0 => {
-                    once(&f.body, n.id.as_str())
-                        .filter(|_| crate::rules::store_count(&f.body, n.id.as_str()) == 1)?
-                }
-                _ => once(module, n.id.as_str())?,
-            };
-            dict_value(ch, value, key, depth + 1)
-        }
-        ast::Expr::Attribute(a) if is_self(&a.value) => {
-            let class = module_class(module, ch.classes.last()?)?;
-            let values: Vec<&ast::Expr> = self_assignments(&class.body)
-                .into_iter()
-                .filter(|(attr, _)| *attr == a.attr.id.as_str())
-                .map(|(_, v)| v)
-                .collect();
-            let [value] = values[..] else {
-                return None;
-            };
-            // `cfg = {**DEFAULT_CFG, **(cfg or {})}; self.cfg = cfg` in `__init__`.
-            let value = match value {
-                ast::Expr::Name(n) => class.body.iter().find_map(|s| match s {
-                    ast::Stmt::FunctionDef(f) if f.name.id.as_str() == "__init__" => {
-                        once(&f.body, n.id.as_str())
-                    }
-                    _ => None,
-                })?,
-                v => v,
-            };
-            dict_value(ch, value, key, depth + 1)
-        }
-        _ => None,
-    }
-}
-
 /// The mode an attribute holds by default: `cfg.upsample_mode` / `self.cfg.upsample_mode` from a
 /// config class of the file declaring `upsample_mode: str = "bilinear"`, and `self.mode` from
 /// what the class's methods assign it, once: a literal or such a config field (`self.mode =
@@ -427,6 +347,27 @@ fn config_mode<'a>(ch: &Checker<'a>, a: &'a ast::ExprAttribute) -> Option<&'a st
         [ast::Expr::Name(p)] => init_parameter_strings(module, class, p.id.as_str())
             .into_iter()
             .find(|m| linear(m)),
+        // `self.mode = interp_modes["smooth"]` with `interp_modes` a dict the module spells out,
+        // or `self.up_mode = cfg["up_mode"]` with `def __init__(self, cfg=CFG)`.
+        [ast::Expr::Subscript(s)] => {
+            let key = string_literal(&s.slice)?;
+            let default = match s.value.as_ref() {
+                ast::Expr::Name(p) => class.body.iter().find_map(|x| match x {
+                    ast::Stmt::FunctionDef(f) if f.name.id.as_str() == "__init__" => f
+                        .parameters
+                        .iter()
+                        .find(|q| q.name().id == p.id)
+                        .map(|q| q.default()),
+                    _ => None,
+                }),
+                _ => None,
+            };
+            match default {
+                Some(Some(d)) => dict_value(ch, d, key, 0),
+                Some(None) => None,
+                None => dict_value(ch, &s.value, key, 0),
+            }
+        }
         [v] => string_literal(v),
         _ => None,
     }

@@ -167,13 +167,29 @@ pub(crate) fn check_store(ch: &mut Checker, target: &ast::ExprSubscript, aug: bo
         && variable_slice;
     // `b = 0; for n in valid_counts: out[b, n:] = 0; b += 1`: a bound that is an element of a
     // tensor the loop walks, read as a Python number in each iteration.
-    // The element itself, or arithmetic on it (`n - 1`), not its size (`:t.shape[-1]`).
+    // The element itself, arithmetic on it (`n - 1`) or its value as a number (`int(n)`,
+    // `n.item()`, `min(n, 5)`), not its size (`:t.shape[-1]`, `len(t)`).
     let row_vars: Vec<String> = ch.loops.iter().flat_map(|l| l.data_rows.clone()).collect();
     fn element_of(e: &Expr, rows: &[String]) -> bool {
         match e {
             Expr::Name(n) => rows.iter().any(|r| r == n.id.as_str()),
             Expr::BinOp(b) => element_of(&b.left, rows) || element_of(&b.right, rows),
             Expr::UnaryOp(u) => element_of(&u.operand, rows),
+            Expr::Call(c) => match c.func.as_ref() {
+                Expr::Name(f) => {
+                    matches!(
+                        f.id.as_str(),
+                        "int" | "float" | "round" | "abs" | "min" | "max"
+                    ) && c.arguments.args.iter().any(|a| element_of(a, rows))
+                }
+                Expr::Attribute(m) => {
+                    matches!(
+                        m.attr.id.as_str(),
+                        "item" | "long" | "int" | "clamp" | "cpu"
+                    ) && element_of(&m.value, rows)
+                }
+                _ => false,
+            },
             _ => false,
         }
     }

@@ -1045,3 +1045,86 @@ pub(crate) fn argparse_default<'m, T: PartialEq + Copy>(
         .then_some(first)
         .flatten()
 }
+
+/// The string a config dict holds under `key`, where the module spells the dict out: a dict
+/// literal or `dict(...)` (the last binding of the key wins; a splat the module spells out,
+/// `**DEFAULT_CFG`, is read in its place, one it does not, `**(cfg or {})`, is passed over), a
+/// module-level name bound once to one, a local bound once to one in the function, or
+/// `self.<attr>` assigned one (or such a local) once by the class.
+pub(crate) fn dict_value<'a>(
+    ch: &crate::checker::Checker<'a>,
+    e: &'a ast::Expr,
+    key: &str,
+    depth: u32,
+) -> Option<&'a str> {
+    if depth > 4 {
+        return None;
+    }
+    let module = ch.bodies[0];
+    let once = |body: &'a [ast::Stmt], name: &str| match bound_values(body, name)[..] {
+        [v] => Some(v),
+        _ => None,
+    };
+    match e {
+        ast::Expr::Dict(d) => d.items.iter().rev().find_map(|i| match &i.key {
+            Some(k) => (string_literal(k) == Some(key))
+                .then(|| string_literal(&i.value))
+                .flatten(),
+            None => dict_value(ch, &i.value, key, depth + 1),
+        }),
+        ast::Expr::Call(c) if matches!(c.func.as_ref(), ast::Expr::Name(n) if n.id.as_str() == "dict") =>
+        {
+            // `dict(mode=...)`, else what `dict(base, **extra)` copies, the last first.
+            match keyword(c, key) {
+                Some(k) => string_literal(&k.value),
+                None => c
+                    .arguments
+                    .args
+                    .iter()
+                    .chain(
+                        c.arguments
+                            .keywords
+                            .iter()
+                            .filter(|k| k.arg.is_none())
+                            .map(|k| &k.value),
+                    )
+                    .rev()
+                    .find_map(|v| dict_value(ch, v, key, depth + 1)),
+            }
+        }
+        // A parameter or a local of the name hides the module's (`def resize(self, x, cfg)`).
+        ast::Expr::Name(n) => {
+            let def = ch.defs.last().copied();
+            let value = match def {
+                Some(f) if f.parameters.iter().any(|p| p.name().id == n.id) => return None,
+                Some(f) if store_count(&f.body, n.id.as_str()) > 0 => once(&f.body, n.id.as_str())
+                    .filter(|_| store_count(&f.body, n.id.as_str()) == 1)?,
+                _ => once(module, n.id.as_str())?,
+            };
+            dict_value(ch, value, key, depth + 1)
+        }
+        ast::Expr::Attribute(a) if crate::checker::is_self(&a.value) => {
+            let class = crate::checker::module_class(module, ch.classes.last()?)?;
+            let values: Vec<&ast::Expr> = crate::checker::self_assignments(&class.body)
+                .into_iter()
+                .filter(|(attr, _)| *attr == a.attr.id.as_str())
+                .map(|(_, v)| v)
+                .collect();
+            let [value] = values[..] else {
+                return None;
+            };
+            // `cfg = {**DEFAULT_CFG, **(cfg or {})}; self.cfg = cfg` in `__init__`.
+            let value = match value {
+                ast::Expr::Name(n) => class.body.iter().find_map(|s| match s {
+                    ast::Stmt::FunctionDef(f) if f.name.id.as_str() == "__init__" => {
+                        once(&f.body, n.id.as_str())
+                    }
+                    _ => None,
+                })?,
+                v => v,
+            };
+            dict_value(ch, value, key, depth + 1)
+        }
+        _ => None,
+    }
+}

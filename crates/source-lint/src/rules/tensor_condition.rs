@@ -113,13 +113,9 @@ fn reads_tensor_value_at(ch: &Checker, e: &Expr, depth: u32) -> bool {
         }
         Expr::UnaryOp(u) => reads_tensor_value_at(ch, &u.operand, depth),
         // `conf = probs.max().item()`, then `if conf < thr:`: the number read from the tensor.
-        // (Only names the function froze from a tensor are read, so that tests of other names
-        // do not each walk the function.)
-        Expr::Name(n) if depth < 3 && ch.state().frozen.contains(n.id.as_str()) => {
-            bound_only_to(ch, n.id.as_str(), |v| {
-                matches!(v, Expr::Call(_)) && reads_tensor_value_at(ch, v, depth + 1)
-            })
-        }
+        Expr::Name(n) if depth < 3 => bound_only_to(ch, n.id.as_str(), |v| {
+            matches!(v, Expr::Call(_)) && reads_tensor_value_at(ch, v, depth + 1)
+        }),
         // `step < n and not done.all()`: each operand is a condition of its own.
         Expr::BoolOp(b) => b.values.iter().any(|v| {
             let inner = match v {

@@ -167,12 +167,18 @@ fn size_arithmetic(ch: &Checker, e: &Expr) -> Option<bool> {
         Expr::NumberLiteral(_) => Some(false),
         // `frac * prob[0, 0].numel()` with `frac` a tensor the function computed: not a size's
         // arithmetic (a parameter, `h` in `windows.shape[0] / (h * w)`, may be a number).
-        // A tensor made only from Python numbers (`ratio = torch.tensor(0.3)`) is a constant.
+        // A tensor made only from Python numbers (`ratio = torch.tensor(0.3)`) is a constant;
+        // a random draw (`ratio = torch.rand(1)`) is no number either: frozen at export.
         Expr::Name(n)
             if !ch.is_param(n.id.as_str())
                 && !ch.is_size(e)
                 && ch.is_tensor(e)
-                && !ch.is_constant_tensor(e) =>
+                && (!ch.is_constant_tensor(e)
+                    || ch.bodies.last().is_some_and(|body| {
+                        crate::rules::bound_values(body, n.id.as_str())
+                            .into_iter()
+                            .any(|v| draws_random(ch, v))
+                    })) =>
         {
             None
         }
