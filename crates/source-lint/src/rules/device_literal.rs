@@ -9,7 +9,8 @@
 //! name shadows the module's) or through an attribute set once from an `__init__` parameter whose
 //! accelerator default some construction in the file keeps (`def __init__(self, device="cuda"):
 //! self.device_str = device`) or a config class's field whose default is an accelerator
-//! (`device=self.cfg.deploy_device` with `deploy_device: str = "cuda"`), and the legacy CUDA
+//! (`device=self.cfg.deploy_device` with `deploy_device: str = "cuda"`) or a config dict's entry
+//! the module spells out (`device=CFG["dev"]`), and the legacy CUDA
 //! tensor types (`t.type(torch.cuda.FloatTensor)`,
 //! `torch.cuda.LongTensor(n)`). The `__init__` of a module counts as model code here: `self.disp =
 //! torch.arange(d).cuda()` there is a plain attribute, not a buffer, so it stays on that device
@@ -143,6 +144,12 @@ fn literal_device_at(ch: &Checker, e: &Expr, depth: u32) -> Option<String> {
                 }) =>
         {
             let s = crate::rules::config_field_default(ch.bodies[0], a.attr.id.as_str())?;
+            return (is_device(s) && !s.starts_with("cpu")).then(|| s.to_string());
+        }
+        // `device=CFG["dev"]` with `CFG = dict(dev="cuda:0", ...)` spelled out in the module.
+        Expr::Subscript(s) => {
+            let key = string_literal(&s.slice)?;
+            let s = crate::rules::dict_value(ch, &s.value, key, 0)?;
             return (is_device(s) && !s.starts_with("cpu")).then(|| s.to_string());
         }
         _ => return None,
