@@ -566,6 +566,12 @@ const CORPUS_DIRS: &[&str] = &[
     "restaurantkitchens",
     "shoefactories",
     "trampolineparks",
+    "icecarving",
+    "jamfactories",
+    "hopdrying",
+    "parcellockers",
+    "minetrucks",
+    "skatesharpening",
 ];
 
 #[test]
