@@ -495,17 +495,7 @@ fn spliced_config_mode<'a>(ch: &Checker<'a>, call: &ast::ExprCall) -> Option<&'a
         }
         // `self.up = dict(self.up, align_corners=False)` replaces what came before.
         let built_from_own = |e: &ast::Expr| match e {
-            ast::Expr::Call(c) => c
-                .arguments
-                .args
-                .iter()
-                .chain(
-                    c.arguments
-                        .keywords
-                        .iter()
-                        .filter(|k| k.arg.is_none())
-                        .map(|k| &k.value),
-                )
+            ast::Expr::Call(c) => crate::rules::dict_call_copies(c)
                 .any(|x| matches!(x, ast::Expr::Attribute(x) if is_self(&x.value))),
             ast::Expr::Dict(d) => d.items.iter().any(|i| {
                 i.key.is_none() && matches!(&i.value, ast::Expr::Attribute(x) if is_self(&x.value))

@@ -1077,17 +1077,7 @@ pub(crate) fn dict_value<'a>(
             // `dict(mode=...)`, else what `dict(base, **extra)` copies, the last first.
             match keyword(c, key) {
                 Some(k) => string_literal(&k.value),
-                None => c
-                    .arguments
-                    .args
-                    .iter()
-                    .chain(
-                        c.arguments
-                            .keywords
-                            .iter()
-                            .filter(|k| k.arg.is_none())
-                            .map(|k| &k.value),
-                    )
+                None => dict_call_copies(c)
                     .rev()
                     .find_map(|v| dict_value(ch, v, key, depth + 1)),
             }
@@ -1127,4 +1117,16 @@ pub(crate) fn dict_value<'a>(
         }
         _ => None,
     }
+}
+
+/// The mappings a `dict(...)` call copies, in order: its positional argument and its `**`
+/// splats (`dict(base, **extra)`).
+pub(crate) fn dict_call_copies(c: &ast::ExprCall) -> impl DoubleEndedIterator<Item = &Expr> {
+    c.arguments.args.iter().chain(
+        c.arguments
+            .keywords
+            .iter()
+            .filter(|k| k.arg.is_none())
+            .map(|k| &k.value),
+    )
 }

@@ -186,22 +186,8 @@ fn value_dependent_length(ch: &Checker, e: &Expr, depth: u32) -> bool {
 /// Whether every binding of `name` in this function unpacks it from an index tuple (`ys, xs =
 /// torch.where(m)`): each element is one index tensor, as long as the selection.
 fn unpacked_from_index_tuple(ch: &Checker, name: &str, depth: u32) -> bool {
-    let Some(body) = ch.bodies.last() else {
+    let Some((values, stores)) = local_bindings(ch, name, true) else {
         return false;
-    };
-    if ch
-        .defs
-        .last()
-        .is_some_and(|f| f.parameters.iter().any(|p| p.name().id.as_str() == name))
-    {
-        return false;
-    }
-    let (values, stores) = match ch.read_local_bindings() {
-        Some(b) => (b.unpacked(name).to_vec(), b.stores(name)),
-        None => (
-            crate::rules::unpacked_values(body, name),
-            crate::rules::store_count(body, name),
-        ),
     };
     !values.is_empty()
         && stores == values.len()
@@ -225,27 +211,42 @@ fn keeps_length(method: &str) -> bool {
     )
 }
 
-/// Whether every binding of `name` in this function is an assignment whose value `is` accepts,
-/// a value that only reshapes or casts the name itself (`keep = keep.squeeze(1)`) aside, with
-/// at least one such assignment and no other binding (a loop's target, an unpacking).
-fn bound_only_to(ch: &Checker, name: &str, is: impl Fn(&Expr) -> bool) -> bool {
-    let Some(body) = ch.bodies.last() else {
-        return false;
-    };
-    // A parameter may come in as anything (`if idx is None: idx = x.nonzero()`).
+/// What a local of the enclosing function is bound to, by plain assignments or (`unpacked`) by
+/// unpackings (`ys, xs = ...`), and how many times the function stores to it; `None` for a
+/// parameter, which may come in as anything (`if idx is None: idx = x.nonzero()`).
+fn local_bindings<'a>(
+    ch: &Checker<'a>,
+    name: &str,
+    unpacked: bool,
+) -> Option<(Vec<&'a Expr>, usize)> {
+    let body = *ch.bodies.last()?;
     if ch
         .defs
         .last()
         .is_some_and(|f| f.parameters.iter().any(|p| p.name().id.as_str() == name))
     {
-        return false;
+        return None;
     }
-    let (values, stores) = match ch.read_local_bindings() {
+    Some(match ch.read_local_bindings() {
+        Some(b) if unpacked => (b.unpacked(name).to_vec(), b.stores(name)),
         Some(b) => (b.values(name).to_vec(), b.stores(name)),
+        None if unpacked => (
+            crate::rules::unpacked_values(body, name),
+            crate::rules::store_count(body, name),
+        ),
         None => (
             crate::rules::bound_values(body, name),
             crate::rules::store_count(body, name),
         ),
+    })
+}
+
+/// Whether every binding of `name` in this function is an assignment whose value `is` accepts,
+/// a value that only reshapes or casts the name itself (`keep = keep.squeeze(1)`) aside, with
+/// at least one such assignment and no other binding (a loop's target, an unpacking).
+fn bound_only_to(ch: &Checker, name: &str, is: impl Fn(&Expr) -> bool) -> bool {
+    let Some((values, stores)) = local_bindings(ch, name, false) else {
+        return false;
     };
     if values.is_empty() || stores != values.len() {
         return false;
