@@ -3798,6 +3798,16 @@ pub(crate) fn import_maps(module: &[Stmt]) -> Option<ImportMaps<'_>> {
             _ => {}
         }
     }
+    // `ops = hazard_cablecars_ops` at the top level: another name for an imported module.
+    for s in module {
+        if let Stmt::Assign(a) = s {
+            if let ([Expr::Name(alias)], Expr::Name(m)) = (&a.targets[..], a.value.as_ref()) {
+                if let Some(full) = module_imports.get(m.id.as_str()).cloned() {
+                    module_imports.entry(alias.id.to_string()).or_insert(full);
+                }
+            }
+        }
+    }
     if from_imports.is_empty() && module_imports.is_empty() && star_imports.is_empty() {
         return None;
     }

@@ -426,6 +426,26 @@ fn masks_handed_to_a_helper_of_another_file_are_masks_there() {
 }
 
 #[test]
+fn a_module_bound_to_another_name_is_followed() {
+    // `import wind_ops` then `ops = wind_ops` at the top level (round 123, cablecars): the
+    // helper `ops.over_threshold_count(speed)` runs in the trace. A name bound to something else
+    // is not the module.
+    let ops = (
+        "wind_ops.py",
+        "import torch\n\ndef over_threshold_count(wind, thr=40.0):\n    return int((wind > thr).sum())\n\ndef quiet_count(wind):\n    return int((wind > 1.0).sum())\n",
+    );
+    let model = (
+        "wind_hold.py",
+        "import torch\nimport torch.nn as nn\nimport wind_ops\n\nops = wind_ops\nother = dict(quiet_count=None)\n\nclass WindHold(nn.Module):\n    def forward(self, speed):\n        n_over = ops.over_threshold_count(speed)\n        return speed * n_over\n",
+    );
+    assert_eq!(
+        project_findings(&[ops, model], "ODL004"),
+        vec![("wind_ops.py".to_string(), 4)]
+    );
+    assert!(project_findings(&[ops], "ODL004").is_empty());
+}
+
+#[test]
 fn records_of_another_file_give_tensor_fields() {
     // Records (a dataclass, a `TypedDict`, a class whose `__getitem__` returns tensors) defined
     // in one file and read in another's model code, imported by name or through the module.
