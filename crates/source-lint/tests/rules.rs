@@ -572,6 +572,9 @@ const CORPUS_DIRS: &[&str] = &[
     "parcellockers",
     "minetrucks",
     "skatesharpening",
+    "cablecars",
+    "screenprinting",
+    "watermeters",
 ];
 
 #[test]
