@@ -8,7 +8,10 @@
 //! `eval()` (to re-estimate batch norm statistics, say) puts it back in training mode, and so
 //! does a helper of the file that calls `model.eval()` and then `model.train()` before returning
 //! (an accuracy function); an `eval()` in another clause of the `if` that holds the export does
-//! not count. The
+//! not count, and after an `if` before the export the module is in eval mode only when every
+//! clause that reaches the export leaves it so (`if cmd == "export": model.eval()` alone does
+//! not: another command exports it in training mode; nor does `net = base` in one clause and
+//! `net = NetV3()` in the other). The
 //! exporter may be imported under another name (`from torch.onnx import export as onnx_export`)
 //! or called through a `functools.partial` of it, and Lightning's `model.to_onnx(path, sample)`
 //! is an export too (it does not switch modes).
@@ -2110,7 +2113,13 @@ fn returns_training_module(ch: &Checker, module: &[Stmt], call: &ast::ExprCall) 
     mode.assigned && !mode.evaluated
 }
 
-fn mode_in(ch: &Checker, body: &[Stmt], name: &str, sub: Option<&str>, at: TextSize) -> Mode {
+fn mode_in<'a>(
+    ch: &Checker,
+    body: &'a [Stmt],
+    name: &'a str,
+    sub: Option<&str>,
+    at: TextSize,
+) -> Mode {
     let mut mode = Mode {
         assigned: false,
         evaluated: false,
@@ -2131,8 +2140,7 @@ fn mode_in(ch: &Checker, body: &[Stmt], name: &str, sub: Option<&str>, at: TextS
             .iter()
             .any(|w| class.contains(w))
     };
-    let mut holders: Vec<&str> = Vec::new();
-    for s in stmts.iter().filter(|s| s.range().start() < at) {
+    let step = |s: &'a Stmt, mode: &mut Mode, holders: &mut Vec<&'a str>| {
         if let Stmt::Assign(a) = s {
             let wraps = matches!(chain_start(&a.value), Expr::Call(c) if is_constructor(c)
                 && !copies(c)
@@ -2217,7 +2225,7 @@ fn mode_in(ch: &Checker, body: &[Stmt], name: &str, sub: Option<&str>, at: TextS
                     && !mentions(&a.value, &[name.to_string()]);
                 mode.evaluated = evaluated_now
                     || (!built_anew && mode.evaluated && !helper_trains(ch, &a.value, name));
-                continue;
+                return;
             }
         }
         let mut exprs: Vec<&Expr> = Vec::new();
@@ -2258,8 +2266,92 @@ fn mode_in(ch: &Checker, body: &[Stmt], name: &str, sub: Option<&str>, at: TextS
             mode.evaluated = false;
         }
         mode.evaluated |= evals;
-    }
+    };
+    let mut holders: Vec<&str> = Vec::new();
+    walk_mode(body, at, &step, &mut mode, &mut holders);
     mode
+}
+
+/// Runs `step` over the statements of `body` before `at`, as [`collect_reaching`] orders them,
+/// but with the clauses of an `if` (or the arms of a `match`) wholly before `at` as
+/// alternatives: the module is in eval mode after the `if` only when it is after each clause
+/// that can reach `at`, and after none when a clause is missing (`if args.report:
+/// report(model)` evaluates only when asked; `if cam: net = NetV3() else: net = base` builds a
+/// module in training mode in one clause).
+fn walk_mode<'a>(
+    body: &'a [Stmt],
+    at: TextSize,
+    step: &dyn Fn(&'a Stmt, &mut Mode, &mut Vec<&'a str>),
+    mode: &mut Mode,
+    holders: &mut Vec<&'a str>,
+) {
+    let holds = |b: &[Stmt]| {
+        b.first().is_some_and(|f| f.range().start() <= at)
+            && b.last().is_some_and(|l| at < l.range().end())
+    };
+    for s in body {
+        if s.range().start() >= at {
+            break;
+        }
+        step(s, mode, holders);
+        let alternatives: Vec<&'a [Stmt]> = match s {
+            Stmt::If(i) => {
+                let mut clauses: Vec<&'a [Stmt]> = std::iter::once(&i.body[..])
+                    .chain(i.elif_else_clauses.iter().map(|c| &c.body[..]))
+                    .collect();
+                if let Some(b) = clauses.iter().find(|b| holds(b)) {
+                    walk_mode(b, at, step, mode, holders);
+                    continue;
+                }
+                if i.elif_else_clauses.last().is_none_or(|c| c.test.is_some()) {
+                    clauses.push(&[]);
+                }
+                clauses
+            }
+            Stmt::Match(m) => {
+                if let Some(c) = m.cases.iter().find(|c| holds(&c.body)) {
+                    walk_mode(&c.body, at, step, mode, holders);
+                    continue;
+                }
+                m.cases.iter().map(|c| &c.body[..]).collect()
+            }
+            Stmt::With(w) => {
+                walk_mode(&w.body, at, step, mode, holders);
+                continue;
+            }
+            Stmt::Try(t) => {
+                for b in [&t.body, &t.orelse, &t.finalbody] {
+                    walk_mode(b, at, step, mode, holders);
+                }
+                continue;
+            }
+            Stmt::For(f) => {
+                walk_mode(&f.body, at, step, mode, holders);
+                continue;
+            }
+            _ => continue,
+        };
+        // A clause after which the function has left never runs on the way to `at`.
+        let reaching: Vec<&[Stmt]> = alternatives.into_iter().filter(|b| !leaves(b)).collect();
+        if reaching.is_empty() {
+            continue;
+        }
+        let before = Mode {
+            assigned: mode.assigned,
+            evaluated: mode.evaluated,
+        };
+        let mut evaluated = true;
+        for b in reaching {
+            let mut m = Mode {
+                assigned: before.assigned,
+                evaluated: before.evaluated,
+            };
+            walk_mode(b, at, step, &mut m, holders);
+            mode.assigned |= m.assigned;
+            evaluated &= m.evaluated;
+        }
+        mode.evaluated = evaluated;
+    }
 }
 
 /// The statements of a body and of its nested blocks (not nested functions), in order, that can
