@@ -71,6 +71,9 @@ impl Facts {
 #[derive(Default)]
 pub(crate) struct FnState {
     pub in_model: bool,
+    /// Depth of branches of model code that are not model code themselves (training-only,
+    /// eager-only): `in_model` is false inside them, this is not zero.
+    pub guarded: u32,
     /// The function's name (empty for the module).
     pub name: String,
     pub tensors: HashSet<String>,
@@ -864,6 +867,12 @@ impl<'a> Checker<'a> {
     /// in a file that has model code: data, training, loss and evaluation code beside a model,
     /// where export hazards do not apply. (In a file of helpers alone nothing says which of
     /// them a model uses, so none is side code.)
+    /// Whether the visitor is in a branch of model code that export does not take (`if
+    /// self.training:`, `if not torch.onnx.is_in_onnx_export():`).
+    pub fn in_guarded_branch(&self) -> bool {
+        self.fns.last().is_some_and(|f| f.guarded > 0)
+    }
+
     pub fn in_side_code(&self) -> bool {
         !self.model_fns.is_empty()
             && self.fns.len() > 1
@@ -6706,7 +6715,7 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
     }
     /// A mask by its spelling: a comparison of values (`y.abs() >= 1.0`), `~`, `&`, `|`, `^`
     /// over one, `.any(-1)` / `.all()` / `logical_*` of one, `torch.isnan(x)`, a name bound to
-    /// one or named for one (`pad_mask`).
+    /// one or named for one (`pad_mask`), a slice of one.
     fn mask(e: &Expr, names: &HashSet<String>) -> bool {
         match e {
             Expr::Name(n) => names.contains(n.id.as_str()) || names_a_mask(n.id.as_str()),
@@ -6724,6 +6733,8 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
                 compares_values(c) && !literal(&c.left) && !c.comparators.iter().any(literal)
             }
             Expr::UnaryOp(u) => matches!(u.op, ast::UnaryOp::Invert) && mask(&u.operand, names),
+            // `linear_fill(own[..., 0], miss[..., 0])`: a slice of a mask is a mask.
+            Expr::Subscript(s) => mask(&s.value, names),
             Expr::BinOp(b) => {
                 matches!(
                     b.op,
@@ -7286,9 +7297,18 @@ fn bool_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
                 || matches!(dtype_source(value), Expr::Name(n) if local_values(class_body, n.id.as_str())
                     .into_iter()
                     .any(&boolean))
+                || mask_named_parameter(class_body, value)
         })
         .map(|(attr, _)| attr.to_string())
         .collect()
+}
+
+/// `def __init__(self, bathy, land_mask): ... self.register_buffer("land", land_mask)`: a value
+/// that is a name the class's methods never assign, named for a mask (a parameter), as
+/// `self.land_mask` would be.
+fn mask_named_parameter(class_body: &[Stmt], value: &Expr) -> bool {
+    matches!(value, Expr::Name(n) if names_a_mask(n.id.as_str())
+        && local_values(class_body, n.id.as_str()).is_empty())
 }
 
 /// Whether a method of a class body binds `name` (as a parameter or a local).
@@ -7409,6 +7429,7 @@ fn class_bool_attributes<'a>(module: &'a [Stmt], class: &str) -> Vec<&'a str> {
                         || matches!(v, Expr::Name(n) if local_values(&c.body, n.id.as_str())
                             .into_iter()
                             .any(&boolean))
+                        || mask_named_parameter(&c.body, v)
                 })
         })
         .map(|(attr, _)| attr)
@@ -8733,14 +8754,17 @@ impl<'a> Checker<'a> {
     /// eager-only), so no rule that needs model code fires inside it.
     fn visit_guarded(&mut self, body: &'a [Stmt], on: bool) {
         let was = self.fns.last().is_some_and(|f| f.in_model);
-        if !on {
-            if let Some(f) = self.fns.last_mut() {
+        let guards = !on && was;
+        if let Some(f) = self.fns.last_mut() {
+            if !on {
                 f.in_model = false;
             }
+            f.guarded += u32::from(guards);
         }
         self.visit_body(body);
         if let Some(f) = self.fns.last_mut() {
             f.in_model = was;
+            f.guarded -= u32::from(guards);
         }
     }
 
