@@ -575,6 +575,12 @@ const CORPUS_DIRS: &[&str] = &[
     "cablecars",
     "screenprinting",
     "watermeters",
+    "sheepshearing",
+    "tyrefitting",
+    "weatherstations",
+    "noodlefactories",
+    "cranberrybogs",
+    "pearldiving",
 ];
 
 #[test]
