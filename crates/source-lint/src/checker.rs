@@ -6733,8 +6733,15 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
                 compares_values(c) && !literal(&c.left) && !c.comparators.iter().any(literal)
             }
             Expr::UnaryOp(u) => matches!(u.op, ast::UnaryOp::Invert) && mask(&u.operand, names),
-            // `linear_fill(own[..., 0], miss[..., 0])`: a slice of a mask is a mask.
-            Expr::Subscript(s) => mask(&s.value, names),
+            // `linear_fill(own[..., 0], miss[..., 0])`: a slice of a mask bound here is a mask
+            // (not of a name that only looks like one: `valid_lens[b]` is a length).
+            Expr::Subscript(s) => {
+                let mut v = s.value.as_ref();
+                while let Expr::Subscript(inner) = v {
+                    v = inner.value.as_ref();
+                }
+                matches!(v, Expr::Name(n) if names.contains(n.id.as_str()))
+            }
             Expr::BinOp(b) => {
                 matches!(
                     b.op,
@@ -7303,11 +7310,16 @@ fn bool_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
         .collect()
 }
 
-/// `def __init__(self, bathy, land_mask): ... self.register_buffer("land", land_mask)`: a value
-/// that is a name the class's methods never assign, named for a mask (a parameter), as
-/// `self.land_mask` would be.
+/// `def __init__(self, bathy, land_mask): ... self.register_buffer("land", land_mask)` (also
+/// `land_mask.clone()`): a value that is a name the class's methods never assign, named a mask
+/// (a parameter), as `self.land_mask` would be.
 fn mask_named_parameter(class_body: &[Stmt], value: &Expr) -> bool {
-    matches!(value, Expr::Name(n) if names_a_mask(n.id.as_str())
+    // Named a mask, not for something about masking (`mask_ratio`, `mask_token`, `mask_idx`).
+    let mask_name = |n: &str| {
+        let n = n.to_ascii_lowercase();
+        n.ends_with("mask") || n.ends_with("masks")
+    };
+    matches!(dtype_source(value), Expr::Name(n) if mask_name(n.id.as_str())
         && local_values(class_body, n.id.as_str()).is_empty())
 }
 

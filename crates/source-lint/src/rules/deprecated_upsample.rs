@@ -3,8 +3,8 @@
 //! deprecated modules `nn.UpsamplingNearest2d` and `nn.UpsamplingBilinear2d`, also bound for later
 //! calls by `functools.partial(F.upsample_bilinear, scale_factor=2)`. The functions are left alone
 //! in data, training and evaluation code beside a model, which export does not run (not in a
-//! training branch of the model's own code, `if self.training: aux = F.upsample(...)`: the
-//! model's code, kept as written).
+//! branch of the model's own code that export skips, `if self.training: aux = F.upsample(...)`
+//! or the eager side of `torch.onnx.is_in_onnx_export()`: the model's code, kept as written).
 //!
 //! ## Why is this bad?
 //! They are thin deprecated wrappers over `F.interpolate` (`torch/nn/functional.py`:
@@ -65,8 +65,9 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         _ => return,
     };
     // `F.upsample(img, ...)` in data augmentation or training code beside a model: not what
-    // export runs (a deprecated module is built for a model wherever it is built). A training
-    // branch of the model's own code is the model's code: its deprecated call is reported.
+    // export runs (a deprecated module is built for a model wherever it is built). A branch of
+    // the model's own code that export skips (training-only, eager-only) is still the model's
+    // code: its deprecated call is reported.
     if replacement == "interpolate" && ch.in_side_code() && !ch.in_guarded_branch() {
         return;
     }

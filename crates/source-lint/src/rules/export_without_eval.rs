@@ -11,7 +11,11 @@
 //! not count, and after an `if` before the export the module is in eval mode only when every
 //! clause that reaches the export leaves it so (`if cmd == "export": model.eval()` alone does
 //! not: another command exports it in training mode; nor does `net = base` in one clause and
-//! `net = NetV3()` in the other). The
+//! `net = NetV3()` in the other). A clause that returns, raises, exits (also `assert False`, a
+//! parser's `error()`, a function of the file that always raises) or, in the loop that holds the
+//! export, continues or breaks does not reach it; a `match` without a catch-all arm is an `if`
+//! without `else`; a parameter replaced in one clause (`if model is None: model = Net().eval()`)
+//! is left to the callers on the other path. The
 //! exporter may be imported under another name (`from torch.onnx import export as onnx_export`)
 //! or called through a `functools.partial` of it, and Lightning's `model.to_onnx(path, sample)`
 //! is an export too (it does not switch modes).
@@ -181,8 +185,7 @@ impl<'a> Visitor<'a> for EvalFind<'_> {
                 // `lightning/pytorch/core/module.py`).
                 let eval =
                     matches!(a.attr.id.as_str(), "eval" | "freeze") && c.arguments.args.is_empty();
-                let train_false = a.attr.id.as_str() == "train"
-                    && matches!(c.arguments.args.first(), Some(Expr::BooleanLiteral(b)) if !b.value);
+                let train_false = a.attr.id.as_str() == "train" && trains_false(c);
                 let on_name =
                     |name: &str| matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == name);
                 let receiver = match self.receiver {
@@ -294,6 +297,16 @@ fn rebinding(value: &Expr, name: &str) -> Option<Effect> {
     }
 }
 
+/// Whether a `.train(...)` call's argument is `False`: `train(False)`, `train(mode=False)`.
+fn trains_false(c: &ast::ExprCall) -> bool {
+    let is_false = |e: &Expr| matches!(e, Expr::BooleanLiteral(b) if !b.value);
+    c.arguments.args.first().is_some_and(is_false)
+        || c.arguments
+            .keywords
+            .iter()
+            .any(|k| k.arg.as_ref().is_some_and(|a| a.as_str() == "mode") && is_false(&k.value))
+}
+
 /// Whether a chain of method calls ends in eval mode whatever it starts from:
 /// `encoder = model.encoder.eval()`, `net = nets["student"].eval().to(device)`.
 fn chain_evals(e: &Expr) -> bool {
@@ -304,9 +317,7 @@ fn chain_evals(e: &Expr) -> bool {
         };
         match a.attr.id.as_str() {
             "eval" => return true,
-            "train" => {
-                return matches!(c.arguments.args.first(), Some(Expr::BooleanLiteral(b)) if !b.value)
-            }
+            "train" => return trains_false(c),
             _ => e = a.value.as_ref(),
         }
     }
@@ -2157,6 +2168,21 @@ fn mode_in<'a>(
             if mentions(&f.target, &[name.to_string()]) {
                 mode.assigned = true;
             }
+            // `for m in (model, ema): m.eval()`: each module of the literal is put in eval mode.
+            let listed = match f.iter.as_ref() {
+                Expr::List(ast::ExprList { elts, .. })
+                | Expr::Tuple(ast::ExprTuple { elts, .. }) => elts
+                    .iter()
+                    .any(|e| matches!(e, Expr::Name(n) if n.id.as_str() == name)),
+                _ => false,
+            };
+            if let (true, Expr::Name(t)) = (listed, f.target.as_ref()) {
+                if f.body.iter().any(|b| {
+                    matches!(b, Stmt::Expr(e) if has_eval(&e.value, Receiver::Name(t.id.as_str())))
+                }) {
+                    mode.evaluated = true;
+                }
+            }
         }
         if let Stmt::Assign(a) = s {
             // `model, meta = load_perfume(ckpt)`: bound by unpacking a helper's result too.
@@ -2268,19 +2294,23 @@ fn mode_in<'a>(
         mode.evaluated |= evals;
     };
     let mut holders: Vec<&str> = Vec::new();
-    walk_mode(body, at, &step, &mut mode, &mut holders);
+    walk_mode(ch, body, at, false, &step, &mut mode, &mut holders);
     mode
 }
 
 /// Runs `step` over the statements of `body` before `at`, as [`collect_reaching`] orders them,
 /// but with the clauses of an `if` (or the arms of a `match`) wholly before `at` as
-/// alternatives: the module is in eval mode after the `if` only when it is after each clause
-/// that can reach `at`, and after none when a clause is missing (`if args.report:
-/// report(model)` evaluates only when asked; `if cam: net = NetV3() else: net = base` builds a
-/// module in training mode in one clause).
+/// alternatives: the module is left in training mode after the `if` when it is so after one
+/// clause that can reach `at` (`if args.report: report(model)` evaluates only when asked; `if
+/// cam: net = NetV3() else: net = base` builds a module in training mode in one clause); a
+/// missing `else` (or a `match` with no catch-all arm) is a clause that does nothing. A path on
+/// which the name is not bound here (a parameter replaced in one clause: `if model is None:
+/// model = Net().eval()`) leaves the callers to decide, as before the `if`.
 fn walk_mode<'a>(
+    ch: &Checker,
     body: &'a [Stmt],
     at: TextSize,
+    in_loop: bool,
     step: &dyn Fn(&'a Stmt, &mut Mode, &mut Vec<&'a str>),
     mode: &mut Mode,
     holders: &mut Vec<&'a str>,
@@ -2300,7 +2330,7 @@ fn walk_mode<'a>(
                     .chain(i.elif_else_clauses.iter().map(|c| &c.body[..]))
                     .collect();
                 if let Some(b) = clauses.iter().find(|b| holds(b)) {
-                    walk_mode(b, at, step, mode, holders);
+                    walk_mode(ch, b, at, in_loop, step, mode, holders);
                     continue;
                 }
                 if i.elif_else_clauses.last().is_none_or(|c| c.test.is_some()) {
@@ -2310,47 +2340,136 @@ fn walk_mode<'a>(
             }
             Stmt::Match(m) => {
                 if let Some(c) = m.cases.iter().find(|c| holds(&c.body)) {
-                    walk_mode(&c.body, at, step, mode, holders);
+                    walk_mode(ch, &c.body, at, in_loop, step, mode, holders);
                     continue;
                 }
-                m.cases.iter().map(|c| &c.body[..]).collect()
+                let mut arms: Vec<&'a [Stmt]> = m.cases.iter().map(|c| &c.body[..]).collect();
+                if !m
+                    .cases
+                    .iter()
+                    .any(|c| c.guard.is_none() && c.pattern.is_irrefutable())
+                {
+                    arms.push(&[]);
+                }
+                arms
             }
             Stmt::With(w) => {
-                walk_mode(&w.body, at, step, mode, holders);
+                walk_mode(ch, &w.body, at, in_loop, step, mode, holders);
                 continue;
             }
             Stmt::Try(t) => {
                 for b in [&t.body, &t.orelse, &t.finalbody] {
-                    walk_mode(b, at, step, mode, holders);
+                    walk_mode(ch, b, at, in_loop, step, mode, holders);
                 }
                 continue;
             }
-            Stmt::For(f) => {
-                walk_mode(&f.body, at, step, mode, holders);
+            // A loop's body, read once; within the body that holds `at`, a clause that ends the
+            // iteration (`continue`, `break`) does not reach it.
+            Stmt::For(ast::StmtFor { body: b, .. })
+            | Stmt::While(ast::StmtWhile { body: b, .. }) => {
+                walk_mode(ch, b, at, holds(b), step, mode, holders);
                 continue;
             }
             _ => continue,
         };
-        // A clause after which the function has left never runs on the way to `at`.
-        let reaching: Vec<&[Stmt]> = alternatives.into_iter().filter(|b| !leaves(b)).collect();
-        if reaching.is_empty() {
-            continue;
-        }
         let before = Mode {
             assigned: mode.assigned,
             evaluated: mode.evaluated,
         };
-        let mut evaluated = true;
-        for b in reaching {
+        let mut ends: Vec<Mode> = Vec::new();
+        for b in alternatives {
+            if leaves_function(ch, b) || (in_loop && ends_iteration(b)) {
+                continue;
+            }
             let mut m = Mode {
                 assigned: before.assigned,
                 evaluated: before.evaluated,
             };
-            walk_mode(b, at, step, &mut m, holders);
-            mode.assigned |= m.assigned;
-            evaluated &= m.evaluated;
+            walk_mode(ch, b, at, in_loop, step, &mut m, holders);
+            ends.push(m);
         }
-        mode.evaluated = evaluated;
+        if ends.is_empty() {
+            continue;
+        }
+        // Judged per path: one that binds the name here and leaves it in training mode decides;
+        // otherwise the name is bound here only when every path binds it.
+        if ends.iter().any(|m| m.assigned && !m.evaluated) {
+            mode.assigned = true;
+            mode.evaluated = false;
+        } else {
+            mode.assigned = ends.iter().all(|m| m.assigned);
+            mode.evaluated = ends.iter().all(|m| m.evaluated);
+        }
+    }
+}
+
+/// Whether a clause never falls through to what follows its `if`: [`leaves`], also through
+/// `assert False`, a `with` block that leaves, an argument parser's `error()` (which exits), or
+/// a call of a function of this file that always leaves (`die("need ckpt")`).
+fn leaves_function(ch: &Checker, body: &[Stmt]) -> bool {
+    if leaves(body) {
+        return true;
+    }
+    match body.last() {
+        Some(Stmt::Assert(a)) => {
+            matches!(a.test.as_ref(), Expr::BooleanLiteral(b) if !b.value)
+                || matches!(a.test.as_ref(), Expr::NumberLiteral(n)
+                    if matches!(&n.value, ast::Number::Int(i) if i.as_u8() == Some(0)))
+        }
+        Some(Stmt::With(w)) => leaves_function(ch, &w.body),
+        Some(Stmt::If(i)) => {
+            i.elif_else_clauses.last().is_some_and(|c| c.test.is_none())
+                && leaves_function(ch, &i.body)
+                && i.elif_else_clauses
+                    .iter()
+                    .all(|c| leaves_function(ch, &c.body))
+        }
+        Some(Stmt::Expr(e)) => match e.value.as_ref() {
+            Expr::Call(c) => match c.func.as_ref() {
+                Expr::Attribute(a) => {
+                    a.attr.id.as_str() == "error"
+                        && matches!(a.value.as_ref(), Expr::Name(n)
+                            if n.id.contains("parser") || matches!(n.id.as_str(), "ap" | "p"))
+                }
+                Expr::Name(n) => ch.bodies.first().is_some_and(|module| {
+                    module.iter().any(|s| {
+                        matches!(s, Stmt::FunctionDef(f)
+                        if f.name.id == n.id && never_returns(&f.body))
+                    })
+                }),
+                _ => false,
+            },
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// Whether a function's body never returns to its caller: it ends in `raise` or an exit, on
+/// every way through its last statement (a `return` hands back control, unlike in a clause).
+fn never_returns(body: &[Stmt]) -> bool {
+    match body.last() {
+        Some(Stmt::Return(_)) => false,
+        Some(Stmt::If(i)) => {
+            i.elif_else_clauses.last().is_some_and(|c| c.test.is_none())
+                && never_returns(&i.body)
+                && i.elif_else_clauses.iter().all(|c| never_returns(&c.body))
+        }
+        _ => leaves(body),
+    }
+}
+
+/// Whether a clause ends the loop iteration it is in (`continue`, `break`), also through an
+/// `if`/`else` whose every clause does.
+fn ends_iteration(body: &[Stmt]) -> bool {
+    match body.last() {
+        Some(Stmt::Continue(_) | Stmt::Break(_)) => true,
+        Some(Stmt::If(i)) => {
+            i.elif_else_clauses.last().is_some_and(|c| c.test.is_none())
+                && ends_iteration(&i.body)
+                && i.elif_else_clauses.iter().all(|c| ends_iteration(&c.body))
+        }
+        _ => false,
     }
 }
 
