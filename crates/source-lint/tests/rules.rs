@@ -581,6 +581,9 @@ const CORPUS_DIRS: &[&str] = &[
     "noodlefactories",
     "cranberrybogs",
     "pearldiving",
+    "saltmarshes",
+    "signalboxes",
+    "tofuworks",
 ];
 
 #[test]
