@@ -584,6 +584,9 @@ const CORPUS_DIRS: &[&str] = &[
     "saltmarshes",
     "signalboxes",
     "tofuworks",
+    "lockkeepers",
+    "maplesyrup",
+    "pianofactories",
 ];
 
 #[test]
