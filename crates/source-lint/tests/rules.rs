@@ -587,6 +587,9 @@ const CORPUS_DIRS: &[&str] = &[
     "lockkeepers",
     "maplesyrup",
     "pianofactories",
+    "seedbanks",
+    "windtunnels",
+    "rugweaving",
 ];
 
 #[test]
