@@ -6733,14 +6733,15 @@ fn argument_seeds(module: &[Stmt]) -> FileArguments {
                 compares_values(c) && !literal(&c.left) && !c.comparators.iter().any(literal)
             }
             Expr::UnaryOp(u) => matches!(u.op, ast::UnaryOp::Invert) && mask(&u.operand, names),
-            // `linear_fill(own[..., 0], miss[..., 0])`: a slice of a mask bound here is a mask
-            // (not of a name that only looks like one: `valid_lens[b]` is a length).
+            // `linear_fill(own[..., 0], miss[..., 0])`: a slice of a mask bound here, or of a
+            // name that ends in one (`mask[..., 0]` of a parameter), is a mask (not of a name that
+            // only looks like one: `valid_lens[b]` is a length).
             Expr::Subscript(s) => {
                 let mut v = s.value.as_ref();
                 while let Expr::Subscript(inner) = v {
                     v = inner.value.as_ref();
                 }
-                matches!(v, Expr::Name(n) if names.contains(n.id.as_str()))
+                matches!(v, Expr::Name(n) if names.contains(n.id.as_str()) || ends_in_mask(n.id.as_str()))
             }
             Expr::BinOp(b) => {
                 matches!(
@@ -7314,13 +7315,27 @@ fn bool_attributes(ch: &Checker, class_body: &[Stmt]) -> HashSet<String> {
 /// `land_mask.clone()`): a value that is a name the class's methods never assign, named a mask
 /// (a parameter), as `self.land_mask` would be.
 fn mask_named_parameter(class_body: &[Stmt], value: &Expr) -> bool {
-    // Named a mask, not for something about masking (`mask_ratio`, `mask_token`, `mask_idx`).
-    let mask_name = |n: &str| {
-        let n = n.to_ascii_lowercase();
-        n.ends_with("mask") || n.ends_with("masks")
+    // `torch.from_numpy(land_mask)`, `torch.as_tensor(land_mask)`: the same values as a tensor.
+    let value = match dtype_source(value) {
+        Expr::Call(c)
+            if matches!(c.func.as_ref(), Expr::Attribute(a)
+                if matches!(a.attr.id.as_str(), "from_numpy" | "as_tensor"))
+                && c.arguments.args.len() == 1
+                && c.arguments.keywords.is_empty() =>
+        {
+            &c.arguments.args[0]
+        }
+        v => v,
     };
-    matches!(dtype_source(value), Expr::Name(n) if mask_name(n.id.as_str())
+    matches!(dtype_source(value), Expr::Name(n) if ends_in_mask(n.id.as_str())
         && local_values(class_body, n.id.as_str()).is_empty())
+}
+
+/// Named a mask (`land_mask`, `pad_masks`), not for something about masking (`mask_ratio`,
+/// `mask_token`, `mask_idx`) nor a bit set (`channel_bitmask`, integer flags).
+fn ends_in_mask(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    (n.ends_with("mask") || n.ends_with("masks")) && !n.contains("bitmask")
 }
 
 /// Whether a method of a class body binds `name` (as a parameter or a local).

@@ -5,17 +5,25 @@
 //! exporter (`dynamo=False`), which switches to eval mode itself. A module built anew under the
 //! name after its `eval()` (`net = train(); evaluate(net)`, then `net = Net()`) is a new module,
 //! in training mode (not `model = model.cuda()`, nor `model = ema`: the same one or a copy). A `model.train()` after the
-//! `eval()` (to re-estimate batch norm statistics, say) puts it back in training mode, and so
+//! `eval()` (to re-estimate batch norm statistics, say; also `train(mode=True)`, or `m.train()` in
+//! `for m in (model, ema):`) puts it back in training mode, and so
 //! does a helper of the file that calls `model.eval()` and then `model.train()` before returning
 //! (an accuracy function); an `eval()` in another clause of the `if` that holds the export does
 //! not count, and after an `if` before the export the module is in eval mode only when every
 //! clause that reaches the export leaves it so (`if cmd == "export": model.eval()` alone does
 //! not: another command exports it in training mode; nor does `net = base` in one clause and
 //! `net = NetV3()` in the other). A clause that returns, raises, exits (also `assert False`, a
-//! parser's `error()`, a function of the file that always raises) or, in the loop that holds the
-//! export, continues or breaks does not reach it; a `match` without a catch-all arm is an `if`
-//! without `else`; a parameter replaced in one clause (`if model is None: model = Net().eval()`)
-//! is left to the callers on the other path. The
+//! parser's `error()` or `exit()`, a function of the file that always raises) or, in the loop that holds the
+//! export, continues or breaks does not reach it (a helper that returns before its final
+//! `raise` does); a `match` without a catch-all arm is an `if`
+//! without `else`, except after a test of the module's own flag (`if model.training:
+//! model.eval()`, `was_training = model.training; if was_training: model.eval()`), whose missing
+//! `else` is in eval mode already, or of its being a module (`if isinstance(model, nn.Module):`,
+//! `if model is not None:`); a parameter replaced in one clause (`if model is None: model =
+//! Net().eval()`) is left to the callers on the other path, and one moved or cast (`if device:
+//! model = model.to(device)`) stays theirs on every path. Another name for a module in eval mode
+//! is in eval mode, also moved or cast (`cpu = model.to("cpu")`) or unwrapped (`net =
+//! model.module if hasattr(model, "module") else model`). The
 //! exporter may be imported under another name (`from torch.onnx import export as onnx_export`)
 //! or called through a `functools.partial` of it, and Lightning's `model.to_onnx(path, sample)`
 //! is an export too (it does not switch modes).
@@ -28,7 +36,8 @@
 //! put in eval mode (also moved or cast on the way, `export_model(net.cpu())`, which returns the
 //! module in the mode it was in) or the result of a function of the file that returns a module it
 //! built and never put in eval mode (`export_serve(train_serve())`), and left alone when no caller
-//! is seen; a module built in the call (`export_quick(Net().to(dev))`) counts as one never put in
+//! is seen (unless the function prepares the module for export itself, `model = model.cpu()`,
+//! and leaves out `.eval()`); a module built in the call (`export_quick(Net().to(dev))`) counts as one never put in
 //! eval mode. A function of the file that trains the module it is handed and does not evaluate it
 //! afterwards (`model = fine_tune(model, data)`) puts it back in training mode. A module-level
 //! module (`model = Net()` at the top of a notebook turned module, moved or cast there too:
@@ -408,7 +417,19 @@ fn is_factory(ch: &Checker, c: &ast::ExprCall) -> bool {
     }
 }
 
-/// Whether `e` calls `<name>.train()` or `<name>.train(True)`.
+/// Whether a `.train(...)` call puts the module in training mode: `train()`, `train(True)`,
+/// `train(mode=True)`.
+fn trains_true(c: &ast::ExprCall) -> bool {
+    let is_true = |e: &Expr| matches!(e, Expr::BooleanLiteral(b) if b.value);
+    match (&c.arguments.args[..], &c.arguments.keywords[..]) {
+        ([], []) => true,
+        ([a], []) => is_true(a),
+        ([], [k]) => k.arg.as_ref().is_some_and(|a| a.as_str() == "mode") && is_true(&k.value),
+        _ => false,
+    }
+}
+
+/// Whether `e` calls `<name>.train()`, `<name>.train(True)` or `<name>.train(mode=True)`.
 fn has_train(e: &Expr, name: &str) -> bool {
     struct Find<'n> {
         name: &'n str,
@@ -420,12 +441,7 @@ fn has_train(e: &Expr, name: &str) -> bool {
                 if let Expr::Attribute(a) = c.func.as_ref() {
                     if a.attr.id.as_str() == "train"
                         && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == self.name)
-                        && c.arguments.keywords.is_empty()
-                        && match &c.arguments.args[..] {
-                            [] => true,
-                            [Expr::BooleanLiteral(b)] => b.value,
-                            _ => false,
-                        }
+                        && trains_true(c)
                     {
                         self.found = true;
                     }
@@ -705,8 +721,14 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
                 format!("`{name}` is exported without `.eval()`: `{caller}` passes it `{passed}`, still in training mode"),
             );
             ch.help(i, format!("call `{passed}.eval()` before handing it over, or `{name}.eval()` here (the default dynamo exporter does not switch modes)"));
+            return;
         }
-        return;
+        // `def export_for_det(model, path): model = model.cpu(); torch.onnx.export(model, ...)`
+        // with no caller in the file: the function prepares the module for export itself and
+        // leaves out `.eval()`, judged as a module of its own (with callers, they decide).
+        if sub.is_some() || !prepared_without_callers(ch, name, call.range().start()) {
+            return;
+        }
     }
     let i = ch.report(
         &RULE,
@@ -2081,6 +2103,52 @@ fn caller_without_eval(ch: &Checker, name: &str) -> Option<(String, String)> {
     None
 }
 
+/// Whether the function being checked moves or casts its parameter `name` in its own body,
+/// unconditionally, before `at` (`model = model.cpu()`), and nothing in the file calls it.
+fn prepared_without_callers(ch: &Checker, name: &str, at: TextSize) -> bool {
+    let (Some(module), Some(body)) = (ch.bodies.first(), ch.bodies.last()) else {
+        return false;
+    };
+    let Some(f) = crate::checker::functions_and_methods(module)
+        .map(|(_, f)| f)
+        .find(|f| std::ptr::eq(f.body.as_ptr(), body.as_ptr()))
+    else {
+        return false;
+    };
+    let moved_here = body.iter().take_while(|s| s.range().end() <= at).any(|s| {
+        matches!(s, Stmt::Assign(a) if matches!(&a.targets[..], [Expr::Name(t)] if t.id.as_str() == name)
+            && matches!(moved(&a.value), Some(Expr::Name(n)) if n.id.as_str() == name))
+    });
+    if !moved_here {
+        return false;
+    }
+    struct Called<'n> {
+        callee: &'n str,
+        found: bool,
+    }
+    impl<'a> Visitor<'a> for Called<'_> {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if let Expr::Call(c) = e {
+                let callee = match c.func.as_ref() {
+                    Expr::Name(n) => n.id.as_str(),
+                    Expr::Attribute(a) => a.attr.id.as_str(),
+                    _ => "",
+                };
+                self.found |= callee == self.callee;
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut called = Called {
+        callee: f.name.id.as_str(),
+        found: false,
+    };
+    for s in module.iter() {
+        called.visit_stmt(s);
+    }
+    !called.found
+}
+
 /// The module-level function `name`: its last definition, the one Python calls.
 fn last_def<'m>(module: &'m [Stmt], name: &str) -> Option<&'m ast::StmtFunctionDef> {
     module.iter().rev().find_map(|s| match s {
@@ -2131,6 +2199,22 @@ fn mode_in<'a>(
     sub: Option<&str>,
     at: TextSize,
 ) -> Mode {
+    mode_in_depth(ch, body, name, sub, at, 0)
+}
+
+/// How deep [`mode_in`] follows the modules a submodule is taken from (`blk = enc.block0`
+/// after `enc = model.encoder`): names taken from each other in turns (`a = b.fc; b = a.fc;
+/// ...`) would be followed in exponential time.
+const SUBMODULE_DEPTH: u8 = 3;
+
+fn mode_in_depth<'a>(
+    ch: &Checker,
+    body: &'a [Stmt],
+    name: &'a str,
+    sub: Option<&str>,
+    at: TextSize,
+    depth: u8,
+) -> Mode {
     let mut mode = Mode {
         assigned: false,
         evaluated: false,
@@ -2177,10 +2261,18 @@ fn mode_in<'a>(
                 _ => false,
             };
             if let (true, Expr::Name(t)) = (listed, f.target.as_ref()) {
-                if f.body.iter().any(|b| {
-                    matches!(b, Stmt::Expr(e) if has_eval(&e.value, Receiver::Name(t.id.as_str())))
-                }) {
+                let t = t.id.as_str();
+                if f.body
+                    .iter()
+                    .any(|b| matches!(b, Stmt::Expr(e) if has_eval(&e.value, Receiver::Name(t))))
+                {
                     mode.evaluated = true;
+                } else if f
+                    .body
+                    .iter()
+                    .any(|b| matches!(b, Stmt::Expr(e) if has_train(&e.value, t)))
+                {
+                    mode.evaluated = false;
                 }
             }
         }
@@ -2199,48 +2291,58 @@ fn mode_in<'a>(
                 .iter()
                 .any(|t| matches!(t, Expr::Name(t) if t.id.as_str() == name) || unpacked(t))
             {
-                mode.assigned = true;
+                // `model = model.to(device)`: the same module, moved, in the mode it had; a
+                // parameter stays the callers' to judge.
+                let moved_itself =
+                    matches!(moved(&a.value), Some(Expr::Name(n)) if n.id.as_str() == name);
+                mode.assigned |= !moved_itself;
                 // `encoder = model.encoder` after `model.eval()`: a submodule of a module in
                 // eval mode is in eval mode (or one put in it later, seen below).
-                let submodule_of_evaluated = match a.value.as_ref() {
-                    Expr::Attribute(attr) => match attr.value.as_ref() {
-                        Expr::Name(root) if root.id.as_str() != name => {
-                            mode_in(ch, body, root.id.as_str(), None, s.range().start()).evaluated
-                        }
-                        _ => false,
-                    },
-                    _ => false,
+                let submodule_of_evaluated = |root: &str| {
+                    depth < SUBMODULE_DEPTH
+                        && mode_in_depth(ch, body, root, None, s.range().start(), depth + 1)
+                            .evaluated
                 };
                 // `module = model` after `model.eval()`: another name for a module in eval mode.
                 // Read from the statements before, not followed further (a chain of names
                 // bound to each other in turns would be followed in exponential time).
-                let alias_of_evaluated = match a.value.as_ref() {
-                    Expr::Name(other) if other.id.as_str() != name => {
-                        let other = other.id.as_str();
-                        stmts
-                            .iter()
-                            .filter(|b| b.range().start() < s.range().start())
-                            .any(|b| match b {
-                                Stmt::Expr(e) => {
-                                    has_eval(&e.value, Receiver::Name(other))
-                                        || (chain_evals(&e.value)
-                                            && chain_root(&e.value) == Some(other))
-                                }
-                                Stmt::Assign(x) => {
-                                    matches!(&x.targets[..], [Expr::Name(t)] if t.id.as_str() == other)
-                                        && (chain_evals(&x.value)
-                                            || has_eval(&x.value, Receiver::NameOrCall(other)))
-                                }
-                                _ => false,
-                            })
-                    }
-                    _ => false,
+                let alias_of_evaluated = |other: &str| {
+                    stmts
+                        .iter()
+                        .filter(|b| b.range().start() < s.range().start())
+                        .any(|b| match b {
+                            Stmt::Expr(e) => {
+                                has_eval(&e.value, Receiver::Name(other))
+                                    || (chain_evals(&e.value)
+                                        && chain_root(&e.value) == Some(other))
+                            }
+                            Stmt::Assign(x) => {
+                                matches!(&x.targets[..], [Expr::Name(t)] if t.id.as_str() == other)
+                                    && (chain_evals(&x.value)
+                                        || has_eval(&x.value, Receiver::NameOrCall(other)))
+                            }
+                            _ => false,
+                        })
                 };
+                // What the value is another name for, moved or cast (`net = model.to("cpu")`),
+                // on each side of a conditional expression (`net = model.module if
+                // hasattr(model, "module") else model`): in eval mode when every side is.
+                let mut sources = Vec::new();
+                module_sources(&a.value, &mut sources);
+                let from_evaluated = !sources.is_empty()
+                    && sources.iter().all(|v| match v {
+                        Expr::Name(o) if o.id.as_str() != name => alias_of_evaluated(o.id.as_str()),
+                        Expr::Attribute(ast::ExprAttribute { value, .. }) => matches!(
+                            value.as_ref(),
+                            Expr::Name(r) if r.id.as_str() != name
+                                && submodule_of_evaluated(r.id.as_str())
+                        ),
+                        _ => false,
+                    });
                 let evaluated_now = has_eval(&a.value, Receiver::NameOrCall(name))
                     || chain_evals(&a.value)
                     || helper_evals(ch, &a.value)
-                    || submodule_of_evaluated
-                    || alias_of_evaluated;
+                    || from_evaluated;
                 // `net = train(); check(net)` (which calls `net.eval()`), then `net = Net()`: a
                 // new module, in training mode until put in eval mode itself. Not `model =
                 // model.cuda()` or `model = torch.jit.script(model)`: the same module.
@@ -2294,111 +2396,195 @@ fn mode_in<'a>(
         mode.evaluated |= evals;
     };
     let mut holders: Vec<&str> = Vec::new();
-    walk_mode(ch, body, at, false, &step, &mut mode, &mut holders);
+    // Names bound to the module's own flag (`was_training = model.training`).
+    let flags: Vec<&str> = stmts
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Assign(a) => match (&a.targets[..], a.value.as_ref()) {
+                ([Expr::Name(t)], Expr::Attribute(f))
+                    if f.attr.id.as_str() == "training"
+                        && matches!(f.value.as_ref(), Expr::Name(n) if n.id.as_str() == name) =>
+                {
+                    Some(t.id.as_str())
+                }
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    let walk = Walk {
+        ch,
+        at,
+        name,
+        flags: &flags,
+        step: &step,
+    };
+    walk.walk(body, false, &mut mode, &mut holders);
     mode
 }
 
-/// Runs `step` over the statements of `body` before `at`, as [`collect_reaching`] orders them,
-/// but with the clauses of an `if` (or the arms of a `match`) wholly before `at` as
-/// alternatives: the module is left in training mode after the `if` when it is so after one
-/// clause that can reach `at` (`if args.report: report(model)` evaluates only when asked; `if
-/// cam: net = NetV3() else: net = base` builds a module in training mode in one clause); a
-/// missing `else` (or a `match` with no catch-all arm) is a clause that does nothing. A path on
-/// which the name is not bound here (a parameter replaced in one clause: `if model is None:
-/// model = Net().eval()`) leaves the callers to decide, as before the `if`.
-fn walk_mode<'a>(
-    ch: &Checker,
-    body: &'a [Stmt],
+/// The modules a value is another name for: `model` in `model.to("cpu")`, both sides of `m.module
+/// if hasattr(m, "module") else m`.
+fn module_sources<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
+    match unmoved(e) {
+        Expr::If(x) => {
+            module_sources(&x.body, out);
+            module_sources(&x.orelse, out);
+        }
+        v => out.push(v),
+    }
+}
+
+/// What an `if` with no `else` tests of the module: its own flag (`if model.training:`, `if
+/// was_training:`), so that the missing `else` is a path in eval mode; or whether it is a module
+/// at all (`if isinstance(model, nn.Module):`, `if model is not None:`), so that the missing
+/// `else` never exports it.
+enum Guard {
+    Training,
+    IsModule,
+}
+
+/// The walk of [`mode_in`] over the statements before `at`, with what it needs of the name.
+struct Walk<'w, 'a> {
+    ch: &'w Checker<'w>,
     at: TextSize,
-    in_loop: bool,
-    step: &dyn Fn(&'a Stmt, &mut Mode, &mut Vec<&'a str>),
-    mode: &mut Mode,
-    holders: &mut Vec<&'a str>,
-) {
-    let holds = |b: &[Stmt]| {
-        b.first().is_some_and(|f| f.range().start() <= at)
-            && b.last().is_some_and(|l| at < l.range().end())
-    };
-    for s in body {
-        if s.range().start() >= at {
-            break;
+    name: &'w str,
+    flags: &'w [&'w str],
+    step: &'w dyn Fn(&'a Stmt, &mut Mode, &mut Vec<&'a str>),
+}
+
+impl<'a> Walk<'_, 'a> {
+    fn guard(&self, test: &Expr) -> Option<Guard> {
+        let is_name = |e: &Expr| matches!(e, Expr::Name(n) if n.id.as_str() == self.name);
+        match test {
+            Expr::Attribute(a) if a.attr.id.as_str() == "training" && is_name(&a.value) => {
+                Some(Guard::Training)
+            }
+            Expr::Name(n) if self.flags.contains(&n.id.as_str()) => Some(Guard::Training),
+            Expr::Call(c)
+                if matches!(c.func.as_ref(), Expr::Name(f) if f.id.as_str() == "isinstance")
+                    && c.arguments.args.first().is_some_and(is_name) =>
+            {
+                Some(Guard::IsModule)
+            }
+            Expr::Compare(c)
+                if is_name(&c.left)
+                    && matches!(&c.ops[..], [ast::CmpOp::IsNot])
+                    && matches!(&c.comparators[..], [Expr::NoneLiteral(_)]) =>
+            {
+                Some(Guard::IsModule)
+            }
+            _ => None,
         }
-        step(s, mode, holders);
-        let alternatives: Vec<&'a [Stmt]> = match s {
-            Stmt::If(i) => {
-                let mut clauses: Vec<&'a [Stmt]> = std::iter::once(&i.body[..])
-                    .chain(i.elif_else_clauses.iter().map(|c| &c.body[..]))
-                    .collect();
-                if let Some(b) = clauses.iter().find(|b| holds(b)) {
-                    walk_mode(ch, b, at, in_loop, step, mode, holders);
+    }
+
+    /// Runs `step` over the statements of `body` before `at`, as [`collect_reaching`] orders
+    /// them, but with the clauses of an `if` (or the arms of a `match`) wholly before `at` as
+    /// alternatives: the module is left in training mode after the `if` when it is so after one
+    /// clause that can reach `at` (`if args.report: report(model)` evaluates only when asked;
+    /// `if cam: net = NetV3() else: net = base` builds a module in training mode in one clause);
+    /// a missing `else` (or a `match` with no catch-all arm) is a clause that does nothing,
+    /// except after a test of the module's own flag (`if model.training: model.eval()`: the
+    /// missing `else` is in eval mode) or of its being a module (`if isinstance(model,
+    /// nn.Module): model.eval()`). A path on which the name is not bound here (a parameter
+    /// replaced in one clause: `if model is None: model = Net().eval()`) leaves the callers to
+    /// decide, as before the `if`.
+    fn walk(&self, body: &'a [Stmt], in_loop: bool, mode: &mut Mode, holders: &mut Vec<&'a str>) {
+        let at = self.at;
+        let holds = |b: &[Stmt]| {
+            b.first().is_some_and(|f| f.range().start() <= at)
+                && b.last().is_some_and(|l| at < l.range().end())
+        };
+        for s in body {
+            if s.range().start() >= at {
+                break;
+            }
+            (self.step)(s, mode, holders);
+            // The clauses, and whether a missing `else` is a path in eval mode.
+            let (alternatives, else_in_eval): (Vec<&'a [Stmt]>, bool) = match s {
+                Stmt::If(i) => {
+                    let mut clauses: Vec<&'a [Stmt]> = std::iter::once(&i.body[..])
+                        .chain(i.elif_else_clauses.iter().map(|c| &c.body[..]))
+                        .collect();
+                    if let Some(b) = clauses.iter().find(|b| holds(b)) {
+                        self.walk(b, in_loop, mode, holders);
+                        continue;
+                    }
+                    let mut else_in_eval = false;
+                    if i.elif_else_clauses.last().is_none_or(|c| c.test.is_some()) {
+                        match (i.elif_else_clauses.is_empty(), self.guard(&i.test)) {
+                            (true, Some(Guard::IsModule)) => {}
+                            (true, Some(Guard::Training)) => {
+                                else_in_eval = true;
+                                clauses.push(&[]);
+                            }
+                            _ => clauses.push(&[]),
+                        }
+                    }
+                    (clauses, else_in_eval)
+                }
+                Stmt::Match(m) => {
+                    if let Some(c) = m.cases.iter().find(|c| holds(&c.body)) {
+                        self.walk(&c.body, in_loop, mode, holders);
+                        continue;
+                    }
+                    let mut arms: Vec<&'a [Stmt]> = m.cases.iter().map(|c| &c.body[..]).collect();
+                    if !m
+                        .cases
+                        .iter()
+                        .any(|c| c.guard.is_none() && c.pattern.is_irrefutable())
+                    {
+                        arms.push(&[]);
+                    }
+                    (arms, false)
+                }
+                Stmt::With(w) => {
+                    self.walk(&w.body, in_loop, mode, holders);
                     continue;
                 }
-                if i.elif_else_clauses.last().is_none_or(|c| c.test.is_some()) {
-                    clauses.push(&[]);
-                }
-                clauses
-            }
-            Stmt::Match(m) => {
-                if let Some(c) = m.cases.iter().find(|c| holds(&c.body)) {
-                    walk_mode(ch, &c.body, at, in_loop, step, mode, holders);
+                Stmt::Try(t) => {
+                    for b in [&t.body, &t.orelse, &t.finalbody] {
+                        self.walk(b, in_loop, mode, holders);
+                    }
                     continue;
                 }
-                let mut arms: Vec<&'a [Stmt]> = m.cases.iter().map(|c| &c.body[..]).collect();
-                if !m
-                    .cases
-                    .iter()
-                    .any(|c| c.guard.is_none() && c.pattern.is_irrefutable())
-                {
-                    arms.push(&[]);
+                // A loop's body, read once; within the body that holds `at`, a clause that ends
+                // the iteration (`continue`, `break`) does not reach it.
+                Stmt::For(ast::StmtFor { body: b, .. })
+                | Stmt::While(ast::StmtWhile { body: b, .. }) => {
+                    self.walk(b, holds(b), mode, holders);
+                    continue;
                 }
-                arms
-            }
-            Stmt::With(w) => {
-                walk_mode(ch, &w.body, at, in_loop, step, mode, holders);
-                continue;
-            }
-            Stmt::Try(t) => {
-                for b in [&t.body, &t.orelse, &t.finalbody] {
-                    walk_mode(ch, b, at, in_loop, step, mode, holders);
-                }
-                continue;
-            }
-            // A loop's body, read once; within the body that holds `at`, a clause that ends the
-            // iteration (`continue`, `break`) does not reach it.
-            Stmt::For(ast::StmtFor { body: b, .. })
-            | Stmt::While(ast::StmtWhile { body: b, .. }) => {
-                walk_mode(ch, b, at, holds(b), step, mode, holders);
-                continue;
-            }
-            _ => continue,
-        };
-        let before = Mode {
-            assigned: mode.assigned,
-            evaluated: mode.evaluated,
-        };
-        let mut ends: Vec<Mode> = Vec::new();
-        for b in alternatives {
-            if leaves_function(ch, b) || (in_loop && ends_iteration(b)) {
-                continue;
-            }
-            let mut m = Mode {
-                assigned: before.assigned,
-                evaluated: before.evaluated,
+                _ => continue,
             };
-            walk_mode(ch, b, at, in_loop, step, &mut m, holders);
-            ends.push(m);
-        }
-        if ends.is_empty() {
-            continue;
-        }
-        // Judged per path: one that binds the name here and leaves it in training mode decides;
-        // otherwise the name is bound here only when every path binds it.
-        if ends.iter().any(|m| m.assigned && !m.evaluated) {
-            mode.assigned = true;
-            mode.evaluated = false;
-        } else {
-            mode.assigned = ends.iter().all(|m| m.assigned);
-            mode.evaluated = ends.iter().all(|m| m.evaluated);
+            let before = Mode {
+                assigned: mode.assigned,
+                evaluated: mode.evaluated,
+            };
+            let mut ends: Vec<Mode> = Vec::new();
+            for b in alternatives {
+                if leaves_function(self.ch, b) || (in_loop && ends_iteration(b)) {
+                    continue;
+                }
+                let mut m = Mode {
+                    assigned: before.assigned,
+                    evaluated: before.evaluated || (else_in_eval && b.is_empty()),
+                };
+                self.walk(b, in_loop, &mut m, holders);
+                ends.push(m);
+            }
+            if ends.is_empty() {
+                continue;
+            }
+            // Judged per path: one that binds the name here and leaves it in training mode
+            // decides; otherwise the name is bound here only when every path binds it.
+            if ends.iter().any(|m| m.assigned && !m.evaluated) {
+                mode.assigned = true;
+                mode.evaluated = false;
+            } else {
+                mode.assigned = ends.iter().all(|m| m.assigned);
+                mode.evaluated = ends.iter().all(|m| m.evaluated);
+            }
         }
     }
 }
@@ -2427,7 +2613,7 @@ fn leaves_function(ch: &Checker, body: &[Stmt]) -> bool {
         Some(Stmt::Expr(e)) => match e.value.as_ref() {
             Expr::Call(c) => match c.func.as_ref() {
                 Expr::Attribute(a) => {
-                    a.attr.id.as_str() == "error"
+                    matches!(a.attr.id.as_str(), "error" | "exit")
                         && matches!(a.value.as_ref(), Expr::Name(n)
                             if n.id.contains("parser") || matches!(n.id.as_str(), "ap" | "p"))
                 }
@@ -2445,15 +2631,41 @@ fn leaves_function(ch: &Checker, body: &[Stmt]) -> bool {
     }
 }
 
-/// Whether a function's body never returns to its caller: it ends in `raise` or an exit, on
-/// every way through its last statement (a `return` hands back control, unlike in a clause).
+/// Whether a function's body never returns to its caller: it has no `return` (which hands back
+/// control, unlike in a clause; `if ok: return` before a final `raise` returns) and ends in
+/// `raise` or an exit, on every way through its last statement.
 fn never_returns(body: &[Stmt]) -> bool {
+    fn returns(body: &[Stmt]) -> bool {
+        body.iter().any(|s| match s {
+            Stmt::Return(_) => true,
+            Stmt::If(i) => returns(&i.body) || i.elif_else_clauses.iter().any(|c| returns(&c.body)),
+            Stmt::For(f) => returns(&f.body) || returns(&f.orelse),
+            Stmt::While(w) => returns(&w.body) || returns(&w.orelse),
+            Stmt::With(w) => returns(&w.body),
+            Stmt::Try(t) => {
+                returns(&t.body)
+                    || returns(&t.orelse)
+                    || returns(&t.finalbody)
+                    || t.handlers.iter().any(|h| match h {
+                        ast::ExceptHandler::ExceptHandler(h) => returns(&h.body),
+                    })
+            }
+            Stmt::Match(m) => m.cases.iter().any(|c| returns(&c.body)),
+            _ => false,
+        })
+    }
+    !returns(body) && ends_without_return(body)
+}
+
+fn ends_without_return(body: &[Stmt]) -> bool {
     match body.last() {
         Some(Stmt::Return(_)) => false,
         Some(Stmt::If(i)) => {
             i.elif_else_clauses.last().is_some_and(|c| c.test.is_none())
-                && never_returns(&i.body)
-                && i.elif_else_clauses.iter().all(|c| never_returns(&c.body))
+                && ends_without_return(&i.body)
+                && i.elif_else_clauses
+                    .iter()
+                    .all(|c| ends_without_return(&c.body))
         }
         _ => leaves(body),
     }

@@ -3,10 +3,12 @@
 //! index is a comparison, an inverted or combined mask, a name the function also hands over as
 //! a padding mask (`key_padding_mask=pad`), or a local bound to one (also a loop's
 //! target over a list of masks: `for m in [p > t for t in ts]: x[m] = v`, or a parameter a
-//! caller fills with a mask or a slice of one (`fill(x, miss[..., 0])`), also in a subclass's
+//! caller fills with a mask or a slice of one (`fill(x, miss[..., 0])`, of a parameter named a
+//! mask too: `fill(x, mask[..., 0])`), also in a subclass's
 //! override of the method called, or a Boolean
 //! buffer of the module: `self.register_buffer("dead", torch.zeros(n, dtype=torch.bool))`, or
-//! one registered from a parameter named for a mask (`register_buffer("land", land_mask)`), also
+//! one registered from a parameter named for a mask (`register_buffer("land", land_mask)`, also
+//! through `torch.from_numpy` or `torch.as_tensor`; not a `channel_bitmask` of integer flags), also
 //! through a method that keeps the dtype or a negation
 //! (`torch.ones(n, n, dtype=torch.bool).triu(1)`, `~keep`), or a list of Python comparisons (`torch.tensor([h < OPEN for h in range(N)])`), one a
 //! helper named for a mask builds, indexed here or handed to a helper of this or another file,
