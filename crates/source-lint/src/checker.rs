@@ -1159,6 +1159,19 @@ impl<'a> Checker<'a> {
                     {
                         return true;
                     }
+                    // `StakeNet.forward(s, img, lengths)`: a parent class's `forward` called
+                    // unbound on the module, as `super().forward(img, lengths)` is.
+                    if m == "forward"
+                        && matches!(recv, Expr::Name(n) if n.id.starts_with(|ch: char| ch.is_ascii_uppercase()))
+                        && matches!(c.arguments.args.first(), Some(Expr::Name(_)))
+                        && c.arguments
+                            .args
+                            .iter()
+                            .skip(1)
+                            .any(|a| self.is_tensor(a) || a.is_starred_expr())
+                    {
+                        return true;
+                    }
                     if is_self(recv)
                         && self.classes.last().is_some_and(|class| {
                             self.returns_tensor

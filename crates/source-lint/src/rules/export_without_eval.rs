@@ -2276,25 +2276,34 @@ fn mode_in_depth<'a>(
                 }
             }
         }
-        if let Stmt::Assign(a) = s {
+        // `model = Net()`, also annotated: `model: Net = NetHiRes() if hires else Net()`.
+        let assignment: Option<(&'a [Expr], &'a Expr)> = match s {
+            Stmt::Assign(a) => Some((&a.targets[..], a.value.as_ref())),
+            Stmt::AnnAssign(a) => a
+                .value
+                .as_deref()
+                .map(|v| (std::slice::from_ref(a.target.as_ref()), v)),
+            _ => None,
+        };
+        if let Some((targets, value)) = assignment {
             // `model, meta = load_perfume(ckpt)`: bound by unpacking a helper's result too.
             let unpacked = |t: &Expr| match t {
                 Expr::Tuple(ast::ExprTuple { elts, .. })
                 | Expr::List(ast::ExprList { elts, .. }) => {
                     elts.iter()
                         .any(|e| matches!(e, Expr::Name(n) if n.id.as_str() == name))
-                        && matches!(a.value.as_ref(), Expr::Call(_))
+                        && matches!(value, Expr::Call(_))
                 }
                 _ => false,
             };
-            if a.targets
+            if targets
                 .iter()
                 .any(|t| matches!(t, Expr::Name(t) if t.id.as_str() == name) || unpacked(t))
             {
                 // `model = model.to(device)`: the same module, moved, in the mode it had; a
                 // parameter stays the callers' to judge.
                 let moved_itself =
-                    matches!(moved(&a.value), Some(Expr::Name(n)) if n.id.as_str() == name);
+                    matches!(moved(value), Some(Expr::Name(n)) if n.id.as_str() == name);
                 mode.assigned |= !moved_itself;
                 // `encoder = model.encoder` after `model.eval()`: a submodule of a module in
                 // eval mode is in eval mode (or one put in it later, seen below).
@@ -2328,7 +2337,7 @@ fn mode_in_depth<'a>(
                 // on each side of a conditional expression (`net = model.module if
                 // hasattr(model, "module") else model`): in eval mode when every side is.
                 let mut sources = Vec::new();
-                module_sources(&a.value, &mut sources);
+                module_sources(value, &mut sources);
                 let from_evaluated = !sources.is_empty()
                     && sources.iter().all(|v| match v {
                         Expr::Name(o) if o.id.as_str() != name => alias_of_evaluated(o.id.as_str()),
@@ -2339,9 +2348,9 @@ fn mode_in_depth<'a>(
                         ),
                         _ => false,
                     });
-                let evaluated_now = has_eval(&a.value, Receiver::NameOrCall(name))
-                    || chain_evals(&a.value)
-                    || helper_evals(ch, &a.value)
+                let evaluated_now = has_eval(value, Receiver::NameOrCall(name))
+                    || chain_evals(value)
+                    || helper_evals(ch, value)
                     || from_evaluated;
                 // `net = train(); check(net)` (which calls `net.eval()`), then `net = Net()`: a
                 // new module, in training mode until put in eval mode itself. Not `model =
@@ -2349,10 +2358,10 @@ fn mode_in_depth<'a>(
                 // Only a module built anew (`Net()`, not `ema`, `get_model()`, a trace or a
                 // copy of it) is known to be another, in training mode.
                 let constructed = |e: &Expr| matches!(e, Expr::Call(c) if is_constructor(c));
-                let built_anew = (constructed(&a.value) || constructed(chain_start(&a.value)))
-                    && !mentions(&a.value, &[name.to_string()]);
+                let built_anew = (constructed(value) || constructed(chain_start(value)))
+                    && !mentions(value, &[name.to_string()]);
                 mode.evaluated = evaluated_now
-                    || (!built_anew && mode.evaluated && !helper_trains(ch, &a.value, name));
+                    || (!built_anew && mode.evaluated && !helper_trains(ch, value, name));
                 return;
             }
         }
