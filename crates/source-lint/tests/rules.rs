@@ -590,6 +590,9 @@ const CORPUS_DIRS: &[&str] = &[
     "seedbanks",
     "windtunnels",
     "rugweaving",
+    "hedgelaying",
+    "vineyards",
+    "stonequarries",
 ];
 
 #[test]
