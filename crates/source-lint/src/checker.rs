@@ -54,6 +54,10 @@ pub struct Facts {
     /// (ODL017): another file importing one by name decides its mode.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exported_globals: Vec<String>,
+    /// Functions of this file that move their parameter and export it with nothing in the file
+    /// using them (ODL017): another file importing one by name is a caller.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preparing_exporters: Vec<String>,
 }
 
 impl Facts {
@@ -64,6 +68,7 @@ impl Facts {
             && self.kwargs_opsets.is_empty()
             && self.imports.is_empty()
             && self.exported_globals.is_empty()
+            && self.preparing_exporters.is_empty()
             && !self.defines_models
     }
 }
@@ -1159,10 +1164,16 @@ impl<'a> Checker<'a> {
                     {
                         return true;
                     }
-                    // `StakeNet.forward(s, img, lengths)`: a parent class's `forward` called
-                    // unbound on the module, as `super().forward(img, lengths)` is.
+                    // `StakeNet.forward(s, img, lengths)` in a subclass of `StakeNet`: the parent
+                    // class's `forward` called unbound on the module, as `super().forward(img,
+                    // lengths)` is.
                     if m == "forward"
-                        && matches!(recv, Expr::Name(n) if n.id.starts_with(|ch: char| ch.is_ascii_uppercase()))
+                        && matches!(recv, Expr::Name(n) if self.classes.last().is_some_and(|class| {
+                            lineage(&self.class_bases, class)
+                                .iter()
+                                .skip(1)
+                                .any(|c| *c == n.id.as_str())
+                        }))
                         && matches!(c.arguments.args.first(), Some(Expr::Name(_)))
                         && c.arguments
                             .args

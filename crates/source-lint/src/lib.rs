@@ -1489,9 +1489,16 @@ fn lint_on_pool(
         .filter_map(|r| r.as_ref().ok())
         .flat_map(|t| t.lint.facts.exported_globals.iter().map(String::as_str))
         .collect();
+    // Functions that move and export their parameter (ODL017): imported by name elsewhere, they
+    // have callers there.
+    let preparing: crate::HashSet<&str> = read
+        .iter()
+        .filter_map(|r| r.as_ref().ok())
+        .flat_map(|t| t.lint.facts.preparing_exporters.iter().map(String::as_str))
+        .collect();
     for (j, r) in read.iter().enumerate() {
         let Ok(r) = r else { continue };
-        if exported_globals.is_empty() {
+        if exported_globals.is_empty() && preparing.is_empty() {
             break;
         }
         for imp in &r.lint.imports {
@@ -1509,7 +1516,7 @@ fn lint_on_pool(
             let Some((parent, name)) = imp.module.rsplit_once('.') else {
                 continue;
             };
-            if !exported_globals.contains(name) {
+            if !exported_globals.contains(name) && !preparing.contains(name) {
                 continue;
             }
             let from = checker::ImportedCall {
@@ -1519,9 +1526,10 @@ fn lint_on_pool(
                 callee: String::new(),
             };
             for i in resolve(j, &from) {
-                let exported = read[i]
-                    .as_ref()
-                    .is_ok_and(|t| t.lint.facts.exported_globals.iter().any(|g| g == name));
+                let exported = read[i].as_ref().is_ok_and(|t| {
+                    t.lint.facts.exported_globals.iter().any(|g| g == name)
+                        || t.lint.facts.preparing_exporters.iter().any(|g| g == name)
+                });
                 if i != j && exported {
                     extra[i].imported_elsewhere.insert(name.to_string());
                 }

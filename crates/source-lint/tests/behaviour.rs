@@ -1961,3 +1961,23 @@ fn helpers_of_a_module_without_forward_are_model_code_where_another_file_calls_t
         vec![("mixer.py".to_string(), 5)]
     );
 }
+
+#[test]
+fn a_preparing_exporter_imported_by_another_file_has_callers_there() {
+    // `def export_release(model, path): model = model.cpu(); torch.onnx.export(model, ...)` with
+    // nothing in its file using it is judged as a module of its own; imported by name into a
+    // file that calls it after `net.eval()`, the callers decide.
+    let exporter = (
+        "exporter.py",
+        "import torch\n\ndef export_release(model, path):\n    model = model.cpu()\n    torch.onnx.export(model, (torch.zeros(1, 3),), path)\n",
+    );
+    let main = (
+        "main.py",
+        "import torch.nn as nn\nfrom exporter import export_release\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return x\n\ndef main():\n    net = Net()\n    net.eval()\n    export_release(net, 'net.onnx')\n",
+    );
+    assert_eq!(
+        project_findings(&[exporter], "ODL017"),
+        vec![("exporter.py".to_string(), 5)]
+    );
+    assert!(project_findings(&[exporter, main], "ODL017").is_empty());
+}

@@ -726,7 +726,18 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         // `def export_for_det(model, path): model = model.cpu(); torch.onnx.export(model, ...)`
         // with no caller in the file: the function prepares the module for export itself and
         // leaves out `.eval()`, judged as a module of its own (with callers, they decide).
-        if sub.is_some() || !prepared_without_callers(ch, name, call.range().start()) {
+        let Some(function) = sub
+            .is_none()
+            .then(|| prepared_without_callers(ch, name, call.range().start()))
+            .flatten()
+        else {
+            return;
+        };
+        // Another file that imports the function is a caller too (learnt on a second pass).
+        if !ch.facts.preparing_exporters.contains(&function) {
+            ch.facts.preparing_exporters.push(function.clone());
+        }
+        if ch.imported_elsewhere(&function) {
             return;
         }
     }
@@ -2103,50 +2114,42 @@ fn caller_without_eval(ch: &Checker, name: &str) -> Option<(String, String)> {
     None
 }
 
-/// Whether the function being checked moves or casts its parameter `name` in its own body,
-/// unconditionally, before `at` (`model = model.cpu()`), and nothing in the file calls it.
-fn prepared_without_callers(ch: &Checker, name: &str, at: TextSize) -> bool {
-    let (Some(module), Some(body)) = (ch.bodies.first(), ch.bodies.last()) else {
-        return false;
-    };
-    let Some(f) = crate::checker::functions_and_methods(module)
+/// The function being checked, when it moves or casts its parameter `name` in its own body,
+/// unconditionally, before `at` (`model = model.cpu()`), and nothing in the file uses it.
+fn prepared_without_callers(ch: &Checker, name: &str, at: TextSize) -> Option<String> {
+    let module = ch.bodies.first()?;
+    let body = ch.bodies.last()?;
+    let f = crate::checker::functions_and_methods(module)
         .map(|(_, f)| f)
-        .find(|f| std::ptr::eq(f.body.as_ptr(), body.as_ptr()))
-    else {
-        return false;
-    };
+        .find(|f| std::ptr::eq(f.body.as_ptr(), body.as_ptr()))?;
     let moved_here = body.iter().take_while(|s| s.range().end() <= at).any(|s| {
         matches!(s, Stmt::Assign(a) if matches!(&a.targets[..], [Expr::Name(t)] if t.id.as_str() == name)
             && matches!(moved(&a.value), Some(Expr::Name(n)) if n.id.as_str() == name))
     });
     if !moved_here {
-        return false;
+        return None;
     }
-    struct Called<'n> {
-        callee: &'n str,
+    // Used anywhere as a value (called, put in a table of exporters, wrapped in a partial): it
+    // has callers.
+    struct Used<'n> {
+        name: &'n str,
         found: bool,
     }
-    impl<'a> Visitor<'a> for Called<'_> {
+    impl<'a> Visitor<'a> for Used<'_> {
         fn visit_expr(&mut self, e: &'a Expr) {
-            if let Expr::Call(c) = e {
-                let callee = match c.func.as_ref() {
-                    Expr::Name(n) => n.id.as_str(),
-                    Expr::Attribute(a) => a.attr.id.as_str(),
-                    _ => "",
-                };
-                self.found |= callee == self.callee;
-            }
+            self.found |= matches!(e, Expr::Name(n) if n.id.as_str() == self.name);
             visitor::walk_expr(self, e);
         }
     }
-    let mut called = Called {
-        callee: f.name.id.as_str(),
+    let name_of_fn = f.name.id.as_str();
+    let mut used = Used {
+        name: name_of_fn,
         found: false,
     };
     for s in module.iter() {
-        called.visit_stmt(s);
+        used.visit_stmt(s);
     }
-    !called.found
+    (!used.found).then(|| name_of_fn.to_string())
 }
 
 /// The module-level function `name`: its last definition, the one Python calls.
@@ -2199,13 +2202,24 @@ fn mode_in<'a>(
     sub: Option<&str>,
     at: TextSize,
 ) -> Mode {
-    mode_in_depth(ch, body, name, sub, at, 0)
+    mode_in_depth(
+        ch,
+        body,
+        name,
+        sub,
+        at,
+        0,
+        &std::cell::Cell::new(SUBMODULE_WALKS),
+    )
 }
 
 /// How deep [`mode_in`] follows the modules a submodule is taken from (`blk = enc.block0`
 /// after `enc = model.encoder`): names taken from each other in turns (`a = b.fc; b = a.fc;
 /// ...`) would be followed in exponential time.
 const SUBMODULE_DEPTH: u8 = 3;
+/// How many such walks one question may take in all: three deep, a long chain of names taken in
+/// turns would still cost the cube of its length.
+const SUBMODULE_WALKS: u32 = 64;
 
 fn mode_in_depth<'a>(
     ch: &Checker,
@@ -2214,6 +2228,7 @@ fn mode_in_depth<'a>(
     sub: Option<&str>,
     at: TextSize,
     depth: u8,
+    walks: &std::cell::Cell<u32>,
 ) -> Mode {
     let mut mode = Mode {
         assigned: false,
@@ -2308,9 +2323,12 @@ fn mode_in_depth<'a>(
                 // `encoder = model.encoder` after `model.eval()`: a submodule of a module in
                 // eval mode is in eval mode (or one put in it later, seen below).
                 let submodule_of_evaluated = |root: &str| {
-                    depth < SUBMODULE_DEPTH
-                        && mode_in_depth(ch, body, root, None, s.range().start(), depth + 1)
-                            .evaluated
+                    if depth >= SUBMODULE_DEPTH || walks.get() == 0 {
+                        return false;
+                    }
+                    walks.set(walks.get() - 1);
+                    mode_in_depth(ch, body, root, None, s.range().start(), depth + 1, walks)
+                        .evaluated
                 };
                 // `module = model` after `model.eval()`: another name for a module in eval mode.
                 // Read from the statements before, not followed further (a chain of names
@@ -2470,9 +2488,13 @@ impl<'a> Walk<'_, 'a> {
                 Some(Guard::Training)
             }
             Expr::Name(n) if self.flags.contains(&n.id.as_str()) => Some(Guard::Training),
+            // `isinstance(model, nn.Module)` (not `isinstance(model, str)`, a path or a module,
+            // nor `nn.DataParallel`, a module either way).
             Expr::Call(c)
                 if matches!(c.func.as_ref(), Expr::Name(f) if f.id.as_str() == "isinstance")
-                    && c.arguments.args.first().is_some_and(is_name) =>
+                    && c.arguments.args.first().is_some_and(is_name)
+                    && (matches!(c.arguments.args.get(1), Some(Expr::Name(t)) if t.id.as_str() == "Module")
+                        || matches!(c.arguments.args.get(1), Some(Expr::Attribute(t)) if t.attr.id.as_str() == "Module")) =>
             {
                 Some(Guard::IsModule)
             }
