@@ -593,6 +593,9 @@ const CORPUS_DIRS: &[&str] = &[
     "hedgelaying",
     "vineyards",
     "stonequarries",
+    "bindery",
+    "glasshouses",
+    "trackcycling",
 ];
 
 #[test]
