@@ -7359,7 +7359,9 @@ fn mask_named_parameter(class_body: &[Stmt], value: &Expr) -> bool {
 /// `mask_token`, `mask_idx`) nor a bit set (`channel_bitmask`, integer flags).
 fn ends_in_mask(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
-    (n.ends_with("mask") || n.ends_with("masks")) && !n.contains("bitmask")
+    (n.ends_with("mask") || n.ends_with("masks"))
+        && !n.contains("bitmask")
+        && !n.contains("bit_mask")
 }
 
 /// Whether a method of a class body binds `name` (as a parameter or a local).

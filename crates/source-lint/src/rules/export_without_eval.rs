@@ -23,7 +23,8 @@
 //! Net().eval()`) is left to the callers on the other path, and one moved or cast (`if device:
 //! model = model.to(device)`) stays theirs on every path. Another name for a module in eval mode
 //! is in eval mode, also moved or cast (`cpu = model.to("cpu")`) or unwrapped (`net =
-//! model.module if hasattr(model, "module") else model`). The
+//! model.module if hasattr(model, "module") else model`, `getattr(model, "module", model)`), and so
+//! is a part of it (`model.module.fc`, `model.blocks[1]`). The
 //! exporter may be imported under another name (`from torch.onnx import export as onnx_export`)
 //! or called through a `functools.partial` of it, and Lightning's `model.to_onnx(path, sample)`
 //! is an export too (it does not switch modes).
@@ -2359,11 +2360,17 @@ fn mode_in_depth<'a>(
                 let from_evaluated = !sources.is_empty()
                     && sources.iter().all(|v| match v {
                         Expr::Name(o) if o.id.as_str() != name => alias_of_evaluated(o.id.as_str()),
-                        Expr::Attribute(ast::ExprAttribute { value, .. }) => matches!(
-                            value.as_ref(),
-                            Expr::Name(r) if r.id.as_str() != name
-                                && submodule_of_evaluated(r.id.as_str())
-                        ),
+                        // `model.backbone`, `model.module.backbone`, `model.heads[1]`.
+                        Expr::Attribute(_) | Expr::Subscript(_) => {
+                            let mut root = *v;
+                            while let Expr::Attribute(ast::ExprAttribute { value, .. })
+                            | Expr::Subscript(ast::ExprSubscript { value, .. }) = root
+                            {
+                                root = value.as_ref();
+                            }
+                            matches!(root, Expr::Name(r) if r.id.as_str() != name
+                                && submodule_of_evaluated(r.id.as_str()))
+                        }
                         _ => false,
                     });
                 let evaluated_now = has_eval(value, Receiver::NameOrCall(name))
@@ -2457,6 +2464,15 @@ fn module_sources<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
         Expr::If(x) => {
             module_sources(&x.body, out);
             module_sources(&x.orelse, out);
+        }
+        // `getattr(model, "module", model)`: a submodule of `model`, or the default.
+        Expr::Call(c)
+            if matches!(c.func.as_ref(), Expr::Name(f) if f.id.as_str() == "getattr")
+                && c.arguments.args.len() == 3
+                && c.arguments.keywords.is_empty() =>
+        {
+            out.push(&c.arguments.args[0]);
+            module_sources(&c.arguments.args[2], out);
         }
         v => out.push(v),
     }

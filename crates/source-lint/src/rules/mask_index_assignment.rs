@@ -8,7 +8,7 @@
 //! override of the method called, or a Boolean
 //! buffer of the module: `self.register_buffer("dead", torch.zeros(n, dtype=torch.bool))`, or
 //! one registered from a parameter named for a mask (`register_buffer("land", land_mask)`, also
-//! through `torch.from_numpy` or `torch.as_tensor`; not a `channel_bitmask` of integer flags), also
+//! through `torch.from_numpy` or `torch.as_tensor`; not a `channel_bitmask` or `bit_mask` of integer flags), also
 //! through a method that keeps the dtype or a negation
 //! (`torch.ones(n, n, dtype=torch.bool).triu(1)`, `~keep`), or a list of Python comparisons (`torch.tensor([h < OPEN for h in range(N)])`), one a
 //! helper named for a mask builds, indexed here or handed to a helper of this or another file,
