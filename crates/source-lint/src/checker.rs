@@ -868,16 +868,16 @@ impl<'a> Checker<'a> {
         self.fns.last().is_some_and(|f| f.in_model)
     }
 
-    /// Inside a function that is not model code and does not build modules (not `__init__`),
-    /// in a file that has model code: data, training, loss and evaluation code beside a model,
-    /// where export hazards do not apply. (In a file of helpers alone nothing says which of
-    /// them a model uses, so none is side code.)
     /// Whether the visitor is in a branch of model code that export does not take (`if
     /// self.training:`, `if not torch.onnx.is_in_onnx_export():`).
     pub fn in_guarded_branch(&self) -> bool {
         self.fns.last().is_some_and(|f| f.guarded > 0)
     }
 
+    /// Inside a function that is not model code and does not build modules (not `__init__`),
+    /// in a file that has model code: data, training, loss and evaluation code beside a model,
+    /// where export hazards do not apply. (In a file of helpers alone nothing says which of
+    /// them a model uses, so none is side code.)
     pub fn in_side_code(&self) -> bool {
         !self.model_fns.is_empty()
             && self.fns.len() > 1

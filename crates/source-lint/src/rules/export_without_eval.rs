@@ -1704,10 +1704,7 @@ impl<'c> ModeContext<'c> {
         trained: &mut bool,
     ) {
         use crate::checker::self_attr;
-        let holds = |b: &[Stmt]| {
-            b.first().is_some_and(|f| f.range().start() <= at)
-                && b.last().is_some_and(|l| at < l.range().end())
-        };
+        let holds = |b: &[Stmt]| holds_offset(b, at);
         for s in body {
             if s.range().start() >= at {
                 break;
@@ -2538,10 +2535,7 @@ impl<'a> Walk<'_, 'a> {
     /// decide, as before the `if`.
     fn walk(&self, body: &'a [Stmt], in_loop: bool, mode: &mut Mode, holders: &mut Vec<&'a str>) {
         let at = self.at;
-        let holds = |b: &[Stmt]| {
-            b.first().is_some_and(|f| f.range().start() <= at)
-                && b.last().is_some_and(|l| at < l.range().end())
-        };
+        let holds = |b: &[Stmt]| holds_offset(b, at);
         for s in body {
             if s.range().start() >= at {
                 break;
@@ -2732,6 +2726,13 @@ fn ends_iteration(body: &[Stmt]) -> bool {
     }
 }
 
+/// Whether a block holds offset `at` (a statement of it starts at or before `at`, and `at` comes
+/// before the block's end).
+fn holds_offset(b: &[Stmt], at: TextSize) -> bool {
+    b.first().is_some_and(|f| f.range().start() <= at)
+        && b.last().is_some_and(|l| at < l.range().end())
+}
+
 /// The statements of a body and of its nested blocks (not nested functions), in order, that can
 /// run on the way to offset `at`: of an `if`/`elif`/`else` holding `at`, only the clause that
 /// holds it (`if cmd == "eval": evaluate(m) else: export(m)` never evaluates before exporting).
@@ -2752,10 +2753,7 @@ fn collect_to<'s>(body: &'s [Stmt], at: TextSize, out: &mut Vec<&'s Stmt>, reach
         out.push(s);
         match s {
             Stmt::If(i) => {
-                let holds = |b: &[Stmt]| {
-                    b.first().is_some_and(|f| f.range().start() <= at)
-                        && b.last().is_some_and(|l| at < l.range().end())
-                };
+                let holds = |b: &[Stmt]| holds_offset(b, at);
                 let clauses = std::iter::once(&i.body[..])
                     .chain(i.elif_else_clauses.iter().map(|c| &c.body[..]));
                 match clauses.clone().find(|b| holds(b)) {
@@ -2769,10 +2767,7 @@ fn collect_to<'s>(body: &'s [Stmt], at: TextSize, out: &mut Vec<&'s Stmt>, reach
             // `match args.cmd: case "export": ...`: the arms are alternatives, as an `if`'s
             // clauses are.
             Stmt::Match(m) => {
-                let holds = |b: &[Stmt]| {
-                    b.first().is_some_and(|f| f.range().start() <= at)
-                        && b.last().is_some_and(|l| at < l.range().end())
-                };
+                let holds = |b: &[Stmt]| holds_offset(b, at);
                 match m.cases.iter().find(|c| holds(&c.body)) {
                     Some(c) => collect(&c.body, out),
                     None => m.cases.iter().for_each(|c| collect(&c.body, out)),
