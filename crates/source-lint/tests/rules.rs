@@ -596,6 +596,9 @@ const CORPUS_DIRS: &[&str] = &[
     "bindery",
     "glasshouses",
     "trackcycling",
+    "mints",
+    "compostsites",
+    "watermills",
 ];
 
 #[test]
