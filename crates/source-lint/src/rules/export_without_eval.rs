@@ -2673,43 +2673,12 @@ fn leaves_function(ch: &Checker, body: &[Stmt]) -> bool {
 }
 
 /// Whether a function's body never returns to its caller: it has no `return` (which hands back
-/// control, unlike in a clause; `if ok: return` before a final `raise` returns) and ends in
-/// `raise` or an exit, on every way through its last statement.
+/// control, unlike in a clause; `if ok: return` before a final `raise` returns) and [`leaves`]
+/// through `raise` or an exit, on every way through its last statement.
 fn never_returns(body: &[Stmt]) -> bool {
-    fn returns(body: &[Stmt]) -> bool {
-        body.iter().any(|s| match s {
-            Stmt::Return(_) => true,
-            Stmt::If(i) => returns(&i.body) || i.elif_else_clauses.iter().any(|c| returns(&c.body)),
-            Stmt::For(f) => returns(&f.body) || returns(&f.orelse),
-            Stmt::While(w) => returns(&w.body) || returns(&w.orelse),
-            Stmt::With(w) => returns(&w.body),
-            Stmt::Try(t) => {
-                returns(&t.body)
-                    || returns(&t.orelse)
-                    || returns(&t.finalbody)
-                    || t.handlers.iter().any(|h| match h {
-                        ast::ExceptHandler::ExceptHandler(h) => returns(&h.body),
-                    })
-            }
-            Stmt::Match(m) => m.cases.iter().any(|c| returns(&c.body)),
-            _ => false,
-        })
-    }
-    !returns(body) && ends_without_return(body)
-}
-
-fn ends_without_return(body: &[Stmt]) -> bool {
-    match body.last() {
-        Some(Stmt::Return(_)) => false,
-        Some(Stmt::If(i)) => {
-            i.elif_else_clauses.last().is_some_and(|c| c.test.is_none())
-                && ends_without_return(&i.body)
-                && i.elif_else_clauses
-                    .iter()
-                    .all(|c| ends_without_return(&c.body))
-        }
-        _ => leaves(body),
-    }
+    let mut stmts = Vec::new();
+    crate::checker::flatten(body, &mut stmts);
+    !stmts.iter().any(|s| matches!(s, Stmt::Return(_))) && leaves(body)
 }
 
 /// Whether a clause ends the loop iteration it is in (`continue`, `break`), also through an
