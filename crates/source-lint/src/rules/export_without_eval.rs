@@ -2450,7 +2450,7 @@ fn mode_in_depth<'a>(
         flags: &flags,
         step: &step,
     };
-    walk.walk(body, false, &mut mode, &mut holders);
+    walk.walk(body, &mut Within::Nothing, &mut mode, &mut holders);
     mode
 }
 
@@ -2475,12 +2475,13 @@ fn module_sources<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
     }
 }
 
-/// What an `if` with no `else` tests of the module: its own flag (`if model.training:`, `if
-/// was_training:`), so that the missing `else` is a path in eval mode; or whether it is a module
-/// at all (`if isinstance(model, nn.Module):`, `if model is not None:`), so that the missing
-/// `else` never exports it.
+/// What an `if` tests of the module: its own flag (`if model.training:`, `if was_training:`, `if
+/// not model.training:`), so that the clause taken when the flag is false, written or missing,
+/// starts in eval mode; or whether it is a module at all (`if isinstance(model, nn.Module):`, `if
+/// model is not None:`), so that a missing `else` never exports it.
 enum Guard {
     Training,
+    NotTraining,
     IsModule,
 }
 
@@ -2501,6 +2502,22 @@ impl<'a> Walk<'_, 'a> {
                 Some(Guard::Training)
             }
             Expr::Name(n) if self.flags.contains(&n.id.as_str()) => Some(Guard::Training),
+            // `if not model.training:`: the body is the path in eval mode.
+            Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => match self.guard(&u.operand) {
+                Some(Guard::Training) => Some(Guard::NotTraining),
+                _ => None,
+            },
+            // `model.training is True`, `was_training == False`.
+            Expr::Compare(c)
+                if matches!(&c.ops[..], [ast::CmpOp::Is | ast::CmpOp::Eq])
+                    && matches!(self.guard(&c.left), Some(Guard::Training)) =>
+            {
+                match &c.comparators[..] {
+                    [Expr::BooleanLiteral(b)] if b.value => Some(Guard::Training),
+                    [Expr::BooleanLiteral(_)] => Some(Guard::NotTraining),
+                    _ => None,
+                }
+            }
             // `isinstance(model, nn.Module)` (not `isinstance(model, str)`, a path or a module,
             // nor `nn.DataParallel`, a module either way).
             Expr::Call(c)
@@ -2528,12 +2545,18 @@ impl<'a> Walk<'_, 'a> {
     /// clause that can reach `at` (`if args.report: report(model)` evaluates only when asked;
     /// `if cam: net = NetV3() else: net = base` builds a module in training mode in one clause);
     /// a missing `else` (or a `match` with no catch-all arm) is a clause that does nothing,
-    /// except after a test of the module's own flag (`if model.training: model.eval()`: the
-    /// missing `else` is in eval mode) or of its being a module (`if isinstance(model,
-    /// nn.Module): model.eval()`). A path on which the name is not bound here (a parameter
+    /// except after a test of its being a module (`if isinstance(model, nn.Module):
+    /// model.eval()`); after a test of the module's own flag (`if model.training: model.eval()`)
+    /// the other clause, written or missing, starts in eval mode. A path on which the name is not bound here (a parameter
     /// replaced in one clause: `if model is None: model = Net().eval()`) leaves the callers to
     /// decide, as before the `if`.
-    fn walk(&self, body: &'a [Stmt], in_loop: bool, mode: &mut Mode, holders: &mut Vec<&'a str>) {
+    fn walk(
+        &self,
+        body: &'a [Stmt],
+        within: &mut Within,
+        mode: &mut Mode,
+        holders: &mut Vec<&'a str>,
+    ) {
         let at = self.at;
         let holds = |b: &[Stmt]| holds_offset(b, at);
         for s in body {
@@ -2541,32 +2564,40 @@ impl<'a> Walk<'_, 'a> {
                 break;
             }
             (self.step)(s, mode, holders);
-            // The clauses, and whether a missing `else` is a path in eval mode.
-            let (alternatives, else_in_eval): (Vec<&'a [Stmt]>, bool) = match s {
+            // The clauses, each with whether it starts in eval mode.
+            let alternatives: Vec<(&'a [Stmt], bool)> = match s {
                 Stmt::If(i) => {
                     let mut clauses: Vec<&'a [Stmt]> = std::iter::once(&i.body[..])
                         .chain(i.elif_else_clauses.iter().map(|c| &c.body[..]))
                         .collect();
                     if let Some(b) = clauses.iter().find(|b| holds(b)) {
-                        self.walk(b, in_loop, mode, holders);
+                        self.walk(b, within, mode, holders);
                         continue;
                     }
-                    let mut else_in_eval = false;
-                    if i.elif_else_clauses.last().is_none_or(|c| c.test.is_some()) {
-                        match (i.elif_else_clauses.is_empty(), self.guard(&i.test)) {
-                            (true, Some(Guard::IsModule)) => {}
-                            (true, Some(Guard::Training)) => {
-                                else_in_eval = true;
-                                clauses.push(&[]);
-                            }
-                            _ => clauses.push(&[]),
-                        }
+                    let guard = self.guard(&i.test);
+                    let two_way = i.elif_else_clauses.last().is_none_or(|c| c.test.is_none())
+                        && i.elif_else_clauses.len() <= 1;
+                    if i.elif_else_clauses.last().is_none_or(|c| c.test.is_some())
+                        && !(two_way && matches!(guard, Some(Guard::IsModule)))
+                    {
+                        clauses.push(&[]);
                     }
-                    (clauses, else_in_eval)
+                    // A test of the module's own flag: the clause taken when it is false is in
+                    // eval mode, whatever it does (`else: log.info("already in eval mode")`).
+                    let in_eval = |k: usize| match (two_way, &guard) {
+                        (true, Some(Guard::Training)) => k == 1,
+                        (true, Some(Guard::NotTraining)) => k == 0,
+                        _ => false,
+                    };
+                    clauses
+                        .into_iter()
+                        .enumerate()
+                        .map(|(k, b)| (b, in_eval(k)))
+                        .collect()
                 }
                 Stmt::Match(m) => {
                     if let Some(c) = m.cases.iter().find(|c| holds(&c.body)) {
-                        self.walk(&c.body, in_loop, mode, holders);
+                        self.walk(&c.body, within, mode, holders);
                         continue;
                     }
                     let mut arms: Vec<&'a [Stmt]> = m.cases.iter().map(|c| &c.body[..]).collect();
@@ -2577,23 +2608,46 @@ impl<'a> Walk<'_, 'a> {
                     {
                         arms.push(&[]);
                     }
-                    (arms, false)
+                    arms.into_iter().map(|b| (b, false)).collect()
                 }
                 Stmt::With(w) => {
-                    self.walk(&w.body, in_loop, mode, holders);
+                    self.walk(&w.body, within, mode, holders);
                     continue;
                 }
                 Stmt::Try(t) => {
                     for b in [&t.body, &t.orelse, &t.finalbody] {
-                        self.walk(b, in_loop, mode, holders);
+                        self.walk(b, within, mode, holders);
                     }
                     continue;
                 }
                 // A loop's body, read once; within the body that holds `at`, a clause that ends
-                // the iteration (`continue`, `break`) does not reach it.
+                // the iteration (`continue`, `break`) does not reach it; after a loop that does
+                // not hold it, the module is in the mode of the loop's exits.
                 Stmt::For(ast::StmtFor { body: b, .. })
                 | Stmt::While(ast::StmtWhile { body: b, .. }) => {
-                    self.walk(b, holds(b), mode, holders);
+                    if holds(b) {
+                        self.walk(b, &mut Within::LoopHolding, mode, holders);
+                        continue;
+                    }
+                    let forever = matches!(s, Stmt::While(w) if is_true(&w.test));
+                    let mut inner = Within::Loop {
+                        forever,
+                        exits: Vec::new(),
+                    };
+                    self.walk(b, &mut inner, mode, holders);
+                    let Within::Loop { mut exits, .. } = inner else {
+                        unreachable!("the walk keeps its `Within`")
+                    };
+                    // The body's end leaves the loop, unless it is a `while True:` going round.
+                    if !forever || matches!(b.last(), Some(Stmt::Break(_))) {
+                        exits.push(Mode {
+                            assigned: mode.assigned,
+                            evaluated: mode.evaluated,
+                        });
+                    }
+                    if !exits.is_empty() {
+                        *mode = join(&exits);
+                    }
                     continue;
                 }
                 _ => continue,
@@ -2603,30 +2657,80 @@ impl<'a> Walk<'_, 'a> {
                 evaluated: mode.evaluated,
             };
             let mut ends: Vec<Mode> = Vec::new();
-            for b in alternatives {
-                if leaves_function(self.ch, b) || (in_loop && ends_iteration(b)) {
+            for (b, in_eval) in alternatives {
+                let ends_loop = ends_iteration(b);
+                if leaves_function(self.ch, b)
+                    || (ends_loop && matches!(within, Within::LoopHolding))
+                {
                     continue;
                 }
                 let mut m = Mode {
                     assigned: before.assigned,
-                    evaluated: before.evaluated || (else_in_eval && b.is_empty()),
+                    evaluated: before.evaluated || in_eval,
                 };
-                self.walk(b, in_loop, &mut m, holders);
-                ends.push(m);
+                self.walk(b, within, &mut m, holders);
+                match within {
+                    // A `break`, or a `continue` in the last round, leaves the loop; a
+                    // `continue` of a `while True:` goes round again.
+                    Within::Loop { forever, exits } if ends_loop => {
+                        if !*forever || ends_in_break(b) {
+                            exits.push(m);
+                        }
+                    }
+                    _ => ends.push(m),
+                }
             }
-            if ends.is_empty() {
-                continue;
-            }
-            // Judged per path: one that binds the name here and leaves it in training mode
-            // decides; otherwise the name is bound here only when every path binds it.
-            if ends.iter().any(|m| m.assigned && !m.evaluated) {
-                mode.assigned = true;
-                mode.evaluated = false;
-            } else {
-                mode.assigned = ends.iter().all(|m| m.assigned);
-                mode.evaluated = ends.iter().all(|m| m.evaluated);
+            if !ends.is_empty() {
+                *mode = join(&ends);
             }
         }
+    }
+}
+
+/// Where [`Walk::walk`] is as to loops: in the body of the loop that holds `at` (a clause that
+/// ends the iteration does not reach it), in one that does not (collecting the modes at its
+/// exits), or in neither.
+enum Within {
+    Nothing,
+    LoopHolding,
+    Loop { forever: bool, exits: Vec<Mode> },
+}
+
+/// The mode after paths that meet: one that binds the name here and leaves it in training mode
+/// decides; otherwise the name is bound here only when every path binds it.
+fn join(ends: &[Mode]) -> Mode {
+    if ends.iter().any(|m| m.assigned && !m.evaluated) {
+        Mode {
+            assigned: true,
+            evaluated: false,
+        }
+    } else {
+        Mode {
+            assigned: ends.iter().all(|m| m.assigned),
+            evaluated: ends.iter().all(|m| m.evaluated),
+        }
+    }
+}
+
+/// Whether a clause ends in `break` on every path.
+fn ends_in_break(body: &[Stmt]) -> bool {
+    match body.last() {
+        Some(Stmt::Break(_)) => true,
+        Some(Stmt::If(i)) => {
+            i.elif_else_clauses.last().is_some_and(|c| c.test.is_none())
+                && ends_in_break(&i.body)
+                && i.elif_else_clauses.iter().all(|c| ends_in_break(&c.body))
+        }
+        _ => false,
+    }
+}
+
+/// `True` or `1`, the test of a loop that only a `break` ends.
+fn is_true(test: &Expr) -> bool {
+    match test {
+        Expr::BooleanLiteral(b) => b.value,
+        Expr::NumberLiteral(n) => matches!(&n.value, ast::Number::Int(i) if i.as_u8() == Some(1)),
+        _ => false,
     }
 }
 
