@@ -599,6 +599,9 @@ const CORPUS_DIRS: &[&str] = &[
     "mints",
     "compostsites",
     "watermills",
+    "peatcutting",
+    "tugboats",
+    "dyeworks",
 ];
 
 #[test]
