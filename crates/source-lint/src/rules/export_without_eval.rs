@@ -1990,6 +1990,7 @@ fn collect_calls<'e>(e: &'e Expr, out: &mut Vec<&'e ast::ExprCall>) {
 
 /// What the statements of the enclosing function before `at` do to a local `name` (or to its
 /// submodule `sub`).
+#[derive(Clone, Copy, PartialEq)]
 struct Mode {
     /// It is bound in this scope (assigned, or a `for` target).
     assigned: bool,
@@ -2120,10 +2121,19 @@ fn prepared_without_callers(ch: &Checker, name: &str, at: TextSize) -> Option<St
     let f = crate::checker::functions_and_methods(module)
         .map(|(_, f)| f)
         .find(|f| std::ptr::eq(f.body.as_ptr(), body.as_ptr()))?;
-    let moved_here = body.iter().take_while(|s| s.range().end() <= at).any(|s| {
-        matches!(s, Stmt::Assign(a) if matches!(&a.targets[..], [Expr::Name(t)] if t.id.as_str() == name)
-            && matches!(moved(&a.value), Some(Expr::Name(n)) if n.id.as_str() == name))
-    });
+    let moves = |target: &Expr, value: &Expr| {
+        matches!(target, Expr::Name(t) if t.id.as_str() == name)
+            && matches!(moved(value), Some(Expr::Name(n)) if n.id.as_str() == name)
+    };
+    // `model = model.cpu()`, `model: nn.Module = model.cpu()`.
+    let moved_here = body
+        .iter()
+        .take_while(|s| s.range().end() <= at)
+        .any(|s| match s {
+            Stmt::Assign(a) => matches!(&a.targets[..], [t] if moves(t, &a.value)),
+            Stmt::AnnAssign(a) => a.value.as_ref().is_some_and(|v| moves(&a.target, v)),
+            _ => false,
+        });
     if !moved_here {
         return None;
     }
@@ -2392,6 +2402,8 @@ fn mode_in_depth<'a>(
             Stmt::Expr(e) => exprs.push(&e.value),
             Stmt::Assign(a) => exprs.push(&a.value),
             Stmt::With(w) => exprs.extend(w.items.iter().map(|i| &i.context_expr)),
+            // `if validate(model, loader) < target: break`: the test runs before any clause.
+            Stmt::If(i) => exprs.push(&i.test),
             _ => {}
         }
         // `_load(model, ckpt).eval()` as a statement: the helper hands back the module it was
@@ -2427,8 +2439,8 @@ fn mode_in_depth<'a>(
         mode.evaluated |= evals;
     };
     let mut holders: Vec<&str> = Vec::new();
-    // Names bound to the module's own flag (`was_training = model.training`).
-    let flags: Vec<&str> = stmts
+    // Names bound to the module's own flag (`was_training = model.training`), with where.
+    let flags: Vec<(&str, TextSize)> = stmts
         .iter()
         .filter_map(|s| match s {
             Stmt::Assign(a) => match (&a.targets[..], a.value.as_ref()) {
@@ -2436,19 +2448,30 @@ fn mode_in_depth<'a>(
                     if f.attr.id.as_str() == "training"
                         && matches!(f.value.as_ref(), Expr::Name(n) if n.id.as_str() == name) =>
                 {
-                    Some(t.id.as_str())
+                    Some((t.id.as_str(), s.range().end()))
                 }
                 _ => None,
             },
             _ => None,
         })
         .collect();
+    // A flag read before the module was put back in training mode says nothing of it now.
+    let trained_between = |from: TextSize, to: TextSize| {
+        stmts.iter().any(|s| {
+            from <= s.range().start()
+                && s.range().start() < to
+                && matches!(s, Stmt::Expr(e) if has_train(&e.value, name)
+                    || helper_trains(ch, &e.value, name))
+        })
+    };
     let walk = Walk {
         ch,
         at,
         name,
         flags: &flags,
+        trained_between: &trained_between,
         step: &step,
+        loops: std::cell::Cell::new(0),
     };
     walk.walk(body, &mut Within::Nothing, &mut mode, &mut holders);
     mode
@@ -2479,6 +2502,7 @@ fn module_sources<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
 /// not model.training:`), so that the clause taken when the flag is false, written or missing,
 /// starts in eval mode; or whether it is a module at all (`if isinstance(model, nn.Module):`, `if
 /// model is not None:`), so that a missing `else` never exports it.
+#[derive(PartialEq)]
 enum Guard {
     Training,
     NotTraining,
@@ -2490,27 +2514,60 @@ struct Walk<'w, 'a> {
     ch: &'w Checker<'w>,
     at: TextSize,
     name: &'w str,
-    flags: &'w [&'w str],
+    flags: &'w [(&'w str, TextSize)],
+    /// Whether the module is put in training mode between two offsets.
+    trained_between: &'w dyn Fn(TextSize, TextSize) -> bool,
     step: &'w dyn Fn(&'a Stmt, &mut Mode, &mut Vec<&'a str>),
+    /// How many loops not holding `at` the walk is in (their bodies are read twice, up to
+    /// [`LOOP_PASSES_DEPTH`] deep).
+    loops: std::cell::Cell<u32>,
 }
+
+/// Loops nested deeper than this are read once (each level reads its body twice).
+const LOOP_PASSES_DEPTH: u32 = 3;
 
 impl<'a> Walk<'_, 'a> {
     fn guard(&self, test: &Expr) -> Option<Guard> {
+        self.guard_at(test, test.range().start())
+    }
+
+    /// [`Walk::guard`] of a test at offset `at` (a flag read before it holds when the module was
+    /// not put back in training mode in between).
+    fn guard_at(&self, test: &Expr, at: TextSize) -> Option<Guard> {
         let is_name = |e: &Expr| matches!(e, Expr::Name(n) if n.id.as_str() == self.name);
         match test {
             Expr::Attribute(a) if a.attr.id.as_str() == "training" && is_name(&a.value) => {
                 Some(Guard::Training)
             }
-            Expr::Name(n) if self.flags.contains(&n.id.as_str()) => Some(Guard::Training),
+            Expr::Name(n) => self
+                .flags
+                .iter()
+                .filter(|(f, set)| *f == n.id.as_str() && *set <= at)
+                .map(|(_, set)| *set)
+                .max()
+                .filter(|set| !(self.trained_between)(*set, at))
+                .map(|_| Guard::Training),
             // `if not model.training:`: the body is the path in eval mode.
-            Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => match self.guard(&u.operand) {
+            Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => match self.guard_at(&u.operand, at) {
                 Some(Guard::Training) => Some(Guard::NotTraining),
                 _ => None,
             },
+            // `model.training or force_eval` is false only when the flag is; `not
+            // model.training and ...` is true only when it is not.
+            Expr::BoolOp(b) => {
+                let want = match b.op {
+                    ast::BoolOp::Or => Guard::Training,
+                    ast::BoolOp::And => Guard::NotTraining,
+                };
+                b.values
+                    .iter()
+                    .any(|v| self.guard_at(v, at).is_some_and(|g| g == want))
+                    .then_some(want)
+            }
             // `model.training is True`, `was_training == False`.
             Expr::Compare(c)
                 if matches!(&c.ops[..], [ast::CmpOp::Is | ast::CmpOp::Eq])
-                    && matches!(self.guard(&c.left), Some(Guard::Training)) =>
+                    && matches!(self.guard_at(&c.left, at), Some(Guard::Training)) =>
             {
                 match &c.comparators[..] {
                     [Expr::BooleanLiteral(b)] if b.value => Some(Guard::Training),
@@ -2553,7 +2610,7 @@ impl<'a> Walk<'_, 'a> {
     fn walk(
         &self,
         body: &'a [Stmt],
-        within: &mut Within,
+        within: &mut Within<'a>,
         mode: &mut Mode,
         holders: &mut Vec<&'a str>,
     ) {
@@ -2564,8 +2621,9 @@ impl<'a> Walk<'_, 'a> {
                 break;
             }
             (self.step)(s, mode, holders);
-            // The clauses, each with whether it starts in eval mode.
-            let alternatives: Vec<(&'a [Stmt], bool)> = match s {
+            // The clauses, each with whether it starts in eval mode and the test that takes it
+            // (for the first clause of an `if`).
+            let alternatives: Vec<(&'a [Stmt], bool, Option<&'a Expr>)> = match s {
                 Stmt::If(i) => {
                     let mut clauses: Vec<&'a [Stmt]> = std::iter::once(&i.body[..])
                         .chain(i.elif_else_clauses.iter().map(|c| &c.body[..]))
@@ -2575,25 +2633,31 @@ impl<'a> Walk<'_, 'a> {
                         continue;
                     }
                     let guard = self.guard(&i.test);
-                    let two_way = i.elif_else_clauses.last().is_none_or(|c| c.test.is_none())
-                        && i.elif_else_clauses.len() <= 1;
+                    let is_module_test =
+                        i.elif_else_clauses.is_empty() && matches!(guard, Some(Guard::IsModule));
                     if i.elif_else_clauses.last().is_none_or(|c| c.test.is_some())
-                        && !(two_way && matches!(guard, Some(Guard::IsModule)))
+                        && !is_module_test
                     {
                         clauses.push(&[]);
                     }
-                    // A test of the module's own flag: the clause taken when it is false is in
-                    // eval mode, whatever it does (`else: log.info("already in eval mode")`).
-                    let in_eval = |k: usize| match (two_way, &guard) {
-                        (true, Some(Guard::Training)) => k == 1,
-                        (true, Some(Guard::NotTraining)) => k == 0,
-                        _ => false,
-                    };
-                    clauses
-                        .into_iter()
-                        .enumerate()
-                        .map(|(k, b)| (b, in_eval(k)))
-                        .collect()
+                    // Tests of the module's own flag: the clauses after one that is false are
+                    // in eval mode, whatever they do (`else: log.info("already in eval
+                    // mode")`), and so is one taken when a test says so (`if not
+                    // model.training:`).
+                    let tests: Vec<Option<&'a Expr>> = std::iter::once(Some(&*i.test))
+                        .chain(i.elif_else_clauses.iter().map(|c| c.test.as_ref()))
+                        .chain(std::iter::repeat(None))
+                        .take(clauses.len())
+                        .collect();
+                    let mut flag_false = false;
+                    let mut alternatives = Vec::with_capacity(clauses.len());
+                    for (k, (b, test)) in clauses.into_iter().zip(tests).enumerate() {
+                        let guard = test.and_then(|t| self.guard(t));
+                        let in_eval = flag_false || matches!(guard, Some(Guard::NotTraining));
+                        flag_false |= matches!(guard, Some(Guard::Training));
+                        alternatives.push((b, in_eval, (k == 0).then_some(&*i.test)));
+                    }
+                    alternatives
                 }
                 Stmt::Match(m) => {
                     if let Some(c) = m.cases.iter().find(|c| holds(&c.body)) {
@@ -2608,56 +2672,53 @@ impl<'a> Walk<'_, 'a> {
                     {
                         arms.push(&[]);
                     }
-                    arms.into_iter().map(|b| (b, false)).collect()
+                    arms.into_iter().map(|b| (b, false, None)).collect()
                 }
                 Stmt::With(w) => {
                     self.walk(&w.body, within, mode, holders);
                     continue;
                 }
                 Stmt::Try(t) => {
-                    for b in [&t.body, &t.orelse, &t.finalbody] {
+                    let before = *mode;
+                    self.walk(&t.body, within, mode, holders);
+                    // A handler that ends a round of the loop being read (`except
+                    // StopIteration: break`) is one of its ways out, from any point of the body.
+                    if matches!(within, Within::Loop { .. }) {
+                        for h in &t.handlers {
+                            let ast::ExceptHandler::ExceptHandler(h) = h;
+                            if ends_iteration(&h.body) && !holds(&h.body) {
+                                let mut m = join(&[before, *mode]);
+                                self.walk(&h.body, within, &mut m, holders);
+                                within.end_round(&h.body, m, None);
+                            }
+                        }
+                    }
+                    for b in [&t.orelse, &t.finalbody] {
                         self.walk(b, within, mode, holders);
                     }
                     continue;
                 }
-                // A loop's body, read once; within the body that holds `at`, a clause that ends
-                // the iteration (`continue`, `break`) does not reach it; after a loop that does
-                // not hold it, the module is in the mode of the loop's exits.
-                Stmt::For(ast::StmtFor { body: b, .. })
-                | Stmt::While(ast::StmtWhile { body: b, .. }) => {
+                // A loop's body; within the body that holds `at`, a clause that ends the
+                // iteration (`continue`, `break`) does not reach it; after a loop that does not
+                // hold it, the module is in the mode of the loop's exits, read over two rounds.
+                Stmt::For(ast::StmtFor {
+                    body: b, orelse, ..
+                })
+                | Stmt::While(ast::StmtWhile {
+                    body: b, orelse, ..
+                }) => {
                     if holds(b) {
                         self.walk(b, &mut Within::LoopHolding, mode, holders);
                         continue;
                     }
-                    let forever = matches!(s, Stmt::While(w) if is_true(&w.test));
-                    let mut inner = Within::Loop {
-                        forever,
-                        exits: Vec::new(),
-                    };
-                    self.walk(b, &mut inner, mode, holders);
-                    let Within::Loop { mut exits, .. } = inner else {
-                        unreachable!("the walk keeps its `Within`")
-                    };
-                    // The body's end leaves the loop, unless it is a `while True:` going round.
-                    if !forever || matches!(b.last(), Some(Stmt::Break(_))) {
-                        exits.push(Mode {
-                            assigned: mode.assigned,
-                            evaluated: mode.evaluated,
-                        });
-                    }
-                    if !exits.is_empty() {
-                        *mode = join(&exits);
-                    }
+                    *mode = self.read_loop(s, b, orelse, *mode, within, holders);
                     continue;
                 }
                 _ => continue,
             };
-            let before = Mode {
-                assigned: mode.assigned,
-                evaluated: mode.evaluated,
-            };
+            let before = *mode;
             let mut ends: Vec<Mode> = Vec::new();
-            for (b, in_eval) in alternatives {
+            for (b, in_eval, test) in alternatives {
                 let ends_loop = ends_iteration(b);
                 if leaves_function(self.ch, b)
                     || (ends_loop && matches!(within, Within::LoopHolding))
@@ -2669,15 +2730,10 @@ impl<'a> Walk<'_, 'a> {
                     evaluated: before.evaluated || in_eval,
                 };
                 self.walk(b, within, &mut m, holders);
-                match within {
-                    // A `break`, or a `continue` in the last round, leaves the loop; a
-                    // `continue` of a `while True:` goes round again.
-                    Within::Loop { forever, exits } if ends_loop => {
-                        if !*forever || ends_in_break(b) {
-                            exits.push(m);
-                        }
-                    }
-                    _ => ends.push(m),
+                if ends_loop && matches!(within, Within::Loop { .. }) {
+                    within.end_round(b, m, test.map(|t| (self.ch, t)));
+                } else {
+                    ends.push(m);
                 }
             }
             if !ends.is_empty() {
@@ -2685,15 +2741,206 @@ impl<'a> Walk<'_, 'a> {
             }
         }
     }
+
+    /// The mode after a loop that does not hold `at`, entered in mode `first`: the join of its
+    /// exits (`break`s, a `continue` that may come in the last round, the body's end unless it
+    /// is a `while True:`) over two rounds, the second starting where the first ended or
+    /// continued (`validate(model)` before `while True: if done: break; model.train(); ...`
+    /// leaves the loop in training mode from the second round on). The loop's `else:` clause,
+    /// read in `outer`, follows the exits that are not `break`s.
+    fn read_loop(
+        &self,
+        s: &'a Stmt,
+        body: &'a [Stmt],
+        orelse: &'a [Stmt],
+        first: Mode,
+        outer: &mut Within<'a>,
+        holders: &mut Vec<&'a str>,
+    ) -> Mode {
+        // `while True:`, `for step in itertools.count():`.
+        let forever = match s {
+            Stmt::While(w) => is_true(&w.test),
+            Stmt::For(f) => matches!(f.iter.as_ref(), Expr::Call(c)
+                if self.ch.qualify(&c.func).as_deref() == Some("itertools.count")),
+            _ => false,
+        };
+        let last_round = match s {
+            Stmt::For(f) => range_bound(&f.target, &f.iter),
+            _ => None,
+        };
+        let depth = self.loops.get();
+        self.loops.set(depth + 1);
+        let mut breaks: Vec<Mode> = Vec::new();
+        let mut exits: Vec<Mode> = Vec::new();
+        let mut start = first;
+        for pass in 0..2 {
+            let mut within = Within::Loop {
+                forever,
+                last_round,
+                breaks: Vec::new(),
+                exits: Vec::new(),
+                rounds: Vec::new(),
+            };
+            let mut mode = start;
+            self.walk(body, &mut within, &mut mode, holders);
+            let Within::Loop {
+                breaks: mut broke,
+                exits: mut out,
+                mut rounds,
+                ..
+            } = within
+            else {
+                unreachable!("the walk keeps its `Within`")
+            };
+            // The body's end leaves the loop, unless it is a `while True:` going round; it
+            // starts the next round unless it is a `break`.
+            if matches!(body.last(), Some(Stmt::Break(_))) {
+                broke.push(mode);
+            } else {
+                rounds.push(mode);
+                if !forever {
+                    out.push(mode);
+                }
+            }
+            breaks.append(&mut broke);
+            exits.append(&mut out);
+            if pass == 1 || rounds.is_empty() || depth >= LOOP_PASSES_DEPTH {
+                break;
+            }
+            let next = join(&rounds);
+            if next == first {
+                break;
+            }
+            start = next;
+        }
+        self.loops.set(depth);
+        let mut ends = breaks;
+        if !exits.is_empty() {
+            let mut m = join(&exits);
+            self.walk(orelse, outer, &mut m, holders);
+            if holds_offset(orelse, self.at)
+                || !(leaves_function(self.ch, orelse) || ends_iteration(orelse))
+            {
+                ends.push(m);
+            } else if ends_iteration(orelse) {
+                outer.end_round(orelse, m, None);
+            }
+        }
+        if ends.is_empty() {
+            first
+        } else {
+            join(&ends)
+        }
+    }
 }
 
 /// Where [`Walk::walk`] is as to loops: in the body of the loop that holds `at` (a clause that
 /// ends the iteration does not reach it), in one that does not (collecting the modes at its
-/// exits), or in neither.
-enum Within {
+/// exits and at the starts of its next rounds), or in neither.
+enum Within<'a> {
     Nothing,
     LoopHolding,
-    Loop { forever: bool, exits: Vec<Mode> },
+    Loop {
+        /// A `while True:`, left only by `break`.
+        forever: bool,
+        /// Of `for target in range(..., stop)`: the target and the bound.
+        last_round: Option<(&'a str, &'a Expr)>,
+        /// At its `break`s.
+        breaks: Vec<Mode>,
+        /// At the other ways out, which go through its `else:` clause.
+        exits: Vec<Mode>,
+        /// At the starts of next rounds.
+        rounds: Vec<Mode>,
+    },
+}
+
+impl<'a> Within<'a> {
+    /// A clause `b` of the loop being read ends the round in mode `m`: a `break` leaves the
+    /// loop; a `continue` starts the next round, and leaves the loop when it may come in the
+    /// last round (not `if epoch < start_epoch: continue`, nor `if (epoch + 1) % k and epoch + 1
+    /// != epochs: continue`), never in a `while True:`.
+    fn end_round(&mut self, b: &[Stmt], m: Mode, test: Option<(&Checker, &Expr)>) {
+        let Within::Loop {
+            forever,
+            last_round,
+            breaks,
+            exits,
+            rounds,
+        } = self
+        else {
+            return;
+        };
+        if ends_in_break(b) {
+            breaks.push(m);
+            return;
+        }
+        rounds.push(m);
+        let spared = match (test, *last_round) {
+            (Some((ch, t)), Some((target, stop))) => spares_last_round(ch, t, target, stop),
+            _ => false,
+        };
+        if !*forever && !spared {
+            exits.push(m);
+        }
+    }
+}
+
+/// Of `for target in range(...)`: the target's name and the loop's bound.
+fn range_bound<'a>(target: &'a Expr, iter: &'a Expr) -> Option<(&'a str, &'a Expr)> {
+    let Expr::Name(t) = target else {
+        return None;
+    };
+    let Expr::Call(c) = iter else {
+        return None;
+    };
+    if !matches!(c.func.as_ref(), Expr::Name(f) if f.id.as_str() == "range")
+        || !c.arguments.keywords.is_empty()
+    {
+        return None;
+    }
+    let stop = match &c.arguments.args[..] {
+        [stop] | [_, stop] | [_, stop, _] => stop,
+        _ => return None,
+    };
+    Some((t.id.as_str(), stop))
+}
+
+/// Whether `if test: continue` cannot be taken in the last round of `for target in
+/// range(..., stop)`: one of the conditions joined by `and` holds only in early rounds
+/// (`epoch < start_epoch`) or compares the round with the bound (`epoch + 1 != epochs`).
+fn spares_last_round(ch: &Checker, test: &Expr, target: &str, stop: &Expr) -> bool {
+    let conditions: Vec<&Expr> = match test {
+        Expr::BoolOp(b) if b.op == ast::BoolOp::And => b.values.iter().collect(),
+        e => vec![e],
+    };
+    // `epoch`, `epoch + 1`, `epoch - 1`.
+    let is_round = |e: &Expr| match e {
+        Expr::Name(n) => n.id.as_str() == target,
+        Expr::BinOp(b) if matches!(b.op, ast::Operator::Add | ast::Operator::Sub) => {
+            matches!(b.left.as_ref(), Expr::Name(n) if n.id.as_str() == target)
+                && matches!(b.right.as_ref(), Expr::NumberLiteral(_))
+        }
+        _ => false,
+    };
+    let stop_text = ch.text(stop.range());
+    let is_bound = |e: &Expr| ch.text(e.range()).contains(stop_text);
+    conditions.iter().any(|c| {
+        let Expr::Compare(cmp) = c else {
+            return false;
+        };
+        let ([op], [right]) = (&cmp.ops[..], &cmp.comparators[..]) else {
+            return false;
+        };
+        let left = cmp.left.as_ref();
+        match op {
+            ast::CmpOp::Lt | ast::CmpOp::LtE => is_round(left),
+            ast::CmpOp::Gt | ast::CmpOp::GtE => is_round(right),
+            ast::CmpOp::NotEq => {
+                (is_round(left) && is_bound(right)) || (is_round(right) && is_bound(left))
+            }
+            _ => false,
+        }
+    })
 }
 
 /// The mode after paths that meet: one that binds the name here and leaves it in training mode
