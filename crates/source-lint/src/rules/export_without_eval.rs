@@ -2283,7 +2283,23 @@ fn mode_in_depth<'a>(
                     .any(|e| matches!(e, Expr::Name(n) if n.id.as_str() == name)),
                 _ => false,
             };
-            if let (true, Expr::Name(t)) = (listed, f.target.as_ref()) {
+            // `for m in models.values(): m.eval()` (also `for m in models:`, `for k, m in
+            // models.items():`): every module the container holds.
+            let over_container = match f.iter.as_ref() {
+                Expr::Name(n) => n.id.as_str() == name,
+                Expr::Call(c) => {
+                    c.arguments.is_empty()
+                        && matches!(c.func.as_ref(), Expr::Attribute(a)
+                        if matches!(a.attr.id.as_str(), "values" | "items")
+                            && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == name))
+                }
+                _ => false,
+            };
+            let target = match f.target.as_ref() {
+                Expr::Tuple(ast::ExprTuple { elts, .. }) if over_container => elts.last(),
+                t => Some(t),
+            };
+            if let (true, Some(Expr::Name(t))) = (listed || over_container, target) {
                 let t = t.id.as_str();
                 if f.body
                     .iter()
@@ -2309,6 +2325,11 @@ fn mode_in_depth<'a>(
             _ => None,
         };
         if let Some((targets, value)) = assignment {
+            // `fire = models["fire_risk"]` with `models = {"fire_risk": load(FireNet(), ckpt),
+            // ...}`: the entry's value.
+            let value = dict_entry(body, value)
+                .filter(|(d, _)| !dict_used(&stmts, d, s.range().start()))
+                .map_or(value, |(_, v)| v);
             // `model, meta = load_perfume(ckpt)`: bound by unpacking a helper's result too.
             let unpacked = |t: &Expr| match t {
                 Expr::Tuple(ast::ExprTuple { elts, .. })
@@ -2832,6 +2853,64 @@ impl<'a> Walk<'_, 'a> {
             join(&ends)
         }
     }
+}
+
+/// The name `d` and the value of `d["key"]` when `d` is bound once in `body`, to a dict
+/// literal with that string key (`{"fire": FireNet(), ...}`) or to `dict(fire=FireNet(), ...)`.
+fn dict_entry<'a, 'e>(body: &'a [Stmt], e: &'e Expr) -> Option<(&'e str, &'a Expr)> {
+    let Expr::Subscript(sub) = e else {
+        return None;
+    };
+    let (Expr::Name(d), Expr::StringLiteral(key)) = (sub.value.as_ref(), sub.slice.as_ref()) else {
+        return None;
+    };
+    let key = key.value.to_str();
+    let [bound] = crate::rules::bound_values(body, d.id.as_str())[..] else {
+        return None;
+    };
+    let value = match bound {
+        Expr::Dict(items) => items.items.iter().find_map(|item| match &item.key {
+            Some(Expr::StringLiteral(k)) if k.value.to_str() == key => Some(&item.value),
+            _ => None,
+        }),
+        Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(f) if f.id.as_str() == "dict") => c
+            .arguments
+            .keywords
+            .iter()
+            .find(|k| k.arg.as_ref().is_some_and(|a| a.id.as_str() == key))
+            .map(|k| &k.value),
+        _ => None,
+    };
+    value.map(|v| (d.id.as_str(), v))
+}
+
+/// Whether a statement before `at`, other than its binding and reads of its entries (`fire =
+/// models["fire"]`), uses the dict `d` (`for m in models.values(): m.eval()`, `models["fire"]
+/// = ...`): its entries may then be in another mode than they were built in.
+fn dict_used(stmts: &[&Stmt], d: &str, at: TextSize) -> bool {
+    let names = [d.to_string()];
+    let reads_entry = |e: &Expr| matches!(e, Expr::Subscript(x) if matches!(x.value.as_ref(), Expr::Name(n) if n.id.as_str() == d));
+    stmts
+        .iter()
+        .filter(|s| s.range().start() < at)
+        .any(|s| match s {
+            Stmt::Assign(a) => {
+                let binds_d = matches!(&a.targets[..], [Expr::Name(t)] if t.id.as_str() == d);
+                !binds_d
+                    && !reads_entry(&a.value)
+                    && (mentions(&a.value, &names) || a.targets.iter().any(|t| mentions(t, &names)))
+            }
+            Stmt::AnnAssign(a) => a.value.as_ref().is_some_and(|v| {
+                !matches!(a.target.as_ref(), Expr::Name(t) if t.id.as_str() == d)
+                    && !reads_entry(v)
+                    && mentions(v, &names)
+            }),
+            Stmt::Expr(e) => mentions(&e.value, &names),
+            Stmt::For(f) => mentions(&f.iter, &names),
+            Stmt::If(i) => mentions(&i.test, &names),
+            Stmt::With(w) => w.items.iter().any(|i| mentions(&i.context_expr, &names)),
+            _ => false,
+        })
 }
 
 /// Where [`Walk::walk`] is as to loops: in the body of the loop that holds `at` (a clause that
