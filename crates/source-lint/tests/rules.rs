@@ -602,6 +602,9 @@ const CORPUS_DIRS: &[&str] = &[
     "peatcutting",
     "tugboats",
     "dyeworks",
+    "thatching",
+    "coalmines",
+    "radiostations",
 ];
 
 #[test]
