@@ -4071,16 +4071,13 @@ pub(crate) fn reexports(maps: Option<&ImportMaps<'_>>) -> Vec<ImportedCall> {
 /// linted files: for `from M import n` both `M` and `M.n` (which may name a submodule).
 pub(crate) fn project_imports(module: &[Stmt]) -> Vec<ImportedCall> {
     let mut out = Vec::new();
-    // `callee`: the name the import binds (`nb` of `import nb`, `export_release` of `from
-    // exporter import export_release`); empty for the module a `from` import reads from, which
-    // it does not bind.
-    let mut push = |level: u32, module: String, callee: &str| {
+    let mut push = |level: u32, module: String| {
         if module != "torch" && !module.starts_with("torch.") {
             out.push(ImportedCall {
                 level,
                 module,
                 name: String::new(),
-                callee: callee.to_string(),
+                callee: String::new(),
             });
         }
     };
@@ -4089,21 +4086,19 @@ pub(crate) fn project_imports(module: &[Stmt]) -> Vec<ImportedCall> {
             Stmt::ImportFrom(i) => {
                 let m = from_module(i);
                 for a in &i.names {
-                    let bound = a.asname.as_ref().unwrap_or(&a.name).id.as_str();
                     if m.is_empty() {
-                        push(i.level, a.name.id.to_string(), bound);
+                        push(i.level, a.name.id.to_string());
                     } else {
-                        push(i.level, format!("{m}.{}", a.name.id), bound);
+                        push(i.level, format!("{m}.{}", a.name.id));
                     }
                 }
                 if !m.is_empty() {
-                    push(i.level, m, "");
+                    push(i.level, m);
                 }
             }
             Stmt::Import(i) => {
                 for a in &i.names {
-                    let bound = a.asname.as_ref().unwrap_or(&a.name).id.as_str();
-                    push(0, a.name.id.to_string(), bound);
+                    push(0, a.name.id.to_string());
                 }
             }
             _ => {}

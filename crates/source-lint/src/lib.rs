@@ -1502,20 +1502,13 @@ fn lint_on_pool(
             break;
         }
         for imp in &r.lint.imports {
-            // `import nb` (then `nb.model.eval()`): every module-level module it exports; and
-            // when the import binds the module (not the module a `from` import reads from),
-            // every function that moves and exports its parameter (`nb.export_onnx(net, path)`).
+            // `import nb` (then `nb.model.eval()`): every module-level module it exports.
             for i in resolve(j, imp) {
                 if i == j {
                     continue;
                 }
                 if let Ok(t) = &read[i] {
-                    let preparing = if imp.callee.is_empty() {
-                        &[][..]
-                    } else {
-                        &t.lint.facts.preparing_exporters[..]
-                    };
-                    for g in t.lint.facts.exported_globals.iter().chain(preparing) {
+                    for g in &t.lint.facts.exported_globals {
                         extra[i].imported_elsewhere.insert(g.clone());
                     }
                 }

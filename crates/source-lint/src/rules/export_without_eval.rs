@@ -440,8 +440,13 @@ fn has_train(e: &Expr, name: &str) -> bool {
         fn visit_expr(&mut self, e: &'a Expr) {
             if let Expr::Call(c) = e {
                 if let Expr::Attribute(a) = c.func.as_ref() {
+                    // `model.train()`, and an entry of a container: `nets["student"].train()`.
+                    let receiver = match a.value.as_ref() {
+                        Expr::Subscript(x) => x.value.as_ref(),
+                        v => v,
+                    };
                     if a.attr.id.as_str() == "train"
-                        && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == self.name)
+                        && matches!(receiver, Expr::Name(n) if n.id.as_str() == self.name)
                         && trains_true(c)
                     {
                         self.found = true;
@@ -2299,6 +2304,20 @@ fn mode_in_depth<'a>(
                 Expr::Tuple(ast::ExprTuple { elts, .. }) if over_container => elts.last(),
                 t => Some(t),
             };
+            // Read only when every round evaluates: no `continue`, `break` or `train()` of it.
+            let every_round = |t: &str| {
+                let mut inner = Vec::new();
+                crate::checker::flatten(&f.body, &mut inner);
+                !inner.iter().any(|s| match s {
+                    Stmt::Continue(_) | Stmt::Break(_) => true,
+                    Stmt::Expr(e) => has_train(&e.value, t),
+                    _ => false,
+                })
+            };
+            let over_container = match target {
+                Some(Expr::Name(t)) => over_container && every_round(t.id.as_str()),
+                _ => false,
+            };
             if let (true, Some(Expr::Name(t))) = (listed || over_container, target) {
                 let t = t.id.as_str();
                 if f.body
@@ -2423,8 +2442,12 @@ fn mode_in_depth<'a>(
             Stmt::Expr(e) => exprs.push(&e.value),
             Stmt::Assign(a) => exprs.push(&a.value),
             Stmt::With(w) => exprs.extend(w.items.iter().map(|i| &i.context_expr)),
-            // `if validate(model, loader) < target: break`: the test runs before any clause.
-            Stmt::If(i) => exprs.push(&i.test),
+            // `if validate(model, loader) < target: break`: the test runs before any clause
+            // (of `a and b`, only `a` surely runs).
+            Stmt::If(i) => exprs.push(match i.test.as_ref() {
+                Expr::BoolOp(b) => &b.values[0],
+                t => t,
+            }),
             _ => {}
         }
         // `_load(model, ckpt).eval()` as a statement: the helper hands back the module it was
@@ -2493,6 +2516,7 @@ fn mode_in_depth<'a>(
         trained_between: &trained_between,
         step: &step,
         loops: std::cell::Cell::new(0),
+        literal: std::cell::Cell::new(None),
     };
     walk.walk(body, &mut Within::Nothing, &mut mode, &mut holders);
     mode
@@ -2542,10 +2566,12 @@ struct Walk<'w, 'a> {
     /// How many loops not holding `at` the walk is in (their bodies are read twice, up to
     /// [`LOOP_PASSES_DEPTH`] deep).
     loops: std::cell::Cell<u32>,
+    /// The target of the literal loop being read and its value in this round.
+    literal: std::cell::Cell<Option<(&'a str, &'a Expr)>>,
 }
 
 /// Loops nested deeper than this are read once (each level reads its body twice).
-const LOOP_PASSES_DEPTH: u32 = 3;
+const LOOP_PASSES_DEPTH: u32 = 4;
 
 impl<'a> Walk<'_, 'a> {
     fn guard(&self, test: &Expr) -> Option<Guard> {
@@ -2653,32 +2679,38 @@ impl<'a> Walk<'_, 'a> {
                         self.walk(b, within, mode, holders);
                         continue;
                     }
-                    let guard = self.guard(&i.test);
-                    let is_module_test =
-                        i.elif_else_clauses.is_empty() && matches!(guard, Some(Guard::IsModule));
-                    if i.elif_else_clauses.last().is_none_or(|c| c.test.is_some())
-                        && !is_module_test
-                    {
-                        clauses.push(&[]);
+                    // In a round of `for phase in ["train", "val"]:`, `if phase == "train":`.
+                    if let Some(k) = self.decided_clause(i) {
+                        let b: &'a [Stmt] = k.map_or(&[], |k| clauses[k]);
+                        vec![(b, false, None)]
+                    } else {
+                        let guard = self.guard(&i.test);
+                        let is_module_test = i.elif_else_clauses.is_empty()
+                            && matches!(guard, Some(Guard::IsModule));
+                        if i.elif_else_clauses.last().is_none_or(|c| c.test.is_some())
+                            && !is_module_test
+                        {
+                            clauses.push(&[]);
+                        }
+                        // Tests of the module's own flag: the clauses after one that is false are
+                        // in eval mode, whatever they do (`else: log.info("already in eval
+                        // mode")`), and so is one taken when a test says so (`if not
+                        // model.training:`).
+                        let tests: Vec<Option<&'a Expr>> = std::iter::once(Some(&*i.test))
+                            .chain(i.elif_else_clauses.iter().map(|c| c.test.as_ref()))
+                            .chain(std::iter::repeat(None))
+                            .take(clauses.len())
+                            .collect();
+                        let mut flag_false = false;
+                        let mut alternatives = Vec::with_capacity(clauses.len());
+                        for (k, (b, test)) in clauses.into_iter().zip(tests).enumerate() {
+                            let guard = test.and_then(|t| self.guard(t));
+                            let in_eval = flag_false || matches!(guard, Some(Guard::NotTraining));
+                            flag_false |= matches!(guard, Some(Guard::Training));
+                            alternatives.push((b, in_eval, (k == 0).then_some(&*i.test)));
+                        }
+                        alternatives
                     }
-                    // Tests of the module's own flag: the clauses after one that is false are
-                    // in eval mode, whatever they do (`else: log.info("already in eval
-                    // mode")`), and so is one taken when a test says so (`if not
-                    // model.training:`).
-                    let tests: Vec<Option<&'a Expr>> = std::iter::once(Some(&*i.test))
-                        .chain(i.elif_else_clauses.iter().map(|c| c.test.as_ref()))
-                        .chain(std::iter::repeat(None))
-                        .take(clauses.len())
-                        .collect();
-                    let mut flag_false = false;
-                    let mut alternatives = Vec::with_capacity(clauses.len());
-                    for (k, (b, test)) in clauses.into_iter().zip(tests).enumerate() {
-                        let guard = test.and_then(|t| self.guard(t));
-                        let in_eval = flag_false || matches!(guard, Some(Guard::NotTraining));
-                        flag_false |= matches!(guard, Some(Guard::Training));
-                        alternatives.push((b, in_eval, (k == 0).then_some(&*i.test)));
-                    }
-                    alternatives
                 }
                 Stmt::Match(m) => {
                     if let Some(c) = m.cases.iter().find(|c| holds(&c.body)) {
@@ -2702,21 +2734,40 @@ impl<'a> Walk<'_, 'a> {
                 Stmt::Try(t) => {
                     let before = *mode;
                     self.walk(&t.body, within, mode, holders);
+                    let after_body = *mode;
+                    // A body that ends the round (`try: load(); model.eval(); break`): what
+                    // follows is reached through the handlers only.
+                    let body_ends = ends_iteration(&t.body) && !holds(&t.body);
+                    if body_ends {
+                        within.end_round(&t.body, after_body, None);
+                    }
                     // A handler that ends a round of the loop being read (`except
                     // StopIteration: break`) is one of its ways out, from any point of the body.
-                    if matches!(within, Within::Loop { .. }) {
-                        for h in &t.handlers {
-                            let ast::ExceptHandler::ExceptHandler(h) = h;
-                            if ends_iteration(&h.body) && !holds(&h.body) {
-                                let mut m = join(&[before, *mode]);
-                                self.walk(&h.body, within, &mut m, holders);
-                                within.end_round(&h.body, m, None);
-                            }
+                    let mut falls = Vec::new();
+                    for h in &t.handlers {
+                        let ast::ExceptHandler::ExceptHandler(h) = h;
+                        if holds(&h.body) || leaves_function(self.ch, &h.body) {
+                            continue;
+                        }
+                        let ends = ends_iteration(&h.body);
+                        if !(body_ends || (ends && matches!(within, Within::Loop { .. }))) {
+                            continue;
+                        }
+                        let mut m = join(&[before, after_body]);
+                        self.walk(&h.body, within, &mut m, holders);
+                        if ends {
+                            within.end_round(&h.body, m, None);
+                        } else {
+                            falls.push(m);
                         }
                     }
-                    for b in [&t.orelse, &t.finalbody] {
-                        self.walk(b, within, mode, holders);
+                    if body_ends && !falls.is_empty() {
+                        *mode = join(&falls);
                     }
+                    if !body_ends {
+                        self.walk(&t.orelse, within, mode, holders);
+                    }
+                    self.walk(&t.finalbody, within, mode, holders);
                     continue;
                 }
                 // A loop's body; within the body that holds `at`, a clause that ends the
@@ -2791,6 +2842,46 @@ impl<'a> Walk<'_, 'a> {
         };
         let depth = self.loops.get();
         self.loops.set(depth + 1);
+        let (breaks, exits) = match s {
+            Stmt::For(f) => match (f.target.as_ref(), literal_elements(&f.iter)) {
+                (Expr::Name(t), Some(values)) => {
+                    self.unrolled_rounds(t.id.as_str(), values, body, first, holders)
+                }
+                _ => self.two_rounds(body, forever, last_round, first, depth, holders),
+            },
+            _ => self.two_rounds(body, forever, last_round, first, depth, holders),
+        };
+        self.loops.set(depth);
+        let mut ends = breaks;
+        if !exits.is_empty() {
+            let mut m = join(&exits);
+            self.walk(orelse, outer, &mut m, holders);
+            if holds_offset(orelse, self.at)
+                || !(leaves_function(self.ch, orelse) || ends_iteration(orelse))
+            {
+                ends.push(m);
+            } else if ends_iteration(orelse) {
+                outer.end_round(orelse, m, None);
+            }
+        }
+        if ends.is_empty() {
+            first
+        } else {
+            join(&ends)
+        }
+    }
+
+    /// The modes at the `break`s and at the other ways out of a loop's body, read over two
+    /// rounds, the second starting where the first ended or continued.
+    fn two_rounds(
+        &self,
+        body: &'a [Stmt],
+        forever: bool,
+        last_round: Option<(&'a str, &'a Expr)>,
+        first: Mode,
+        depth: u32,
+        holders: &mut Vec<&'a str>,
+    ) -> (Vec<Mode>, Vec<Mode>) {
         let mut breaks: Vec<Mode> = Vec::new();
         let mut exits: Vec<Mode> = Vec::new();
         let mut start = first;
@@ -2815,7 +2906,7 @@ impl<'a> Walk<'_, 'a> {
             };
             // The body's end leaves the loop, unless it is a `while True:` going round; it
             // starts the next round unless it is a `break`.
-            if matches!(body.last(), Some(Stmt::Break(_))) {
+            if ends_in_break(body) {
                 broke.push(mode);
             } else {
                 rounds.push(mode);
@@ -2834,24 +2925,144 @@ impl<'a> Walk<'_, 'a> {
             }
             start = next;
         }
-        self.loops.set(depth);
-        let mut ends = breaks;
-        if !exits.is_empty() {
-            let mut m = join(&exits);
-            self.walk(orelse, outer, &mut m, holders);
-            if holds_offset(orelse, self.at)
-                || !(leaves_function(self.ch, orelse) || ends_iteration(orelse))
-            {
-                ends.push(m);
-            } else if ends_iteration(orelse) {
-                outer.end_round(orelse, m, None);
+        (breaks, exits)
+    }
+
+    /// [`Walk::two_rounds`] of `for target in ["train", "val"]:`, one round per value in order,
+    /// with the tests of `target` against literals decided (`if phase == "train": model.train()
+    /// else: model.eval()` leaves the loop in eval mode).
+    fn unrolled_rounds(
+        &self,
+        target: &'a str,
+        values: &'a [Expr],
+        body: &'a [Stmt],
+        first: Mode,
+        holders: &mut Vec<&'a str>,
+    ) -> (Vec<Mode>, Vec<Mode>) {
+        let saved = self.literal.get();
+        let mut breaks = Vec::new();
+        let mut starts = vec![first];
+        for value in values {
+            if starts.is_empty() {
+                break;
+            }
+            self.literal.set(Some((target, value)));
+            let mut within = Within::Loop {
+                forever: false,
+                last_round: None,
+                breaks: Vec::new(),
+                exits: Vec::new(),
+                rounds: Vec::new(),
+            };
+            let mut mode = join(&starts);
+            self.walk(body, &mut within, &mut mode, holders);
+            let Within::Loop {
+                breaks: mut broke,
+                mut rounds,
+                ..
+            } = within
+            else {
+                unreachable!("the walk keeps its `Within`")
+            };
+            if ends_in_break(body) {
+                broke.push(mode);
+            } else {
+                rounds.push(mode);
+            }
+            breaks.append(&mut broke);
+            starts = rounds;
+        }
+        self.literal.set(saved);
+        (breaks, starts)
+    }
+
+    /// Which clause of an `if` runs when its tests compare the target of the literal loop being
+    /// read with literals (`if phase == "train":`): `Some(Some(k))`, `Some(None)` for none, `None`
+    /// when a test is not of that kind.
+    fn decided_clause(&self, i: &ast::StmtIf) -> Option<Option<usize>> {
+        let (target, value) = self.literal.get()?;
+        let tests = std::iter::once(Some(&*i.test))
+            .chain(i.elif_else_clauses.iter().map(|c| c.test.as_ref()));
+        for (k, test) in tests.enumerate() {
+            match test {
+                None => return Some(Some(k)),
+                Some(t) if decide(t, target, value)? => return Some(Some(k)),
+                Some(_) => {}
             }
         }
-        if ends.is_empty() {
-            first
-        } else {
-            join(&ends)
+        Some(None)
+    }
+}
+
+/// The values of `for x in ["train", "val"]:` (a list or tuple of up to eight literals).
+fn literal_elements(iter: &Expr) -> Option<&[Expr]> {
+    let elts = match iter {
+        Expr::List(ast::ExprList { elts, .. }) | Expr::Tuple(ast::ExprTuple { elts, .. }) => elts,
+        _ => return None,
+    };
+    (!elts.is_empty()
+        && elts.len() <= 8
+        && elts.iter().all(|e| {
+            matches!(
+                e,
+                Expr::StringLiteral(_) | Expr::NumberLiteral(_) | Expr::BooleanLiteral(_)
+            )
+        }))
+    .then_some(&elts[..])
+}
+
+/// Whether two literals are equal, when both are strings or both are numbers.
+fn same_literal(a: &Expr, b: &Expr) -> Option<bool> {
+    match (a, b) {
+        (Expr::StringLiteral(x), Expr::StringLiteral(y)) => {
+            Some(x.value.to_str() == y.value.to_str())
         }
+        (Expr::NumberLiteral(x), Expr::NumberLiteral(y)) => Some(x.value == y.value),
+        (Expr::BooleanLiteral(x), Expr::BooleanLiteral(y)) => Some(x.value == y.value),
+        _ => None,
+    }
+}
+
+/// The value of a test of `target` bound to the literal `value` (`phase == "train"`, `phase !=
+/// "val"`, `phase in ("val", "test")`, `not ...`); `None` for any other test.
+fn decide(test: &Expr, target: &str, value: &Expr) -> Option<bool> {
+    let is_target = |e: &Expr| matches!(e, Expr::Name(n) if n.id.as_str() == target);
+    match test {
+        Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => {
+            decide(&u.operand, target, value).map(|b| !b)
+        }
+        Expr::Compare(c) => {
+            let ([op], [right]) = (&c.ops[..], &c.comparators[..]) else {
+                return None;
+            };
+            let left = c.left.as_ref();
+            let other = if is_target(left) {
+                right
+            } else if is_target(right) && matches!(op, ast::CmpOp::Eq | ast::CmpOp::NotEq) {
+                left
+            } else {
+                return None;
+            };
+            match op {
+                ast::CmpOp::Eq => same_literal(other, value),
+                ast::CmpOp::NotEq => same_literal(other, value).map(|b| !b),
+                ast::CmpOp::In | ast::CmpOp::NotIn => {
+                    let (Expr::List(ast::ExprList { elts, .. })
+                    | Expr::Tuple(ast::ExprTuple { elts, .. })
+                    | Expr::Set(ast::ExprSet { elts, .. })) = other
+                    else {
+                        return None;
+                    };
+                    let mut found = false;
+                    for e in elts {
+                        found |= same_literal(e, value)?;
+                    }
+                    Some(found == (*op == ast::CmpOp::In))
+                }
+                _ => None,
+            }
+        }
+        _ => None,
     }
 }
 
@@ -3001,8 +3212,15 @@ fn spares_last_round(ch: &Checker, test: &Expr, target: &str, stop: &Expr) -> bo
         }
         _ => false,
     };
+    // `epochs`, `epochs - 1`.
     let stop_text = ch.text(stop.range());
-    let is_bound = |e: &Expr| ch.text(e.range()).contains(stop_text);
+    let is_bound = |e: &Expr| match e {
+        Expr::BinOp(b) if b.op == ast::Operator::Sub => {
+            ch.text(b.left.range()) == stop_text
+                && matches!(b.right.as_ref(), Expr::NumberLiteral(_))
+        }
+        e => ch.text(e.range()) == stop_text,
+    };
     conditions.iter().any(|c| {
         let Expr::Compare(cmp) = c else {
             return false;
@@ -3042,6 +3260,7 @@ fn join(ends: &[Mode]) -> Mode {
 fn ends_in_break(body: &[Stmt]) -> bool {
     match body.last() {
         Some(Stmt::Break(_)) => true,
+        Some(Stmt::With(w)) => ends_in_break(&w.body),
         Some(Stmt::If(i)) => {
             i.elif_else_clauses.last().is_some_and(|c| c.test.is_none())
                 && ends_in_break(&i.body)
@@ -3116,6 +3335,7 @@ fn never_returns(body: &[Stmt]) -> bool {
 fn ends_iteration(body: &[Stmt]) -> bool {
     match body.last() {
         Some(Stmt::Continue(_) | Stmt::Break(_)) => true,
+        Some(Stmt::With(w)) => ends_iteration(&w.body),
         Some(Stmt::If(i)) => {
             i.elif_else_clauses.last().is_some_and(|c| c.test.is_none())
                 && ends_iteration(&i.body)
