@@ -605,6 +605,9 @@ const CORPUS_DIRS: &[&str] = &[
     "thatching",
     "coalmines",
     "radiostations",
+    "wickerwork",
+    "gliderclubs",
+    "chimneysweep",
 ];
 
 #[test]
