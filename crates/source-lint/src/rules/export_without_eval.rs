@@ -2650,10 +2650,11 @@ impl<'a> Walk<'_, 'a> {
     /// `if cam: net = NetV3() else: net = base` builds a module in training mode in one clause);
     /// a missing `else` (or a `match` with no catch-all arm) is a clause that does nothing,
     /// except after a test of its being a module (`if isinstance(model, nn.Module):
-    /// model.eval()`); after a test of the module's own flag (`if model.training: model.eval()`)
-    /// the other clause, written or missing, starts in eval mode. A path on which the name is not bound here (a parameter
-    /// replaced in one clause: `if model is None: model = Net().eval()`) leaves the callers to
-    /// decide, as before the `if`.
+    /// model.eval()`); after a false test of the module's own flag (`if model.training:
+    /// model.eval()`) the clauses that follow, written or missing, start in eval mode. A path on
+    /// which the name is not bound here (a parameter replaced in one clause: `if model is None:
+    /// model = Net().eval()`) leaves the callers to decide, as before the `if`. Loops are read
+    /// by [`Walk::read_loop`].
     fn walk(
         &self,
         body: &'a [Stmt],
@@ -2842,14 +2843,17 @@ impl<'a> Walk<'_, 'a> {
         };
         let depth = self.loops.get();
         self.loops.set(depth + 1);
-        let (breaks, exits) = match s {
+        // `for phase in ["train", "val"]:`.
+        let unrolled = match s {
             Stmt::For(f) => match (f.target.as_ref(), literal_elements(&f.iter)) {
-                (Expr::Name(t), Some(values)) => {
-                    self.unrolled_rounds(t.id.as_str(), values, body, first, holders)
-                }
-                _ => self.two_rounds(body, forever, last_round, first, depth, holders),
+                (Expr::Name(t), Some(values)) => Some((t.id.as_str(), values)),
+                _ => None,
             },
-            _ => self.two_rounds(body, forever, last_round, first, depth, holders),
+            _ => None,
+        };
+        let (breaks, exits) = match unrolled {
+            Some((target, values)) => self.unrolled_rounds(target, values, body, first, holders),
+            None => self.two_rounds(body, forever, last_round, first, depth, holders),
         };
         self.loops.set(depth);
         let mut ends = breaks;
@@ -3100,7 +3104,10 @@ fn dict_entry<'a, 'e>(body: &'a [Stmt], e: &'e Expr) -> Option<(&'e str, &'a Exp
 /// = ...`): its entries may then be in another mode than they were built in.
 fn dict_used(stmts: &[&Stmt], d: &str, at: TextSize) -> bool {
     let names = [d.to_string()];
-    let reads_entry = |e: &Expr| matches!(e, Expr::Subscript(x) if matches!(x.value.as_ref(), Expr::Name(n) if n.id.as_str() == d));
+    let reads_entry = |e: &Expr| {
+        matches!(e, Expr::Subscript(x)
+            if matches!(x.value.as_ref(), Expr::Name(n) if n.id.as_str() == d))
+    };
     stmts
         .iter()
         .filter(|s| s.range().start() < at)
@@ -3256,20 +3263,6 @@ fn join(ends: &[Mode]) -> Mode {
     }
 }
 
-/// Whether a clause ends in `break` on every path.
-fn ends_in_break(body: &[Stmt]) -> bool {
-    match body.last() {
-        Some(Stmt::Break(_)) => true,
-        Some(Stmt::With(w)) => ends_in_break(&w.body),
-        Some(Stmt::If(i)) => {
-            i.elif_else_clauses.last().is_some_and(|c| c.test.is_none())
-                && ends_in_break(&i.body)
-                && i.elif_else_clauses.iter().all(|c| ends_in_break(&c.body))
-        }
-        _ => false,
-    }
-}
-
 /// `True` or `1`, the test of a loop that only a `break` ends.
 fn is_true(test: &Expr) -> bool {
     match test {
@@ -3330,18 +3323,28 @@ fn never_returns(body: &[Stmt]) -> bool {
     !stmts.iter().any(|s| matches!(s, Stmt::Return(_))) && leaves(body)
 }
 
-/// Whether a clause ends the loop iteration it is in (`continue`, `break`), also through an
-/// `if`/`else` whose every clause does.
+/// Whether a clause ends the loop iteration it is in (`continue`, `break`), also through a
+/// `with` block or an `if`/`else` whose every clause does.
 fn ends_iteration(body: &[Stmt]) -> bool {
+    ends_with(body, |s| matches!(s, Stmt::Continue(_) | Stmt::Break(_)))
+}
+
+/// Whether a clause ends in `break` on every path, as [`ends_iteration`].
+fn ends_in_break(body: &[Stmt]) -> bool {
+    ends_with(body, |s| matches!(s, Stmt::Break(_)))
+}
+
+/// Whether every path of a clause ends in a statement `last` accepts.
+fn ends_with(body: &[Stmt], last: fn(&Stmt) -> bool) -> bool {
     match body.last() {
-        Some(Stmt::Continue(_) | Stmt::Break(_)) => true,
-        Some(Stmt::With(w)) => ends_iteration(&w.body),
+        Some(Stmt::With(w)) => ends_with(&w.body, last),
         Some(Stmt::If(i)) => {
             i.elif_else_clauses.last().is_some_and(|c| c.test.is_none())
-                && ends_iteration(&i.body)
-                && i.elif_else_clauses.iter().all(|c| ends_iteration(&c.body))
+                && ends_with(&i.body, last)
+                && i.elif_else_clauses.iter().all(|c| ends_with(&c.body, last))
         }
-        _ => false,
+        Some(s) => last(s),
+        None => false,
     }
 }
 
