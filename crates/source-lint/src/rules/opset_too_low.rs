@@ -14,8 +14,7 @@
 //! (`LEGACY_OPSET if legacy else EDGE_OPSET`, the lower counts), a constant offset from one
 //! (`LEGACY_OPSET + 1`), written there or bound to a local
 //! first (`opset = LEGACY_OPSET if legacy else OPSET`), a parameter's default when no call in the
-//! file passes that parameter, also when the file does not call the function at all (`def
-//! export(model, path, opset: int = 13)`, also `opset=EUV_OPSET`;
+//! file passes that parameter (`def export(model, path, opset: int = 13)`, also `opset=EUV_OPSET`;
 //! also through a table of jobs, `jobs = {"euv": export_euv}` then `fn(ckpt, out)` for each,
 //! unless the function or the table is handed on), an argparse option's default (`opset_version=args.opset`
 //! with `add_argument("--opset", type=int, default=11)`), a dict
@@ -320,7 +319,7 @@ fn named_int(ch: &Checker, name: &str) -> Option<u32> {
 }
 
 /// `opset_version=opset` in `def export_model(model, path, opset: int = 13)`: the default, when
-/// no call in the file passes the parameter (a method only when the file calls it). Not when the body rebinds it
+/// the file calls the function and no call passes the parameter. Not when the body rebinds it
 /// (`opset = max(opset, 16)`), the function is handed around as a value (`functools.partial(f,
 /// opset=16)`), or it is a dunder method (called through its class or instance).
 fn parameter_default(ch: &Checker, call: &ast::ExprCall, name: &str) -> Option<u32> {
@@ -458,9 +457,7 @@ fn parameter_default(ch: &Checker, call: &ast::ExprCall, name: &str) -> Option<u
     if calls.tabled && !calls.passed {
         calls.passed = table_call_passes(module, function, name, positional);
     }
-    // A function nothing in the file calls or hands on exports with its default too (its
-    // callers elsewhere are not read).
-    (!calls.passed && (calls.calls > 0 || !method)).then_some(default)
+    (calls.calls > 0 && !calls.passed).then_some(default)
 }
 
 /// For a function listed in a table of jobs (`jobs = {"occupancy": export_occupancy}`), whether a
