@@ -440,13 +440,8 @@ fn has_train(e: &Expr, name: &str) -> bool {
         fn visit_expr(&mut self, e: &'a Expr) {
             if let Expr::Call(c) = e {
                 if let Expr::Attribute(a) = c.func.as_ref() {
-                    // `model.train()`, and an entry of a container: `nets["student"].train()`.
-                    let receiver = match a.value.as_ref() {
-                        Expr::Subscript(x) => x.value.as_ref(),
-                        v => v,
-                    };
                     if a.attr.id.as_str() == "train"
-                        && matches!(receiver, Expr::Name(n) if n.id.as_str() == self.name)
+                        && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == self.name)
                         && trains_true(c)
                     {
                         self.found = true;
@@ -2669,6 +2664,23 @@ impl<'a> Walk<'_, 'a> {
                 break;
             }
             (self.step)(s, mode, holders);
+            // In a round of `for phase in ["train", "val"]:`, `model.train(phase == "train")`.
+            if let (Some((target, value)), Stmt::Expr(e)) = (self.literal.get(), s) {
+                if let Expr::Call(c) = e.value.as_ref() {
+                    let decided = match (c.func.as_ref(), &c.arguments.args[..]) {
+                        (Expr::Attribute(a), [arg])
+                            if a.attr.id.as_str() == "train"
+                                && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == self.name) =>
+                        {
+                            decide(arg, target, value)
+                        }
+                        _ => None,
+                    };
+                    if let Some(training) = decided {
+                        mode.evaluated = !training;
+                    }
+                }
+            }
             // The clauses, each with whether it starts in eval mode and the test that takes it
             // (for the first clause of an `if`).
             let alternatives: Vec<(&'a [Stmt], bool, Option<&'a Expr>)> = match s {
