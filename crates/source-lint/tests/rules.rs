@@ -608,6 +608,9 @@ const CORPUS_DIRS: &[&str] = &[
     "wickerwork",
     "gliderclubs",
     "chimneysweep",
+    "furriers",
+    "skijump",
+    "ferrymen",
 ];
 
 #[test]
