@@ -16,10 +16,20 @@
 //! parser's `error()` or `exit()`, a function of the file that always raises) or, in the loop that holds the
 //! export, continues or breaks does not reach it (a helper that returns before its final
 //! `raise` does); a `match` without a catch-all arm is an `if`
-//! without `else`, except after a test of the module's own flag (`if model.training:
-//! model.eval()`, `was_training = model.training; if was_training: model.eval()`), whose missing
-//! `else` is in eval mode already, or of its being a module (`if isinstance(model, nn.Module):`,
-//! `if model is not None:`); a parameter replaced in one clause (`if model is None: model =
+//! without `else`. After a false test of the module's own flag (`if model.training:
+//! model.eval()`, `was_training = model.training; if was_training: model.eval()`, also `not`,
+//! `or`, `is True`, an `elif` chain), the clauses that follow, written or missing, are in eval mode
+//! already (not when the flag was read before a later `model.train()`); after a test of its being
+//! a module (`if isinstance(model, nn.Module):`, `if model is not None:`) the missing `else` never
+//! exports it. After a loop that does not hold the export, the module is in the mode of the loop's
+//! ways out, read over two rounds (`validate(model)` before `while True: if step >= n: break;
+//! model.train()` exports in training mode): its `break`s (also at the end of a `try:` or `with`
+//! body, or in an `except StopIteration:`), a `continue` that may come in the last round (not `if
+//! epoch < start_epoch: continue`), the body's end unless it is a `while True:`, and the loop's
+//! `else:` after the ways out that are not `break`s; `for phase in ["train", "val"]:` is read one
+//! round per value with its tests of `phase` decided, `model.train(phase == "train")` included.
+//! An evaluation helper called in an `if` test runs before the clauses (`if validate(model) <
+//! best: break`), not behind `and`. A parameter replaced in one clause (`if model is None: model =
 //! Net().eval()`) is left to the callers on the other path, and one moved or cast (`if device:
 //! model = model.to(device)`) stays theirs on every path. Another name for a module in eval mode
 //! is in eval mode, also moved or cast (`cpu = model.to("cpu")`) or unwrapped (`net =
