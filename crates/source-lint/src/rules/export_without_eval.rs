@@ -2758,14 +2758,27 @@ impl<'a> Walk<'_, 'a> {
                     let before = *mode;
                     self.walk(&t.body, within, mode, holders);
                     let after_body = *mode;
-                    // A body that ends the round (`try: load(); model.eval(); break`): what
-                    // follows is reached through the handlers only.
+                    // The body's own path, through `else:` when it completes; a round it ends
+                    // (`try: load(); model.eval(); break`) ends after the `finally:`.
+                    let mut normal = None;
                     let body_ends = ends_iteration(&t.body) && !holds(&t.body);
                     if body_ends {
-                        within.end_round(&t.body, after_body, None);
+                        let mut m = after_body;
+                        self.walk(&t.finalbody, within, &mut m, holders);
+                        within.end_round(&t.body, m, None);
+                    } else {
+                        let mut m = after_body;
+                        self.walk(&t.orelse, within, &mut m, holders);
+                        if ends_iteration(&t.orelse) && !holds(&t.orelse) {
+                            self.walk(&t.finalbody, within, &mut m, holders);
+                            within.end_round(&t.orelse, m, None);
+                        } else if !leaves_function(self.ch, &t.orelse) {
+                            normal = Some(m);
+                        }
                     }
-                    // A handler that ends a round of the loop being read (`except
-                    // StopIteration: break`) is one of its ways out, from any point of the body.
+                    // The handlers, from any point of the body: one that ends a round of the
+                    // loop being read (`except StopIteration: break`) is one of its ways out;
+                    // one that falls through is read when the body's path does not.
                     let mut falls = Vec::new();
                     for h in &t.handlers {
                         let ast::ExceptHandler::ExceptHandler(h) = h;
@@ -2773,22 +2786,24 @@ impl<'a> Walk<'_, 'a> {
                             continue;
                         }
                         let ends = ends_iteration(&h.body);
-                        if !(body_ends || (ends && matches!(within, Within::Loop { .. }))) {
+                        if !((ends && matches!(within, Within::Loop { .. }))
+                            || (!ends && normal.is_none()))
+                        {
                             continue;
                         }
                         let mut m = join(&[before, after_body]);
                         self.walk(&h.body, within, &mut m, holders);
                         if ends {
+                            self.walk(&t.finalbody, within, &mut m, holders);
                             within.end_round(&h.body, m, None);
                         } else {
                             falls.push(m);
                         }
                     }
-                    if body_ends && !falls.is_empty() {
+                    if let Some(m) = normal {
+                        *mode = m;
+                    } else if !falls.is_empty() {
                         *mode = join(&falls);
-                    }
-                    if !body_ends {
-                        self.walk(&t.orelse, within, mode, holders);
                     }
                     self.walk(&t.finalbody, within, mode, holders);
                     continue;
