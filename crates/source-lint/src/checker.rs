@@ -1717,9 +1717,11 @@ impl<'a> Checker<'a> {
                             | "torch.isin"
                     );
                 }
-                // `make_pad_mask(lens, T)`, `self._sequence_mask(x)`: helpers named for masks.
+                // `make_pad_mask(lens, T)`, `self._sequence_mask(x)`: helpers named for masks,
+                // also a submodule's (`self.scheduler.night_mask(hour)`).
                 let helper = match c.func.as_ref() {
                     Expr::Name(n) => Some(n.id.as_str()),
+                    Expr::Attribute(a) if is_self_chain(&a.value) => Some(a.attr.id.as_str()),
                     f => self_attr(f),
                 };
                 // `self._out_of_frame(flow)`, `keep = gops.valid_rows(r)`: a function of this
