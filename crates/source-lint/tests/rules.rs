@@ -611,6 +611,9 @@ const CORPUS_DIRS: &[&str] = &[
     "furriers",
     "skijump",
     "ferrymen",
+    "stablemanagement",
+    "sandcastle",
+    "bargemen",
 ];
 
 #[test]
