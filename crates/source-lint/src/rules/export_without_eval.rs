@@ -2927,34 +2927,11 @@ impl<'a> Walk<'_, 'a> {
         let mut exits: Vec<Mode> = Vec::new();
         let mut start = first;
         for pass in 0..2 {
-            let mut within = Within::Loop {
-                forever,
-                last_round,
-                breaks: Vec::new(),
-                exits: Vec::new(),
-                rounds: Vec::new(),
-            };
-            let mut mode = start;
-            self.walk(body, &mut within, &mut mode, holders);
-            let Within::Loop {
+            let Round {
                 breaks: mut broke,
                 exits: mut out,
-                mut rounds,
-                ..
-            } = within
-            else {
-                unreachable!("the walk keeps its `Within`")
-            };
-            // The body's end leaves the loop, unless it is a `while True:` going round; it
-            // starts the next round unless it is a `break`.
-            if ends_in_break(body) {
-                broke.push(mode);
-            } else {
-                rounds.push(mode);
-                if !forever {
-                    out.push(mode);
-                }
-            }
+                rounds,
+            } = self.one_round(body, forever, last_round, start, holders);
             breaks.append(&mut broke);
             exits.append(&mut out);
             if pass == 1 || rounds.is_empty() || depth >= LOOP_PASSES_DEPTH {
@@ -2967,6 +2944,50 @@ impl<'a> Walk<'_, 'a> {
             start = next;
         }
         (breaks, exits)
+    }
+
+    /// One round of a loop's body from mode `start`, with where it ends: the body's end leaves
+    /// the loop unless it is a `while True:` going round, and starts the next round unless it is
+    /// a `break`.
+    fn one_round(
+        &self,
+        body: &'a [Stmt],
+        forever: bool,
+        last_round: Option<(&'a str, &'a Expr)>,
+        start: Mode,
+        holders: &mut Vec<&'a str>,
+    ) -> Round {
+        let mut within = Within::Loop {
+            forever,
+            last_round,
+            breaks: Vec::new(),
+            exits: Vec::new(),
+            rounds: Vec::new(),
+        };
+        let mut mode = start;
+        self.walk(body, &mut within, &mut mode, holders);
+        let Within::Loop {
+            mut breaks,
+            mut exits,
+            mut rounds,
+            ..
+        } = within
+        else {
+            unreachable!("the walk keeps its `Within`")
+        };
+        if ends_in_break(body) {
+            breaks.push(mode);
+        } else {
+            rounds.push(mode);
+            if !forever {
+                exits.push(mode);
+            }
+        }
+        Round {
+            breaks,
+            exits,
+            rounds,
+        }
     }
 
     /// [`Walk::two_rounds`] of `for target in ["train", "val"]:`, one round per value in order,
@@ -2988,28 +3009,11 @@ impl<'a> Walk<'_, 'a> {
                 break;
             }
             self.literal.set(Some((target, value)));
-            let mut within = Within::Loop {
-                forever: false,
-                last_round: None,
-                breaks: Vec::new(),
-                exits: Vec::new(),
-                rounds: Vec::new(),
-            };
-            let mut mode = join(&starts);
-            self.walk(body, &mut within, &mut mode, holders);
-            let Within::Loop {
+            let Round {
                 breaks: mut broke,
-                mut rounds,
+                rounds,
                 ..
-            } = within
-            else {
-                unreachable!("the walk keeps its `Within`")
-            };
-            if ends_in_break(body) {
-                broke.push(mode);
-            } else {
-                rounds.push(mode);
-            }
+            } = self.one_round(body, false, None, join(&starts), holders);
             breaks.append(&mut broke);
             starts = rounds;
         }
@@ -3166,6 +3170,14 @@ fn dict_used(stmts: &[&Stmt], d: &str, at: TextSize) -> bool {
             Stmt::With(w) => w.items.iter().any(|i| mentions(&i.context_expr, &names)),
             _ => false,
         })
+}
+
+/// The modes where a round of a loop's body ends: at its `break`s, at its other ways out of the
+/// loop, and at the starts of the next round.
+struct Round {
+    breaks: Vec<Mode>,
+    exits: Vec<Mode>,
+    rounds: Vec<Mode>,
 }
 
 /// Where [`Walk::walk`] is as to loops: in the body of the loop that holds `at` (a clause that
