@@ -614,6 +614,9 @@ const CORPUS_DIRS: &[&str] = &[
     "stablemanagement",
     "sandcastle",
     "bargemen",
+    "tramstops",
+    "blindmakers",
+    "kiteshops",
 ];
 
 #[test]
