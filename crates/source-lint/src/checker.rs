@@ -1722,7 +1722,7 @@ impl<'a> Checker<'a> {
                 let helper = match c.func.as_ref() {
                     Expr::Name(n) => Some(n.id.as_str()),
                     Expr::Attribute(a) if is_self_chain(&a.value) => Some(a.attr.id.as_str()),
-                    f => self_attr(f),
+                    _ => None,
                 };
                 // `self._out_of_frame(flow)`, `keep = gops.valid_rows(r)`: a function of this
                 // file or of a helper module whose every `return` is a comparison.
