@@ -1,77 +1,75 @@
 //! ## What it does
 //! Flags `torch.onnx.export(model, ...)` where `model` is a local built in the same scope (or a
 //! loop variable over models) and nothing before the call puts it in eval mode (`model.eval()`,
-//! `model.train(False)`, `model = Net().eval()`), unless the call asks for the TorchScript
-//! exporter (`dynamo=False`), which switches to eval mode itself. A module built anew under the
-//! name after its `eval()` (`net = train(); evaluate(net)`, then `net = Net()`) is a new module,
-//! in training mode (not `model = model.cuda()`, nor `model = ema`: the same one or a copy). A `model.train()` after the
-//! `eval()` (to re-estimate batch norm statistics, say; also `train(mode=True)`, or `m.train()` in
-//! `for m in (model, ema):`) puts it back in training mode, and so
-//! does a helper of the file that calls `model.eval()` and then `model.train()` before returning
-//! (an accuracy function); an `eval()` in another clause of the `if` that holds the export does
-//! not count, and after an `if` before the export the module is in eval mode only when every
-//! clause that reaches the export leaves it so (`if cmd == "export": model.eval()` alone does
-//! not: another command exports it in training mode; nor does `net = base` in one clause and
-//! `net = NetV3()` in the other). A clause that returns, raises, exits (also `assert False`, a
-//! parser's `error()` or `exit()`, a function of the file that always raises) or, in the loop that holds the
-//! export, continues or breaks does not reach it (a helper that returns before its final
-//! `raise` does); a `match` without a catch-all arm is an `if`
-//! without `else`. After a false test of the module's own flag (`if model.training:
-//! model.eval()`, `was_training = model.training; if was_training: model.eval()`, also `not`,
-//! `or`, `is True`, an `elif` chain), the clauses that follow, written or missing, are in eval mode
-//! already (not when the flag was read before a later `model.train()`); after a test of its being
-//! a module (`if isinstance(model, nn.Module):`, `if model is not None:`) the missing `else` never
-//! exports it. After a loop that does not hold the export, the module is in the mode of the loop's
-//! ways out, read over two rounds (`validate(model)` before `while True: if step >= n: break;
-//! model.train()` exports in training mode): its `break`s (also at the end of a `try:` or `with`
-//! body, or in an `except StopIteration:`), a `continue` that may come in the last round (not `if
-//! epoch < start_epoch: continue`), the body's end unless it is a `while True:`, and the loop's
-//! `else:` after the ways out that are not `break`s; `for phase in ["train", "val"]:` is read one
-//! round per value with its tests of `phase` decided, `model.train(phase == "train")` included.
-//! An evaluation helper called in an `if` test runs before the clauses (`if validate(model) <
-//! best: break`), not behind `and`. A parameter replaced in one clause (`if model is None: model =
-//! Net().eval()`) is left to the callers on the other path, and one moved or cast (`if device:
-//! model = model.to(device)`) stays theirs on every path. Another name for a module in eval mode
-//! is in eval mode, also moved or cast (`cpu = model.to("cpu")`) or unwrapped (`net =
-//! model.module if hasattr(model, "module") else model`, `getattr(model, "module", model)`), and so
-//! is a part of it (`model.module.fc`, `model.blocks[1]`). The
-//! exporter may be imported under another name (`from torch.onnx import export as onnx_export`)
-//! or called through a `functools.partial` of it, and Lightning's `model.to_onnx(path, sample)`
-//! is an export too (it does not switch modes).
-//! A module built by a constructor inside the call (`torch.onnx.export(Wrapper(Net()), ...)`)
-//! without `.eval()` on it is flagged too, also when handed through a function of the same file
-//! that never calls `.eval()` (`torch.onnx.export(_load(Net(), ckpt), ...)`), and so is a submodule of a local (`reg.matcher`) when
-//! neither the local nor the submodule was put in eval mode. When the exported module is a
+//! `model.train(False)`, `model = Net().eval()`), unless the call asks for the TorchScript exporter
+//! (`dynamo=False`), which switches to eval mode itself. A module built anew under the name after
+//! its `eval()` (`net = train(); evaluate(net)`, then `net = Net()`) is a new module, in training
+//! mode (not `model = model.cuda()`, nor `model = ema`: the same one or a copy). A `model.train()`
+//! after the `eval()` (to re-estimate batch norm statistics, say; also `train(mode=True)`, or
+//! `m.train()` in `for m in (model, ema):`) puts it back in training mode, and so does a helper of
+//! the file that calls `model.eval()` and then `model.train()` before returning (an accuracy
+//! function); an `eval()` in another clause of the `if` that holds the export does not count, and
+//! after an `if` before the export the module is in eval mode only when every clause that reaches
+//! the export leaves it so (`if cmd == "export": model.eval()` alone does not: another command
+//! exports it in training mode; nor does `net = base` in one clause and `net = NetV3()` in the
+//! other). A clause that returns, raises, exits (also `assert False`, a parser's `error()` or
+//! `exit()`, a function of the file that always raises) or, in the loop that holds the export,
+//! continues or breaks does not reach it (a helper that returns before its final `raise` does); a
+//! `match` without a catch-all arm is an `if` without `else`. After a false test of the module's
+//! own flag (`if model.training: model.eval()`, `was_training = model.training; if was_training:
+//! model.eval()`, also `not`, `or`, `is True`, an `elif` chain), the clauses that follow, written
+//! or missing, are in eval mode already (not when the flag was read before a later
+//! `model.train()`); after a test of its being a module (`if isinstance(model, nn.Module):`, `if
+//! model is not None:`) the missing `else` never exports it. After a loop that does not hold the
+//! export, the module is in the mode of the loop's ways out, read over two rounds
+//! (`validate(model)` before `while True: if step >= n: break; model.train()` exports in training
+//! mode): its `break`s (also at the end of a `try:` or `with` body, or in an `except
+//! StopIteration:`), a `continue` that may come in the last round (not `if epoch < start_epoch:
+//! continue`), the body's end unless it is a `while True:`, and the loop's `else:` after the ways
+//! out that are not `break`s; `for phase in ["train", "val"]:` is read one round per value with its
+//! tests of `phase` decided, `model.train(phase == "train")` included. An evaluation helper called
+//! in an `if` test runs before the clauses (`if validate(model) < best: break`), not behind `and`.
+//! A parameter replaced in one clause (`if model is None: model = Net().eval()`) is left to the
+//! callers on the other path, and one moved or cast (`if device: model = model.to(device)`) stays
+//! theirs on every path. Another name for a module in eval mode is in eval mode, also moved or cast
+//! (`cpu = model.to("cpu")`) or unwrapped (`net = model.module if hasattr(model, "module") else
+//! model`, `getattr(model, "module", model)`), and so is a part of it (`model.module.fc`,
+//! `model.blocks[1]`). The exporter may be imported under another name (`from torch.onnx import
+//! export as onnx_export`) or called through a `functools.partial` of it, and Lightning's
+//! `model.to_onnx(path, sample)` is an export too (it does not switch modes). A module built by a
+//! constructor inside the call (`torch.onnx.export(Wrapper(Net()), ...)`) without `.eval()` on it
+//! is flagged too, also when handed through a function of the same file that never calls `.eval()`
+//! (`torch.onnx.export(_load(Net(), ckpt), ...)`), and so is a submodule of a local (`reg.matcher`)
+//! when neither the local nor the submodule was put in eval mode. When the exported module is a
 //! parameter of a function of the file (`def _export(module, path): torch.onnx.export(module,
 //! ...)`), the callers in the file decide: it is flagged when one of them passes a local it never
 //! put in eval mode (also moved or cast on the way, `export_model(net.cpu())`, which returns the
 //! module in the mode it was in) or the result of a function of the file that returns a module it
 //! built and never put in eval mode (`export_serve(train_serve())`), and left alone when no caller
-//! is seen (unless the function prepares the module for export itself, `model = model.cpu()`,
-//! and leaves out `.eval()`); a module built in the call (`export_quick(Net().to(dev))`) counts as one never put in
-//! eval mode. A function of the file that trains the module it is handed and does not evaluate it
-//! afterwards (`model = fine_tune(model, data)`) puts it back in training mode. A module-level
-//! module (`model = Net()` at the top of a notebook turned module, moved or cast there too:
-//! `model = model.to(device)`, or built by a function that declares it `global`) exported from a
-//! function is judged where that function is called: flagged when a caller reaches the call with it in
-//! training mode, following the calls before it into the file's functions and classes; with no
-//! caller in the file, flagged only when nothing anywhere may put it in eval mode and no other
-//! file imports its module. A loader imported from another linted file that ends in `model.eval()` (`det =
-//! load_detector(path)`) counts as putting the model in eval mode, as one of the same file does. A
-//! module a class keeps (`torch.onnx.export(self.model, ...)` in a trainer's or service's method)
-//! is judged by the mode the method's statements before
-//! the export leave it in, in order, following the class's own methods it calls: flagged after a
-//! `train()` (`self.model.train()`, `self.train()`, or a method that ends in it, such as a
-//! validation step that restores training mode). When the method sets no mode, the callers in
-//! the class decide: one that calls it after `train()` (a `fit` that exports at its end) is
-//! flagged; with no caller in the class, another method that trains the module makes the mode
-//! depend on what ran before, which is flagged too. An `eval()` before the export (also
-//! `self.model.cpu().eval()`, `train(False)`, `train(mode=False)`) clears it, in loops, `try`
-//! handlers and `else` blocks too; the clauses of an `if` count when they agree. What cannot be
-//! followed leaves it alone: an inherited method named for a mode change, a function of the file
-//! that switches modes handed the module, a new module stored under the name, a context manager
-//! of the class, a mode set in one clause only, an exporting method handed out as a value (a
-//! hook), a framework's hook (`on_validation_end`).
+//! is seen (unless the function prepares the module for export itself, `model = model.cpu()`, and
+//! leaves out `.eval()`); a module built in the call (`export_quick(Net().to(dev))`) counts as one
+//! never put in eval mode. A function of the file that trains the module it is handed and does not
+//! evaluate it afterwards (`model = fine_tune(model, data)`) puts it back in training mode. A
+//! module-level module (`model = Net()` at the top of a notebook turned module, moved or cast there
+//! too: `model = model.to(device)`, or built by a function that declares it `global`) exported from
+//! a function is judged where that function is called: flagged when a caller reaches the call with
+//! it in training mode, following the calls before it into the file's functions and classes; with
+//! no caller in the file, flagged only when nothing anywhere may put it in eval mode and no other
+//! file imports its module. A loader imported from another linted file that ends in `model.eval()`
+//! (`det = load_detector(path)`) counts as putting the model in eval mode, as one of the same file
+//! does. A module a class keeps (`torch.onnx.export(self.model, ...)` in a trainer's or service's
+//! method) is judged by the mode the method's statements before the export leave it in, in order,
+//! following the class's own methods it calls: flagged after a `train()` (`self.model.train()`,
+//! `self.train()`, or a method that ends in it, such as a validation step that restores training
+//! mode). When the method sets no mode, the callers in the class decide: one that calls it after
+//! `train()` (a `fit` that exports at its end) is flagged; with no caller in the class, another
+//! method that trains the module makes the mode depend on what ran before, which is flagged too. An
+//! `eval()` before the export (also `self.model.cpu().eval()`, `train(False)`, `train(mode=False)`)
+//! clears it, in loops, `try` handlers and `else` blocks too; the clauses of an `if` count when
+//! they agree. What cannot be followed leaves it alone: an inherited method named for a mode
+//! change, a function of the file that switches modes handed the module, a new module stored under
+//! the name, a context manager of the class, a mode set in one clause only, an exporting method
+//! handed out as a value (a hook), a framework's hook (`on_validation_end`).
 //!
 //! ## Why is this bad?
 //! A module in training mode exports dropout as active and batch norm with batch statistics
@@ -2836,8 +2834,8 @@ impl<'a> Walk<'_, 'a> {
                     continue;
                 }
                 let mut m = Mode {
-                    assigned: before.assigned,
                     evaluated: before.evaluated || in_eval,
+                    ..before
                 };
                 self.walk(b, within, &mut m, holders);
                 if ends_loop && matches!(within, Within::Loop { .. }) {
@@ -2869,7 +2867,7 @@ impl<'a> Walk<'_, 'a> {
     ) -> Mode {
         // `while True:`, `for step in itertools.count():`.
         let forever = match s {
-            Stmt::While(w) => is_true(&w.test),
+            Stmt::While(w) => always_true(&w.test),
             Stmt::For(f) => matches!(f.iter.as_ref(), Expr::Call(c)
                 if self.ch.qualify(&c.func).as_deref() == Some("itertools.count")),
             _ => false,
@@ -3313,7 +3311,7 @@ fn join(ends: &[Mode]) -> Mode {
 }
 
 /// `True` or `1`, the test of a loop that only a `break` ends.
-fn is_true(test: &Expr) -> bool {
+fn always_true(test: &Expr) -> bool {
     match test {
         Expr::BooleanLiteral(b) => b.value,
         Expr::NumberLiteral(n) => matches!(&n.value, ast::Number::Int(i) if i.as_u8() == Some(1)),

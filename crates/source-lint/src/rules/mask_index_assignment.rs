@@ -1,25 +1,22 @@
 //! ## What it does
-//! Flags writes through a boolean mask: `x[mask] = v`, `x[x < 0] = 0`, `x[~m] += v`, when the
-//! index is a comparison, an inverted or combined mask, a name the function also hands over as
-//! a padding mask (`key_padding_mask=pad`), or a local bound to one (also a loop's
-//! target over a list of masks: `for m in [p > t for t in ts]: x[m] = v`, or a parameter a
-//! caller fills with a mask or a slice of one (`fill(x, miss[..., 0])`, of a parameter named a
-//! mask too: `fill(x, mask[..., 0])`), also in a subclass's
-//! override of the method called, or a Boolean
-//! buffer of the module: `self.register_buffer("dead", torch.zeros(n, dtype=torch.bool))`, or
-//! one registered from a parameter named for a mask (`register_buffer("land", land_mask)`, also
-//! through `torch.from_numpy` or `torch.as_tensor`; not a `channel_bitmask` or `bit_mask` of integer flags), also
-//! through a method that keeps the dtype or a negation
-//! (`torch.ones(n, n, dtype=torch.bool).triu(1)`, `~keep`), or a list of Python comparisons (`torch.tensor([h < OPEN for h in range(N)])`), one a
-//! helper named for a mask builds, indexed here or handed to a helper of this or another file,
-//! `clamp_dead(x, self.dead)`), or a tensor parameter (of `forward` without a default, or
-//! annotated `Tensor`)
-//! written through into a tensor the function made (`cost = cost.clone(); cost[forbidden] =
-//! 1e4`, a mask or indices: either exports as index_put; not a parameter named for indices,
-//! positions, classes, steps or keys, nor a dict the function reads by string keys); also
-//! through a
-//! mask's indices, `x[torch.where(m)] = v` (one-argument `where`, also through a name bound only
-//! to it: `dead = torch.where(m); x[dead] = v`), which is the same write.
+//! Flags writes through a boolean mask: `x[mask] = v`, `x[x < 0] = 0`, `x[~m] += v`, when the index
+//! is a comparison, an inverted or combined mask, a name the function also hands over as a padding
+//! mask (`key_padding_mask=pad`), or a local bound to one (also a loop's target over a list of
+//! masks: `for m in [p > t for t in ts]: x[m] = v`, or a parameter a caller fills with a mask or a
+//! slice of one (`fill(x, miss[..., 0])`, of a parameter named a mask too: `fill(x, mask[...,
+//! 0])`), also in a subclass's override of the method called, or a Boolean buffer of the module:
+//! `self.register_buffer("dead", torch.zeros(n, dtype=torch.bool))`, or one registered from a
+//! parameter named for a mask (`register_buffer("land", land_mask)`, also through
+//! `torch.from_numpy` or `torch.as_tensor`; not a `channel_bitmask` or `bit_mask` of integer
+//! flags), also through a method that keeps the dtype or a negation (`torch.ones(n, n,
+//! dtype=torch.bool).triu(1)`, `~keep`), or a list of Python comparisons (`torch.tensor([h < OPEN
+//! for h in range(N)])`), one a helper named for a mask builds, indexed here or handed to a helper
+//! of this or another file, `clamp_dead(x, self.dead)`), or a tensor parameter (of `forward`
+//! without a default, or annotated `Tensor`) written through into a tensor the function made (`cost
+//! = cost.clone(); cost[forbidden] = 1e4`, a mask or indices: either exports as index_put; not a
+//! parameter named for indices, positions, classes, steps or keys, nor a dict the function reads by
+//! string keys); also through a mask's indices, `x[torch.where(m)] = v` (one-argument `where`, also
+//! through a name bound only to it: `dead = torch.where(m); x[dead] = v`), which is the same write.
 //!
 //! ## Why is this bad?
 //! A masked write traces to `aten::index_put`. The exporter has no `index_put` before opset 11
@@ -32,8 +29,8 @@
 //! ## Example
 //! ```python
 //! def forward(self, logits, mask):
-//!     logits[~mask] = float("-inf")
-//!     return logits
+//! logits[~mask] = float("-inf")
+//! return logits
 //! ```
 //!
 //! ## Fix
@@ -42,7 +39,7 @@
 //! `[B, T]` mask over a `[B, T, D]` tensor needs `mask.unsqueeze(-1)`.
 //! ```python
 //! def forward(self, logits, mask):
-//!     return logits.masked_fill(~mask, float("-inf"))
+//! return logits.masked_fill(~mask, float("-inf"))
 //! ```
 
 use crate::checker::{flatten, own_exprs, Checker};
