@@ -617,6 +617,9 @@ const CORPUS_DIRS: &[&str] = &[
     "tramstops",
     "blindmakers",
     "kiteshops",
+    "lamplighters",
+    "millwrights",
+    "cooperatives",
 ];
 
 #[test]
