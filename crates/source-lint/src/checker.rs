@@ -3462,25 +3462,34 @@ pub(crate) fn spell_export_flags(module: &mut [Stmt]) {
 
 /// Replaces a local that only ever holds the mode (`is_train = self.training`, then `if
 /// is_train:`) by `self.training` where it is read, in every method, so the rules see the
-/// training branch. Only names bound by such assignments alone, and never a parameter; files
-/// without a line ending in `.training` are not walked.
+/// training branch. Only names bound by such assignments alone, and never a parameter. A local
+/// bound once to the mode and a further condition (`use_noise = self.training and p > 0`, then
+/// `if use_noise:`) is read as that test, placed where it is written. Files without a line that
+/// binds `... = ...training` or `... = ...training and ...` are not walked.
 pub(crate) fn spell_mode_locals(module: &mut [Stmt], source: &str) {
     use ruff_python_ast::visitor::transformer::{self as t, Transformer};
     let bound_to_mode = memchr::memmem::find_iter(source.as_bytes(), b".training").any(|at| {
         let rest = &source[at + ".training".len()..];
         let line_end = rest.find('\n').unwrap_or(rest.len());
-        let after = rest[..line_end].split('#').next().unwrap_or_default();
+        let after = rest[..line_end].split('#').next().unwrap_or_default().trim();
         let line_start = source[..at].rfind('\n').map_or(0, |k| k + 1);
-        after.trim().is_empty() && source[line_start..at].contains('=')
+        (after.is_empty() || after.starts_with("and ")) && source[line_start..at].contains('=')
     });
     if !bound_to_mode {
         return;
     }
-    /// Every name the body binds, with how many of its bindings are `name = self.training`.
+    /// `self.training and p > 0`: the mode and further conditions.
+    fn mode_and_more(e: &Expr) -> bool {
+        matches!(e, Expr::BoolOp(b) if matches!(b.op, ast::BoolOp::And)
+            && b.values.iter().any(|v| Checker::is_self_attr(v, "training")))
+    }
+    /// Every name the body binds, with how many of its bindings are `name = self.training`, and
+    /// the value of those bound to `self.training and ...`.
     #[derive(Default)]
     struct Bindings<'a> {
         all: HashMap<&'a str, usize>,
         mode: HashMap<&'a str, usize>,
+        tests: HashMap<&'a str, &'a Expr>,
     }
     impl<'a> Visitor<'a> for Bindings<'a> {
         fn visit_stmt(&mut self, s: &'a Stmt) {
@@ -3503,10 +3512,12 @@ pub(crate) fn spell_mode_locals(module: &mut [Stmt], source: &str) {
                 Stmt::Global(g) => g.names.iter().for_each(|n| bind(n.id.as_str())),
                 Stmt::Nonlocal(n) => n.names.iter().for_each(|n| bind(n.id.as_str())),
                 Stmt::Assign(a) => {
-                    if let ([Expr::Name(n)], true) =
-                        (&a.targets[..], Checker::is_self_attr(&a.value, "training"))
-                    {
-                        *self.mode.entry(n.id.as_str()).or_default() += 1;
+                    if let [Expr::Name(n)] = &a.targets[..] {
+                        if Checker::is_self_attr(&a.value, "training") {
+                            *self.mode.entry(n.id.as_str()).or_default() += 1;
+                        } else if mode_and_more(&a.value) {
+                            self.tests.insert(n.id.as_str(), &a.value);
+                        }
                     }
                 }
                 _ => {}
@@ -3541,7 +3552,8 @@ pub(crate) fn spell_mode_locals(module: &mut [Stmt], source: &str) {
             visitor::walk_pattern(self, p);
         }
     }
-    struct Spell<'n>(&'n HashSet<String>);
+    /// Names read as the mode (`None`) or as the test they were bound to.
+    struct Spell<'n>(&'n HashMap<String, Option<Expr>>);
     impl Transformer for Spell<'_> {
         fn visit_stmt(&self, stmt: &mut Stmt) {
             if matches!(stmt, Stmt::FunctionDef(_) | Stmt::ClassDef(_)) {
@@ -3551,7 +3563,13 @@ pub(crate) fn spell_mode_locals(module: &mut [Stmt], source: &str) {
         }
         fn visit_expr(&self, expr: &mut Expr) {
             if let Expr::Name(n) = expr {
-                if matches!(n.ctx, ast::ExprContext::Load) && self.0.contains(n.id.as_str()) {
+                if let (ast::ExprContext::Load, Some(Some(test))) =
+                    (n.ctx, self.0.get(n.id.as_str()))
+                {
+                    *expr = test.clone();
+                    return;
+                }
+                if matches!(n.ctx, ast::ExprContext::Load) && self.0.contains_key(n.id.as_str()) {
                     let range = n.range;
                     *expr = Expr::Attribute(ast::ExprAttribute {
                         node_index: Default::default(),
@@ -3575,17 +3593,21 @@ pub(crate) fn spell_mode_locals(module: &mut [Stmt], source: &str) {
         let Stmt::ClassDef(c) = s else { continue };
         for m in c.body.iter_mut() {
             let Stmt::FunctionDef(f) = m else { continue };
-            let names: HashSet<String> = {
+            let names: HashMap<String, Option<Expr>> = {
                 let mut b = Bindings::default();
                 b.visit_body(&f.body);
-                b.mode
+                let parameter = |name: &str| f.parameters.iter().any(|p| p.name().id.as_str() == name);
+                let modes = b
+                    .mode
                     .iter()
-                    .filter(|(name, n)| {
-                        b.all.get(*name) == Some(*n)
-                            && !f.parameters.iter().any(|p| p.name().id.as_str() == **name)
-                    })
-                    .map(|(name, _)| name.to_string())
-                    .collect()
+                    .filter(|(name, n)| b.all.get(*name) == Some(*n) && !parameter(name))
+                    .map(|(name, _)| (name.to_string(), None));
+                let tests = b
+                    .tests
+                    .iter()
+                    .filter(|(name, _)| b.all.get(*name) == Some(&1) && !parameter(name))
+                    .map(|(name, test)| (name.to_string(), Some((*test).clone())));
+                modes.chain(tests).collect()
             };
             if names.is_empty() {
                 continue;

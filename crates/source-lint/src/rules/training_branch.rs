@@ -31,7 +31,8 @@
 //! arguments or return configuration (`return self._pre_nms_top_n["training"]`) are left alone:
 //! an eval-mode export drops them, and torchvision's detection models are full of them. The mode
 //! read into a local that holds nothing else (`is_train = self.training`, then `if is_train:`)
-//! is read as the mode.
+//! is read as the mode; a local bound once to the mode and more (`use_noise = self.training and
+//! self.jitter > 0`, then `if use_noise:`) as that test, reported where it is written.
 //!
 //! ## Why is this bad?
 //! The branch is resolved when the model is traced: only the side matching the module's mode at
