@@ -620,6 +620,9 @@ const CORPUS_DIRS: &[&str] = &[
     "lamplighters",
     "millwrights",
     "cooperatives",
+    "wellsinking",
+    "chandlers",
+    "drystone",
 ];
 
 #[test]
