@@ -1431,6 +1431,22 @@ impl<'a> Checker<'a> {
                     {
                         return self.record_named(&c.func);
                     }
+                    // `out = super().forward(x)`: the method as a base class of the file
+                    // annotates it.
+                    Expr::Attribute(a)
+                        if matches!(a.value.as_ref(), Expr::Call(r)
+                            if matches!(r.func.as_ref(), Expr::Name(n) if n.id.as_str() == "super")) =>
+                    {
+                        let class = self.classes.last()?;
+                        return lineage(&self.class_bases, class.as_str())
+                            .into_iter()
+                            .skip(1)
+                            .find_map(|base| {
+                                self.returns_record
+                                    .get(&(Some(base.to_string()), a.attr.id.to_string()))
+                            })
+                            .map(String::as_str);
+                    }
                     f => (self.classes.last().cloned(), self_attr(f)?.to_string()),
                 };
                 self.returns_record.get(&key).map(String::as_str)
@@ -3471,7 +3487,11 @@ pub(crate) fn spell_mode_locals(module: &mut [Stmt], source: &str) {
     let bound_to_mode = memchr::memmem::find_iter(source.as_bytes(), b".training").any(|at| {
         let rest = &source[at + ".training".len()..];
         let line_end = rest.find('\n').unwrap_or(rest.len());
-        let after = rest[..line_end].split('#').next().unwrap_or_default().trim();
+        let after = rest[..line_end]
+            .split('#')
+            .next()
+            .unwrap_or_default()
+            .trim();
         let line_start = source[..at].rfind('\n').map_or(0, |k| k + 1);
         (after.is_empty() || after.starts_with("and ")) && source[line_start..at].contains('=')
     });
@@ -3596,7 +3616,8 @@ pub(crate) fn spell_mode_locals(module: &mut [Stmt], source: &str) {
             let names: HashMap<String, Option<Expr>> = {
                 let mut b = Bindings::default();
                 b.visit_body(&f.body);
-                let parameter = |name: &str| f.parameters.iter().any(|p| p.name().id.as_str() == name);
+                let parameter =
+                    |name: &str| f.parameters.iter().any(|p| p.name().id.as_str() == name);
                 let modes = b
                     .mode
                     .iter()

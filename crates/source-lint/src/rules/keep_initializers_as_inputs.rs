@@ -1,5 +1,6 @@
 //! ## What it does
-//! Flags `torch.onnx.export(..., keep_initializers_as_inputs=True)`, and the same setting in a
+//! Flags `torch.onnx.export(..., keep_initializers_as_inputs=True)` (also through a name bound
+//! once to `True`: `KEEP_INIT = True`), and the same setting in a
 //! dict of export arguments wherever it is written (`EXPORT_KW = dict(keep_initializers_as_inputs=
 //! True)` spliced into the call as `**EXPORT_KW`, or `{"keep_initializers_as_inputs": True, ...}`
 //! returned by a helper that another file's export splices, `kw.update(keep_initializers_as_inputs=
@@ -93,7 +94,18 @@ pub(crate) fn check_dict(ch: &mut Checker, dict: &ast::ExprDict) {
 }
 
 fn report(ch: &mut Checker, value: &Expr, range: TextRange) {
-    let Expr::BooleanLiteral(b) = value else {
+    // `keep_initializers_as_inputs=KEEP_INIT` with `KEEP_INIT = True` bound once.
+    let literal = match value {
+        Expr::Name(n) if !ch.binds_locally(n.id.as_str()) => {
+            let (module, name) = (ch.bodies[0], n.id.as_str());
+            match crate::rules::bound_values(module, name)[..] {
+                [v] if crate::rules::store_count(module, name) == 1 => Some(v),
+                _ => None,
+            }
+        }
+        e => Some(e),
+    };
+    let Some(Expr::BooleanLiteral(b)) = literal else {
         return;
     };
     if !b.value {
@@ -113,8 +125,8 @@ fn report(ch: &mut Checker, value: &Expr, range: TextRange) {
         "set `keep_initializers_as_inputs=False`",
         false,
         vec![Edit {
-            start: b.range().start().to_usize(),
-            end: b.range().end().to_usize(),
+            start: value.range().start().to_usize(),
+            end: value.range().end().to_usize(),
             content: "False".into(),
         }],
     );

@@ -80,7 +80,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
                 .iter()
                 .filter_map(|k| Some((k.arg.as_ref()?.id.as_str(), &k.value)))
         };
-        kwargs_opset(ch, keys);
+        kwargs_opset(ch, Some(call), keys);
         return;
     }
     let export = is_export(ch, call);
@@ -184,13 +184,14 @@ pub(crate) fn check_dict(ch: &mut Checker, dict: &ruff_python_ast::ExprDict) {
             .iter()
             .filter_map(|i| Some((string_literal(i.key.as_ref()?)?, &i.value)))
     };
-    kwargs_opset(ch, keys);
+    kwargs_opset(ch, None, keys);
 }
 
 /// Records the opset of a dict of export arguments: one with `opset_version` and another
 /// argument only `torch.onnx.export` takes.
 fn kwargs_opset<'e, I: Iterator<Item = (&'e str, &'e ruff_python_ast::Expr)>>(
     ch: &mut Checker,
+    call: Option<&ast::ExprCall>,
     keys: impl Fn() -> I,
 ) {
     const EXPORT_ONLY: &[&str] = &[
@@ -208,9 +209,11 @@ fn kwargs_opset<'e, I: Iterator<Item = (&'e str, &'e ruff_python_ast::Expr)>>(
     if !keys().any(|(k, _)| EXPORT_ONLY.contains(&k)) {
         return;
     }
-    let opset = match value {
-        ruff_python_ast::Expr::Name(n) => named_int(ch, n.id.as_str()),
-        e => int_literal(e),
+    let opset = match (value, call) {
+        // `dict(opset_version=opset or 13, ...)`: read as the export's own keyword is.
+        (ruff_python_ast::Expr::BoolOp(_), Some(call)) => opset_value(ch, call, value, 0),
+        (ruff_python_ast::Expr::Name(n), _) => named_int(ch, n.id.as_str()),
+        (e, _) => int_literal(e),
     };
     if let Some(v) = opset {
         ch.facts.kwargs_opsets.push((v, value.range()));
@@ -264,6 +267,19 @@ fn opset_value(
                 }
             }),
         Expr::Attribute(a) => argparse_default(ch, a),
+        // `opset or 13`: the name's value, or the fallback when the name is a parameter that
+        // defaults to `None` and no call of the file passes it.
+        Expr::BoolOp(b) if matches!(b.op, ast::BoolOp::Or) && b.values.len() == 2 && depth < 3 => {
+            opset_value(ch, call, &b.values[0], depth + 1).or_else(|| {
+                let Expr::Name(n) = &b.values[0] else {
+                    return None;
+                };
+                parameter_default_with(ch, call, n.id.as_str(), |d| {
+                    d.is_none_literal_expr().then_some(())
+                })?;
+                opset_value(ch, call, &b.values[1], depth + 1)
+            })
+        }
         // `LEGACY_OPSET + 1`: a constant offset from a known opset.
         Expr::BinOp(b) if depth < 3 => {
             let (l, r) = (
@@ -323,6 +339,19 @@ fn named_int(ch: &Checker, name: &str) -> Option<u32> {
 /// (`opset = max(opset, 16)`), the function is handed around as a value (`functools.partial(f,
 /// opset=16)`), or it is a dunder method (called through its class or instance).
 fn parameter_default(ch: &Checker, call: &ast::ExprCall, name: &str) -> Option<u32> {
+    parameter_default_with(ch, call, name, |d| match d {
+        ast::Expr::Name(n) => named_int(ch, n.id.as_str()),
+        d => int_literal(d),
+    })
+}
+
+/// [`parameter_default`], with the default read by `read`.
+fn parameter_default_with<T>(
+    ch: &Checker,
+    call: &ast::ExprCall,
+    name: &str,
+    read: impl Fn(&ast::Expr) -> Option<T>,
+) -> Option<T> {
     use ruff_python_ast::visitor::{self, Visitor};
     use ruff_python_ast::{Expr, Stmt};
     fn innermost(
@@ -349,10 +378,7 @@ fn parameter_default(ch: &Checker, call: &ast::ExprCall, name: &str) -> Option<u
         .iter_non_variadic_params()
         .enumerate()
         .find(|(_, p)| p.parameter.name.id.as_str() == name)?;
-    let default = param.default.as_deref().and_then(|d| match d {
-        ast::Expr::Name(n) => named_int(ch, n.id.as_str()),
-        d => int_literal(d),
-    })?;
+    let default = param.default.as_deref().and_then(read)?;
     if rebinds(&def.body, name) {
         return None;
     }
