@@ -623,6 +623,9 @@ const CORPUS_DIRS: &[&str] = &[
     "wellsinking",
     "chandlers",
     "drystone",
+    "sluicekeepers",
+    "buttonmakers",
+    "pewterers",
 ];
 
 #[test]
