@@ -1438,13 +1438,22 @@ impl<'a> Checker<'a> {
                             if matches!(r.func.as_ref(), Expr::Name(n) if n.id.as_str() == "super")) =>
                     {
                         let class = self.classes.last()?;
-                        return lineage(&self.class_bases, class.as_str())
+                        let method = a.attr.id.as_str();
+                        // The first base that defines the method, in declaration order (`class
+                        // C(A, B)` reaches `A.forward` first); it decides even when it returns
+                        // no record.
+                        let owner = declared_order(&self.class_bases, class.as_str())
                             .into_iter()
                             .skip(1)
-                            .find_map(|base| {
-                                self.returns_record
-                                    .get(&(Some(base.to_string()), a.attr.id.to_string()))
-                            })
+                            .find_map(|base| match self.class_defines(base, method) {
+                                // A base of another file: what it defines is not known here.
+                                None => Some(None),
+                                Some(true) => Some(Some(base)),
+                                Some(false) => None,
+                            })??;
+                        return self
+                            .returns_record
+                            .get(&(Some(owner.to_string()), method.to_string()))
                             .map(String::as_str);
                     }
                     f => (self.classes.last().cloned(), self_attr(f)?.to_string()),
@@ -1453,6 +1462,19 @@ impl<'a> Checker<'a> {
             }
             _ => None,
         }
+    }
+
+    /// Whether the file's class `class` defines `method` itself; `None` when the file has no
+    /// such class.
+    fn class_defines(&self, class: &str, method: &str) -> Option<bool> {
+        self.bodies[0].iter().find_map(|s| match s {
+            Stmt::ClassDef(c) if c.name.id.as_str() == class => Some(
+                c.body
+                    .iter()
+                    .any(|m| matches!(m, Stmt::FunctionDef(f) if f.name.id.as_str() == method)),
+            ),
+            _ => None,
+        })
     }
 
     /// Which elements of a call's tuple result are tensors, from the callee's annotation
@@ -3479,9 +3501,10 @@ pub(crate) fn spell_export_flags(module: &mut [Stmt]) {
 /// Replaces a local that only ever holds the mode (`is_train = self.training`, then `if
 /// is_train:`) by `self.training` where it is read, in every method, so the rules see the
 /// training branch. Only names bound by such assignments alone, and never a parameter. A local
-/// bound once to the mode and a further condition (`use_noise = self.training and p > 0`, then
-/// `if use_noise:`) is read as that test, placed where it is written. Files without a line that
-/// binds `... = ...training` or `... = ...training and ...` are not walked.
+/// bound once to the mode and a further condition (`use_noise = self.training and p > 0`, `not
+/// self.training and fuse`, `self.training or tta`, then `if use_noise:`) is read as that test,
+/// placed where it is written. Files without a line that binds `... = ...training`, `... =
+/// ...training and ...` or `... = ...training or ...` are not walked.
 pub(crate) fn spell_mode_locals(module: &mut [Stmt], source: &str) {
     use ruff_python_ast::visitor::transformer::{self as t, Transformer};
     let bound_to_mode = memchr::memmem::find_iter(source.as_bytes(), b".training").any(|at| {
@@ -3493,15 +3516,21 @@ pub(crate) fn spell_mode_locals(module: &mut [Stmt], source: &str) {
             .unwrap_or_default()
             .trim();
         let line_start = source[..at].rfind('\n').map_or(0, |k| k + 1);
-        (after.is_empty() || after.starts_with("and ")) && source[line_start..at].contains('=')
+        (after.is_empty() || after.starts_with("and ") || after.starts_with("or "))
+            && source[line_start..at].contains('=')
     });
     if !bound_to_mode {
         return;
     }
-    /// `self.training and p > 0`: the mode and further conditions.
+    /// `self.training and p > 0`, `not self.training and fuse`, `self.training or tta`: the
+    /// mode and further conditions.
     fn mode_and_more(e: &Expr) -> bool {
-        matches!(e, Expr::BoolOp(b) if matches!(b.op, ast::BoolOp::And)
-            && b.values.iter().any(|v| Checker::is_self_attr(v, "training")))
+        let mode = |v: &Expr| {
+            Checker::is_self_attr(v, "training")
+                || matches!(v, Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not)
+                    && Checker::is_self_attr(&u.operand, "training"))
+        };
+        matches!(e, Expr::BoolOp(b) if b.values.iter().any(mode))
     }
     /// Every name the body binds, with how many of its bindings are `name = self.training`, and
     /// the value of those bound to `self.training and ...`.
@@ -7176,6 +7205,23 @@ fn class_bases(module: &[Stmt]) -> HashMap<&str, Vec<&str>> {
 
 /// `class` and its ancestors by [`class_bases`], nearest first along each line of bases, each
 /// once (names of classes the file does not define included).
+/// A class and its ancestors in the order Python looks a method up for single inheritance and
+/// simple mixins: depth first, bases from left to right.
+fn declared_order<'s>(bases: &HashMap<&'s str, Vec<&'s str>>, class: &'s str) -> Vec<&'s str> {
+    let mut seen: Vec<&str> = Vec::new();
+    let mut work = vec![class];
+    while let Some(c) = work.pop() {
+        if seen.contains(&c) {
+            continue;
+        }
+        seen.push(c);
+        if let Some(b) = bases.get(c) {
+            work.extend(b.iter().rev().copied());
+        }
+    }
+    seen
+}
+
 fn lineage<'s>(bases: &HashMap<&'s str, Vec<&'s str>>, class: &'s str) -> Vec<&'s str> {
     let mut seen: Vec<&str> = Vec::new();
     let mut work = vec![class];

@@ -263,6 +263,14 @@ fn opset_value(
                     {
                         opset_value(ch, call, v, depth + 1)
                     }
+                    // `opset = opset or 13`: the parameter's fallback.
+                    [v @ Expr::BoolOp(b)]
+                        if depth < 3
+                            && crate::rules::store_count(body, n.id.as_str()) == 1
+                            && matches!(b.values.first(), Some(Expr::Name(m)) if m.id == n.id) =>
+                    {
+                        opset_value(ch, call, v, depth + 1)
+                    }
                     _ => None,
                 }
             }),
@@ -274,7 +282,7 @@ fn opset_value(
                 let Expr::Name(n) = &b.values[0] else {
                     return None;
                 };
-                parameter_default_with(ch, call, n.id.as_str(), |d| {
+                parameter_default_with(ch, call, n.id.as_str(), true, |d| {
                     d.is_none_literal_expr().then_some(())
                 })?;
                 opset_value(ch, call, &b.values[1], depth + 1)
@@ -339,17 +347,36 @@ fn named_int(ch: &Checker, name: &str) -> Option<u32> {
 /// (`opset = max(opset, 16)`), the function is handed around as a value (`functools.partial(f,
 /// opset=16)`), or it is a dunder method (called through its class or instance).
 fn parameter_default(ch: &Checker, call: &ast::ExprCall, name: &str) -> Option<u32> {
-    parameter_default_with(ch, call, name, |d| match d {
+    parameter_default_with(ch, call, name, false, |d| match d {
         ast::Expr::Name(n) => named_int(ch, n.id.as_str()),
         d => int_literal(d),
     })
 }
 
-/// [`parameter_default`], with the default read by `read`.
+/// A decorator through which a command-line framework calls the function with the values it
+/// parses: `@click.option(...)`, `@click.command()`, `@app.command()`, `@hydra.main(...)`.
+fn cli_decorator(e: &ast::Expr) -> bool {
+    let e = match e {
+        ast::Expr::Call(c) => c.func.as_ref(),
+        e => e,
+    };
+    let mut root = e;
+    while let ast::Expr::Attribute(a) = root {
+        root = a.value.as_ref();
+    }
+    matches!(e, ast::Expr::Attribute(a) if matches!(a.attr.id.as_str(), "option" | "argument" | "command" | "main"))
+        || matches!(e, ast::Expr::Name(n) if matches!(n.id.as_str(), "option" | "argument" | "command"))
+        || matches!(root, ast::Expr::Name(n) if matches!(n.id.as_str(), "click" | "typer" | "hydra"))
+}
+
+/// [`parameter_default`], with the default read by `read`; `rebound`: the body may rebind the
+/// name (`opset = opset or 13` is the reading itself). Not for a function a command-line
+/// framework calls with the values it parses ([`cli_decorator`]).
 fn parameter_default_with<T>(
     ch: &Checker,
     call: &ast::ExprCall,
     name: &str,
+    rebound: bool,
     read: impl Fn(&ast::Expr) -> Option<T>,
 ) -> Option<T> {
     use ruff_python_ast::visitor::{self, Visitor};
@@ -370,7 +397,12 @@ fn parameter_default_with<T>(
     let module = ch.bodies[0];
     let (def, method) = innermost(module, call.start(), false)?;
     let function = def.name.id.as_str();
-    if function.starts_with("__") {
+    if function.starts_with("__")
+        || def
+            .decorator_list
+            .iter()
+            .any(|d| cli_decorator(&d.expression))
+    {
         return None;
     }
     let (index, param) = def
@@ -379,7 +411,7 @@ fn parameter_default_with<T>(
         .enumerate()
         .find(|(_, p)| p.parameter.name.id.as_str() == name)?;
     let default = param.default.as_deref().and_then(read)?;
-    if rebinds(&def.body, name) {
+    if !rebound && rebinds(&def.body, name) {
         return None;
     }
     // A method's callers do not pass `self`.
