@@ -626,6 +626,9 @@ const CORPUS_DIRS: &[&str] = &[
     "sluicekeepers",
     "buttonmakers",
     "pewterers",
+    "limeburners",
+    "ropewalks",
+    "glovers",
 ];
 
 #[test]
