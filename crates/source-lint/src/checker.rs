@@ -7203,36 +7203,39 @@ fn class_bases(module: &[Stmt]) -> HashMap<&str, Vec<&str>> {
         .collect()
 }
 
-/// `class` and its ancestors by [`class_bases`], nearest first along each line of bases, each
-/// once (names of classes the file does not define included).
 /// A class and its ancestors in the order Python looks a method up for single inheritance and
 /// simple mixins: depth first, bases from left to right.
 fn declared_order<'s>(bases: &HashMap<&'s str, Vec<&'s str>>, class: &'s str) -> Vec<&'s str> {
-    let mut seen: Vec<&str> = Vec::new();
-    let mut work = vec![class];
-    while let Some(c) = work.pop() {
-        if seen.contains(&c) {
-            continue;
-        }
-        seen.push(c);
-        if let Some(b) = bases.get(c) {
-            work.extend(b.iter().rev().copied());
-        }
-    }
-    seen
+    ancestors(bases, class, true)
 }
 
+/// `class` and its ancestors by [`class_bases`], nearest first along each line of bases, each
+/// once (names of classes the file does not define included).
 fn lineage<'s>(bases: &HashMap<&'s str, Vec<&'s str>>, class: &'s str) -> Vec<&'s str> {
+    ancestors(bases, class, false)
+}
+
+/// `class` and its ancestors depth first, each once; `left_first`: a class's first base before
+/// its second (else the last base first).
+fn ancestors<'s>(
+    bases: &HashMap<&'s str, Vec<&'s str>>,
+    class: &'s str,
+    left_first: bool,
+) -> Vec<&'s str> {
     let mut seen: Vec<&str> = Vec::new();
     let mut work = vec![class];
     while let Some(c) = work.pop() {
         if seen.contains(&c) {
             continue;
         }
-        if let Some(b) = bases.get(c) {
-            work.extend(b.iter().copied());
-        }
         seen.push(c);
+        if let Some(b) = bases.get(c) {
+            if left_first {
+                work.extend(b.iter().rev().copied());
+            } else {
+                work.extend(b.iter().copied());
+            }
+        }
     }
     seen
 }
