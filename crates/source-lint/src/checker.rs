@@ -1458,10 +1458,47 @@ impl<'a> Checker<'a> {
                     }
                     f => (self.classes.last().cloned(), self_attr(f)?.to_string()),
                 };
-                self.returns_record.get(&key).map(String::as_str)
+                self.returns_record
+                    .get(&key)
+                    .or_else(|| {
+                        // `res = self.slate(x)` with `self.slate = ThicknessGrader(cfg)`: what the
+                        // submodule's `forward` is annotated to return.
+                        let class = self.submodule_class(key.0.as_deref()?, &key.1)?;
+                        self.returns_record
+                            .get(&(Some(class.to_string()), "forward".to_string()))
+                    })
+                    .map(String::as_str)
             }
             _ => None,
         }
+    }
+
+    /// The class of the file that `self.attr` is built as in `class` (`self.slate =
+    /// ThicknessGrader(cfg)`), when `attr` is bound once.
+    fn submodule_class(&self, class: &str, attr: &str) -> Option<&'a str> {
+        let module: &'a [Stmt] = self.bodies[0];
+        let c = module.iter().find_map(|s| match s {
+            Stmt::ClassDef(c) if c.name.id.as_str() == class => Some(c),
+            _ => None,
+        })?;
+        let mut built = self_assignments(&c.body)
+            .into_iter()
+            .filter(|(a, _)| *a == attr)
+            .map(|(_, value)| match value {
+                Expr::Call(call) => match call.func.as_ref() {
+                    Expr::Name(ctor) => Some(ctor.id.as_str()),
+                    _ => None,
+                },
+                _ => None,
+            });
+        let ctor = built.next()??;
+        if built.next().is_some() {
+            return None;
+        }
+        module
+            .iter()
+            .any(|s| matches!(s, Stmt::ClassDef(k) if k.name.id.as_str() == ctor))
+            .then_some(ctor)
     }
 
     /// Whether the file's class `class` defines `method` itself; `None` when the file has no

@@ -275,6 +275,16 @@ fn opset_value(
                 }
             }),
         Expr::Attribute(a) => argparse_default(ch, a),
+        // `CFG["opset"]` with `CFG = {"opset": 14, ...}` bound once at module level and never
+        // written to.
+        Expr::Subscript(sub) if depth < 3 => {
+            let (Expr::Name(n), Some(key)) = (sub.value.as_ref(), string_literal(&sub.slice))
+            else {
+                return None;
+            };
+            let value = constant_dict_entry(ch, n.id.as_str(), key)?;
+            opset_value(ch, call, value, depth + 1)
+        }
         // `opset or 13`: the name's value, or the fallback when the name is a parameter that
         // defaults to `None` and no call of the file passes it.
         Expr::BoolOp(b) if matches!(b.op, ast::BoolOp::Or) && b.values.len() == 2 && depth < 3 => {
@@ -302,6 +312,74 @@ fn opset_value(
         }
         e => int_literal(e),
     }
+}
+
+/// The value of `key` in a dict literal bound once to the module-level `name`, when the file only
+/// reads it (`CFG["opset"]`, `CFG.get(...)`): not written to (`CFG["opset"] = args.opset`,
+/// `CFG.update(...)`, `global CFG`), handed anywhere or bound to another name, and not bound by
+/// the reading function itself.
+fn constant_dict_entry<'a>(
+    ch: &Checker<'a>,
+    name: &str,
+    key: &str,
+) -> Option<&'a ruff_python_ast::Expr> {
+    use ruff_python_ast::visitor::{self, Visitor};
+    use ruff_python_ast::{Expr, Stmt};
+    if ch.defs.iter().any(|f| {
+        f.parameters.iter().any(|p| p.name().id.as_str() == name)
+            || crate::rules::stores_name(&f.body, name)
+    }) {
+        return None;
+    }
+    let module: &'a [Stmt] = ch.bodies[0];
+    let [Expr::Dict(d)] = crate::rules::bound_values(module, name)[..] else {
+        return None;
+    };
+    if crate::rules::store_count(module, name) != 1 {
+        return None;
+    }
+    struct Writes<'n>(&'n str, bool);
+    impl<'v> Visitor<'v> for Writes<'_> {
+        fn visit_stmt(&mut self, s: &'v Stmt) {
+            if let Stmt::Global(g) = s {
+                self.1 |= g.names.iter().any(|n| n.id.as_str() == self.0);
+            }
+            visitor::walk_stmt(self, s);
+        }
+        fn visit_expr(&mut self, e: &'v Expr) {
+            let on_name = |v: &Expr| matches!(v, Expr::Name(n) if n.id.as_str() == self.0);
+            match e {
+                // `CFG["opset"]`, `CFG.get("opset")`: reads.
+                Expr::Subscript(s)
+                    if on_name(&s.value) && matches!(s.ctx, ruff_python_ast::ExprContext::Load) =>
+                {
+                    return self.visit_expr(&s.slice);
+                }
+                Expr::Attribute(a) if on_name(&a.value) && a.attr.id.as_str() == "get" => return,
+                // Anything else may write to it: `CFG["opset"] = 17`, `CFG.update(...)`, handed
+                // to a function or an object that does (`apply_overrides(CFG, args)`), or to
+                // another name (`cfg = CFG`).
+                Expr::Name(n)
+                    if n.id.as_str() == self.0
+                        && !matches!(n.ctx, ruff_python_ast::ExprContext::Store) =>
+                {
+                    self.1 = true
+                }
+                _ => {}
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut writes = Writes(name, false);
+    writes.visit_body(module);
+    if writes.1 {
+        return None;
+    }
+    // The last entry of a key wins, as in Python.
+    d.items
+        .iter()
+        .rev()
+        .find_map(|i| (string_literal(i.key.as_ref()?) == Some(key)).then_some(&i.value))
 }
 
 /// The integer a name is bound to, directly or through module-level constants bound once
