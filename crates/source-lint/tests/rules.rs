@@ -629,6 +629,12 @@ const CORPUS_DIRS: &[&str] = &[
     "limeburners",
     "ropewalks",
     "glovers",
+    "slaters",
+    "wheelwrights",
+    "thimblemakers",
+    "tinsmiths",
+    "farriers",
+    "bellowsmakers",
 ];
 
 #[test]
