@@ -275,8 +275,8 @@ fn opset_value(
                 }
             }),
         Expr::Attribute(a) => argparse_default(ch, a),
-        // `CFG["opset"]` with `CFG = {"opset": 14, ...}` bound once at module level and never
-        // written to.
+        // `CFG["opset"]` with `CFG = {"opset": 14, ...}` bound once at module level and only
+        // read ([`constant_dict_entry`]).
         Expr::Subscript(sub) if depth < 3 => {
             let (Expr::Name(n), Some(key)) = (sub.value.as_ref(), string_literal(&sub.slice))
             else {
