@@ -16,8 +16,11 @@
 //! first (`opset = LEGACY_OPSET if legacy else OPSET`), a parameter's default when no call in the
 //! file passes that parameter (`def export(model, path, opset: int = 13)`, also `opset=EUV_OPSET`;
 //! also through a table of jobs, `jobs = {"euv": export_euv}` then `fn(ckpt, out)` for each,
-//! unless the function or the table is handed on), an argparse option's default (`opset_version=args.opset`
-//! with `add_argument("--opset", type=int, default=11)`), a dict
+//! unless the function or the table is handed on; not for a function a command-line framework
+//! calls, `@click.option(...)`), the fallback of `opset or 13` when `opset` defaults to `None`
+//! and no call passes it (also `opset = opset or 13` first), an entry of a module-level dict the
+//! file only reads (`CFG["opset"]` with `CFG = {"opset": 14}`), an argparse option's default
+//! (`opset_version=args.opset` with `add_argument("--opset", type=int, default=11)`), a dict
 //! spliced into the call (`**EXPORT_KW`), or from the caller of a function of the file that
 //! exports with the opset it is given (`def _export(m, args, path, **kw): torch.onnx.export(m,
 //! args, path, **kw)` called as `_export(critic, args, path, opset_version=11)`): then that call
