@@ -96,7 +96,7 @@ pub(crate) fn check_dict(ch: &mut Checker, dict: &ast::ExprDict) {
 fn report(ch: &mut Checker, value: &Expr, range: TextRange) {
     // `keep_initializers_as_inputs=KEEP_INIT` with `KEEP_INIT = True` bound once.
     let literal = match value {
-        Expr::Name(n) => module_constant(ch, n.id.as_str()),
+        Expr::Name(n) => crate::rules::module_constant(ch, n.id.as_str()),
         e => Some(e),
     };
     let Some(Expr::BooleanLiteral(b)) = literal else {
@@ -124,35 +124,4 @@ fn report(ch: &mut Checker, value: &Expr, range: TextRange) {
             content: "False".into(),
         }],
     );
-}
-
-/// The value of a module-level name bound once and bound nowhere else: not by a function of the
-/// file through `global`, nor shadowed by the functions the reading code is in.
-fn module_constant<'a>(ch: &Checker<'a>, name: &str) -> Option<&'a Expr> {
-    use ruff_python_ast::visitor::{self, Visitor};
-    if ch.defs.iter().any(|f| {
-        f.parameters.iter().any(|p| p.name().id.as_str() == name)
-            || crate::rules::stores_name(&f.body, name)
-    }) {
-        return None;
-    }
-    let module = ch.bodies[0];
-    struct Global<'n>(&'n str, bool);
-    impl<'a> Visitor<'a> for Global<'_> {
-        fn visit_stmt(&mut self, s: &'a ruff_python_ast::Stmt) {
-            if let ruff_python_ast::Stmt::Global(g) = s {
-                self.1 |= g.names.iter().any(|n| n.id.as_str() == self.0);
-            }
-            visitor::walk_stmt(self, s);
-        }
-    }
-    let mut global = Global(name, false);
-    global.visit_body(module);
-    if global.1 {
-        return None;
-    }
-    match crate::rules::bound_values(module, name)[..] {
-        [v] if crate::rules::store_count(module, name) == 1 => Some(v),
-        _ => None,
-    }
 }

@@ -29,8 +29,8 @@
 //! ## Example
 //! ```python
 //! def forward(self, logits, mask):
-//! logits[~mask] = float("-inf")
-//! return logits
+//!     logits[~mask] = float("-inf")
+//!     return logits
 //! ```
 //!
 //! ## Fix
@@ -39,7 +39,7 @@
 //! `[B, T]` mask over a `[B, T, D]` tensor needs `mask.unsqueeze(-1)`.
 //! ```python
 //! def forward(self, logits, mask):
-//! return logits.masked_fill(~mask, float("-inf"))
+//!     return logits.masked_fill(~mask, float("-inf"))
 //! ```
 
 use crate::checker::{flatten, own_exprs, Checker};

@@ -1130,3 +1130,35 @@ pub(crate) fn dict_call_copies(c: &ast::ExprCall) -> impl DoubleEndedIterator<It
             .map(|k| &k.value),
     )
 }
+
+/// The value of a module-level name bound once and bound nowhere else: not by a function of the
+/// file through `global`, nor shadowed by the functions the reading code is in.
+pub(crate) fn module_constant<'a>(
+    ch: &crate::checker::Checker<'a>,
+    name: &str,
+) -> Option<&'a Expr> {
+    if ch.defs.iter().any(|f| {
+        f.parameters.iter().any(|p| p.name().id.as_str() == name) || stores_name(&f.body, name)
+    }) {
+        return None;
+    }
+    let module = ch.bodies[0];
+    struct Global<'n>(&'n str, bool);
+    impl<'a> Visitor<'a> for Global<'_> {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            if let Stmt::Global(g) = s {
+                self.1 |= g.names.iter().any(|n| n.id.as_str() == self.0);
+            }
+            visitor::walk_stmt(self, s);
+        }
+    }
+    let mut global = Global(name, false);
+    global.visit_body(module);
+    if global.1 {
+        return None;
+    }
+    match bound_values(module, name)[..] {
+        [v] if store_count(module, name) == 1 => Some(v),
+        _ => None,
+    }
+}

@@ -328,27 +328,12 @@ fn constant_dict_entry<'a>(
 ) -> Option<&'a ruff_python_ast::Expr> {
     use ruff_python_ast::visitor::{self, Visitor};
     use ruff_python_ast::{Expr, Stmt};
-    if ch.defs.iter().any(|f| {
-        f.parameters.iter().any(|p| p.name().id.as_str() == name)
-            || crate::rules::stores_name(&f.body, name)
-    }) {
-        return None;
-    }
     let module: &'a [Stmt] = ch.bodies[0];
-    let [Expr::Dict(d)] = crate::rules::bound_values(module, name)[..] else {
+    let Expr::Dict(d) = crate::rules::module_constant(ch, name)? else {
         return None;
     };
-    if crate::rules::store_count(module, name) != 1 {
-        return None;
-    }
     struct Writes<'n>(&'n str, bool);
     impl<'v> Visitor<'v> for Writes<'_> {
-        fn visit_stmt(&mut self, s: &'v Stmt) {
-            if let Stmt::Global(g) = s {
-                self.1 |= g.names.iter().any(|n| n.id.as_str() == self.0);
-            }
-            visitor::walk_stmt(self, s);
-        }
         fn visit_expr(&mut self, e: &'v Expr) {
             let on_name = |v: &Expr| matches!(v, Expr::Name(n) if n.id.as_str() == self.0);
             match e {
