@@ -779,11 +779,9 @@ fn init_parameter_strings_at<'a>(
                                 matches!(a.value.as_ref(), ast::Expr::Name(r)
                                     if matches!(r.id.as_str(), "args" | "opts" | "opt"))
                                 .then(|| {
-                                    argparse_default(
-                                        self.module,
-                                        a.attr.id.as_str(),
-                                        string_literal,
-                                    )
+                                    argparse_default(self.module, a.attr.id.as_str(), |d| {
+                                        d.and_then(string_literal)
+                                    })
                                 })
                                 .flatten()
                             })
@@ -966,12 +964,14 @@ pub(crate) fn config_field_default<'a>(module: &'a [ast::Stmt], field: &str) -> 
 }
 
 /// The default every `add_argument` of the module gives the option stored as `attr` (its `dest=`,
-/// or the first long option: `--up-mode` is `up_mode`), read by `value`, when they all agree and
-/// nothing changes it afterwards (`set_defaults(...)`, `args.attr = ...`).
+/// or the first long option: `--up-mode` is `up_mode`), read by `value` (`None` for an option
+/// that gives none, which argparse stores as `None`), when they all agree and nothing changes it
+/// afterwards (`set_defaults(...)`, `args.attr = ...`). Not for a `required=True` option, whose
+/// default is never used.
 pub(crate) fn argparse_default<'m, T: PartialEq + Copy>(
     module: &'m [Stmt],
     attr: &str,
-    value: impl Fn(&'m Expr) -> Option<T>,
+    value: impl Fn(Option<&'m Expr>) -> Option<T>,
 ) -> Option<T> {
     struct Find<'n, 'm> {
         attr: &'n str,
@@ -1027,6 +1027,11 @@ pub(crate) fn argparse_default<'m, T: PartialEq + Copy>(
                         });
                     if dest.as_deref() == Some(self.attr) {
                         self.defaults.push(keyword(c, "default").map(|k| &k.value));
+                        if keyword(c, "required")
+                            .is_some_and(|k| matches!(&k.value, Expr::BooleanLiteral(b) if b.value))
+                        {
+                            self.overridden = true;
+                        }
                     }
                 }
             }
@@ -1039,7 +1044,7 @@ pub(crate) fn argparse_default<'m, T: PartialEq + Copy>(
         overridden: false,
     };
     find.visit_body(module);
-    let values: Vec<Option<T>> = find.defaults.iter().map(|d| d.and_then(&value)).collect();
+    let values: Vec<Option<T>> = find.defaults.iter().map(|d| value(*d)).collect();
     let first = *values.first()?;
     (!find.overridden && values.iter().all(|d| *d == first))
         .then_some(first)

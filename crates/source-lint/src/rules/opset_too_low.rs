@@ -18,8 +18,9 @@
 //! also through a table of jobs, `jobs = {"euv": export_euv}` then `fn(ckpt, out)` for each,
 //! unless the function or the table is handed on; not for a function a command-line framework
 //! calls, `@click.option(...)`), the fallback of `opset or 13` when `opset` defaults to `None`
-//! and no call passes it (also `opset = opset or 13` first), an entry of a module-level dict the
-//! file only reads (`CFG["opset"]` with `CFG = {"opset": 14}`), an argparse option's default
+//! and no call passes it (also `opset = opset or 13` first), of `args.opset or 11` when the
+//! argparse option gives no default or `None` and is not required, an entry of a module-level
+//! dict the file only reads (`CFG["opset"]` with `CFG = {"opset": 14}`), an argparse option's default
 //! (`opset_version=args.opset` with `add_argument("--opset", type=int, default=11)`), a dict
 //! spliced into the call (`**EXPORT_KW`), or from the caller of a function of the file that
 //! exports with the opset it is given (`def _export(m, args, path, **kw): torch.onnx.export(m,
@@ -266,11 +267,13 @@ fn opset_value(
                     {
                         opset_value(ch, call, v, depth + 1)
                     }
-                    // `opset = opset or 13`: the parameter's fallback.
+                    // `opset = opset or 13`: the parameter's fallback; `opset = args.opset or
+                    // 11`: the option's.
                     [v @ Expr::BoolOp(b)]
                         if depth < 3
                             && crate::rules::store_count(body, n.id.as_str()) == 1
-                            && matches!(b.values.first(), Some(Expr::Name(m)) if m.id == n.id) =>
+                            && matches!(b.values.first(), Some(Expr::Name(m)) if m.id == n.id)
+                                | matches!(b.values.first(), Some(Expr::Attribute(_))) =>
                     {
                         opset_value(ch, call, v, depth + 1)
                     }
@@ -289,15 +292,20 @@ fn opset_value(
             opset_value(ch, call, value, depth + 1)
         }
         // `opset or 13`: the name's value, or the fallback when the name is a parameter that
-        // defaults to `None` and no call of the file passes it.
+        // defaults to `None` and no call of the file passes it, or an argparse option left at
+        // `None` (`args.opset or 11`).
         Expr::BoolOp(b) if matches!(b.op, ast::BoolOp::Or) && b.values.len() == 2 && depth < 3 => {
             opset_value(ch, call, &b.values[0], depth + 1).or_else(|| {
-                let Expr::Name(n) = &b.values[0] else {
-                    return None;
-                };
-                parameter_default_with(ch, call, n.id.as_str(), true, |d| {
-                    d.is_none_literal_expr().then_some(())
-                })?;
+                match &b.values[0] {
+                    Expr::Name(n) => parameter_default_with(ch, call, n.id.as_str(), true, |d| {
+                        d.is_none_literal_expr().then_some(())
+                    })?,
+                    // `args.opset or 11`: an option that defaults to `None` (or gives none).
+                    Expr::Attribute(a) => argparse_default_with(ch, a, |d| {
+                        d.is_none_or(|d| d.is_none_literal_expr()).then_some(())
+                    })?,
+                    _ => return None,
+                }
                 opset_value(ch, call, &b.values[1], depth + 1)
             })
         }
@@ -811,6 +819,15 @@ fn rebinds(body: &[ruff_python_ast::Stmt], name: &str) -> bool {
 /// made underscores). Not when options of that destination disagree on the default (subparsers),
 /// `set_defaults` names it, or the file assigns `<args>.<dest>` (`args.opset = max(args.opset, 16)`).
 fn argparse_default(ch: &Checker, value: &ast::ExprAttribute) -> Option<u32> {
+    argparse_default_with(ch, value, |d| d.and_then(int_literal))
+}
+
+/// [`argparse_default`] with the default read by `read` (`None` when the option gives none).
+fn argparse_default_with<T: PartialEq + Copy>(
+    ch: &Checker,
+    value: &ast::ExprAttribute,
+    read: impl Fn(Option<&ast::Expr>) -> Option<T>,
+) -> Option<T> {
     use ruff_python_ast::Expr;
     let Expr::Name(receiver) = value.value.as_ref() else {
         return None;
@@ -851,7 +868,7 @@ fn argparse_default(ch: &Checker, value: &ast::ExprAttribute) -> Option<u32> {
     if !from_parser && !parameter {
         return None;
     }
-    crate::rules::argparse_default(module, attr, int_literal)
+    crate::rules::argparse_default(module, attr, read)
 }
 
 /// The classes an export's module is built from: `IFNet` in `torch.onnx.export(IFNet(), ...)`,
