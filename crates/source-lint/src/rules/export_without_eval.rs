@@ -63,7 +63,11 @@
 //! `self.train()`, or a method that ends in it, such as a validation step that restores training
 //! mode). When the method sets no mode, the callers in the class decide: one that calls it after
 //! `train()` (a `fit` that exports at its end) is flagged; with no caller in the class, another
-//! method that trains the module makes the mode depend on what ran before, which is flagged too. An
+//! method that trains the module makes the mode depend on what ran before, which is flagged too;
+//! with neither, a call of it on a new instance (`svc = AirflowService(cfg)`, then
+//! `svc.export_onnx(path)` with only methods that set no mode called between) exports the module
+//! `__init__` built with a constructor (`self.model = AirflowEstimator(cfg)`, stored nowhere else),
+//! in training mode. An
 //! `eval()` before the export (also `self.model.cpu().eval()`, `train(False)`, `train(mode=False)`)
 //! clears it, in loops, `try` handlers and `else` blocks too; the clauses of an `if` count when
 //! they agree. What cannot be followed leaves it alone: an inherited method named for a mode
@@ -1405,10 +1409,11 @@ fn named_calls(body: &[Stmt]) -> crate::HashMap<&str, Vec<TextSize>> {
 /// (following the class's own methods it calls): a `train()` last means training mode. With no
 /// mode set there, the callers in the class decide: one that calls the exporting method after
 /// `self.model.train()` exports in training mode; with no caller in the class, another method
-/// that trains `self.model` makes the mode depend on what ran before. Anything that cannot be
-/// followed (an inherited method named for a mode change, a function of the file that switches
-/// modes handed the module, a new module stored under the name, a generator method such as a
-/// context manager, a mode set in one branch of an `if` only) leaves it alone.
+/// that trains `self.model` makes the mode depend on what ran before; with neither, a new
+/// instance whose exporting method is called first ([`fresh_instance_export`]). Anything that
+/// cannot be followed (an inherited method named for a mode change, a function of the file that
+/// switches modes handed the module, a new module stored under the name, a generator method such
+/// as a context manager, a mode set in one branch of an `if` only) leaves it alone.
 fn check_self_attribute(ch: &mut Checker, call: &ast::ExprCall, attr: &str) {
     let Some(method) = ch.defs.last().copied() else {
         return;
@@ -1506,18 +1511,177 @@ fn check_self_attribute(ch: &mut Checker, call: &ast::ExprCall, attr: &str) {
                     })
                     .collect();
                 training.sort_by_key(|(_, body)| body.first().map(|s| s.range().start()));
-                let Some((trainer, _)) = training.first() else {
+                if let Some((trainer, _)) = training.first() {
+                    (
+                        format!("`self.{attr}` is exported without `.eval()` in `{name}`: `{trainer}` puts it in training mode, so the exported mode depends on what ran before"),
+                        format!("call `self.{attr}.eval()` in `{name}` before the export (the default dynamo exporter does not switch modes)"),
+                    )
+                } else if let Some(instance) = fresh_instance_export(ch, &cx, name) {
+                    let class = ch.classes.last().map_or("", String::as_str);
+                    (
+                        format!("`self.{attr}` is exported in training mode: `{class}.__init__` builds it (a new module is in training mode) and `{instance}.{name}(...)` exports it with nothing putting it in eval mode"),
+                        format!("call `self.{attr}.eval()` in `{name}` before the export (the default dynamo exporter does not switch modes)"),
+                    )
+                } else {
                     return;
-                };
-                (
-                    format!("`self.{attr}` is exported without `.eval()` in `{name}`: `{trainer}` puts it in training mode, so the exported mode depends on what ran before"),
-                    format!("call `self.{attr}.eval()` in `{name}` before the export (the default dynamo exporter does not switch modes)"),
-                )
+                }
             }
         }
     };
     let i = ch.report(&RULE, call.func.range(), message);
     ch.help(i, help);
+}
+
+/// A service class's exporting method called on a new instance: `svc = AirflowService(cfg)`,
+/// then `svc.export_onnx(path)`, where the class's `__init__` builds `self.<attr>` with a
+/// constructor (`self.model = AirflowEstimator(cfg)`, the only store of it in the class) and leaves
+/// its mode alone, and between the two the instance is only used to call methods of the class
+/// that set no mode (not handed anywhere, not reached into). The instance's name, when such a
+/// call is in the file (at module level, in a function or a method).
+fn fresh_instance_export<'c>(ch: &Checker<'c>, cx: &ModeContext<'c>, name: &str) -> Option<String> {
+    let class = ch.classes.last()?.as_str();
+    let init = *cx.methods.get("__init__")?;
+    // `self.<attr>` stored once in the class: in `__init__`, by a statement of its own.
+    struct Stores<'a>(&'a str, usize);
+    impl<'s> Visitor<'s> for Stores<'_> {
+        fn visit_expr(&mut self, e: &'s Expr) {
+            if matches!(e, Expr::Attribute(a) if matches!(a.ctx, ast::ExprContext::Store))
+                && crate::checker::self_attr(e) == Some(self.0)
+            {
+                self.1 += 1;
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut stores = Stores(cx.attr, 0);
+    for body in cx.methods.values() {
+        stores.visit_body(body);
+    }
+    if stores.1 != 1 {
+        return None;
+    }
+    let at = init.iter().position(|st| match st {
+        Stmt::Assign(a) => {
+            matches!(&a.targets[..], [t] if crate::checker::self_attr(t) == Some(cx.attr))
+                && matches!(unmoved(&a.value), Expr::Call(c) if is_constructor(c))
+                && !chain_evals(&a.value)
+        }
+        _ => false,
+    })?;
+    // A class of the file that puts itself in eval mode when built.
+    if let Some(Expr::Call(c)) = init[at].as_assign_stmt().map(|a| unmoved(&a.value)) {
+        if let Expr::Name(f) = c.func.as_ref() {
+            if crate::checker::module_class(ch.bodies[0], f.id.as_str()).is_some_and(|k| {
+                k.body
+                    .iter()
+                    .any(|st| crate::rules::any_sub_stmt_expr(st, evaluates_any))
+            }) {
+                return None;
+            }
+        }
+    }
+    if cx.mode(&init[at + 1..], None, &mut vec!["__init__"]) != SelfMode::Unset {
+        return None;
+    }
+    // Methods the instance may call before the export: those that set no mode.
+    let neutral = |m: &str| {
+        m != name
+            && cx.methods.get_key_value(m).is_some_and(|(k, body)| {
+                cx.mode(body, None, &mut vec![k.as_str()]) == SelfMode::Unset
+                    && !cx.trains(body, &mut vec![k.as_str()])
+            })
+    };
+    fn suites<'s>(body: &'s [Stmt], out: &mut Vec<&'s [Stmt]>) {
+        out.push(body);
+        for st in body {
+            match st {
+                Stmt::FunctionDef(f) => suites(&f.body, out),
+                Stmt::ClassDef(c) => suites(&c.body, out),
+                Stmt::If(i) => {
+                    suites(&i.body, out);
+                    for c in &i.elif_else_clauses {
+                        suites(&c.body, out);
+                    }
+                }
+                Stmt::For(ast::StmtFor { body, orelse, .. })
+                | Stmt::While(ast::StmtWhile { body, orelse, .. }) => {
+                    suites(body, out);
+                    suites(orelse, out);
+                }
+                Stmt::With(w) => suites(&w.body, out),
+                Stmt::Try(t) => {
+                    suites(&t.body, out);
+                    for h in &t.handlers {
+                        let ast::ExceptHandler::ExceptHandler(h) = h;
+                        suites(&h.body, out);
+                    }
+                    suites(&t.orelse, out);
+                    suites(&t.finalbody, out);
+                }
+                _ => {}
+            }
+        }
+    }
+    /// How a statement uses the instance `v`: the methods it calls on it, in order, and
+    /// whether it uses it any other way (handed on, reached into, bound again).
+    struct Uses<'v, 's> {
+        v: &'v str,
+        calls: Vec<&'s str>,
+        other: bool,
+    }
+    impl<'s> Visitor<'s> for Uses<'_, 's> {
+        fn visit_expr(&mut self, e: &'s Expr) {
+            match e {
+                Expr::Call(c) => {
+                    if let Expr::Attribute(a) = c.func.as_ref() {
+                        if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == self.v) {
+                            for x in &c.arguments.args {
+                                self.visit_expr(x);
+                            }
+                            for k in &c.arguments.keywords {
+                                self.visit_expr(&k.value);
+                            }
+                            self.calls.push(a.attr.id.as_str());
+                            return;
+                        }
+                    }
+                }
+                Expr::Name(n) if n.id.as_str() == self.v => self.other = true,
+                _ => {}
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut all = Vec::new();
+    suites(ch.bodies[0], &mut all);
+    for body in all {
+        for (i, st) in body.iter().enumerate() {
+            let Stmt::Assign(a) = st else { continue };
+            let ([Expr::Name(v)], Expr::Call(c)) = (&a.targets[..], a.value.as_ref()) else {
+                continue;
+            };
+            if !matches!(c.func.as_ref(), Expr::Name(f) if f.id.as_str() == class) {
+                continue;
+            }
+            for later in &body[i + 1..] {
+                let mut uses = Uses {
+                    v: v.id.as_str(),
+                    calls: Vec::new(),
+                    other: false,
+                };
+                uses.visit_stmt(later);
+                if let Some(k) = uses.calls.iter().position(|m| *m == name) {
+                    if uses.calls[..k].iter().all(|m| neutral(m)) {
+                        return Some(v.id.to_string());
+                    }
+                }
+                if uses.other || !uses.calls.iter().all(|m| neutral(m)) {
+                    break;
+                }
+            }
+        }
+    }
+    None
 }
 
 /// The attributes a statement stores on `self` (`self.x = ...`, `self.a, self.b = ...`).
