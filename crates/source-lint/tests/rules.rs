@@ -635,6 +635,9 @@ const CORPUS_DIRS: &[&str] = &[
     "tinsmiths",
     "farriers",
     "bellowsmakers",
+    "cordwainers",
+    "hatters",
+    "sievemakers",
 ];
 
 #[test]
