@@ -805,11 +805,19 @@ pub fn error_line_near(text: &str, matched: Option<&str>) -> Option<String> {
         }
     }
     // An error quoted inside a sentence ("转换时报错：onnxruntime...Fail: ...") and followed by the
-    // command that failed: the last line that names an error or a failure, else the last line
-    // that is not a Markdown fence.
+    // command that failed: the last line that names an error or a failure (a linker's `undefined
+    // reference to` too), else the last line that is not a Markdown fence. IPython's traceback
+    // header (`RuntimeError    Traceback (most recent call last)`) and malloc's hint (`set a
+    // breakpoint in malloc_error_break to debug`) name an error without stating one.
     let names_error = |l: &&&str| {
         let low = l.to_lowercase();
-        low.contains("error") || low.contains("fail")
+        if low.contains("traceback (most recent call last)") || low.contains("malloc_error_break") {
+            return false;
+        }
+        low.contains("error")
+            || low.contains("fail")
+            || low.contains("undefined reference")
+            || low.contains("undefined symbol")
     };
     let not_fence = |l: &&&str| !l.starts_with("```");
     lines
@@ -1045,6 +1053,35 @@ mod tests {
         assert_eq!(
             error_line_near(prose, Some("no optimization profile has been defined")).as_deref(),
             Some("`network has dynamic or shape inputs, but no optimization profile has been defined`")
+        );
+    }
+
+    #[test]
+    fn a_line_that_only_names_an_error_is_not_the_error_line() {
+        // The linker's message, not the title above it (pytorch/pytorch#166546).
+        let ld = "Build with USE_SYSTEM_ONNX=ON fails
+
+/usr/bin/ld: /usr/lib/libonnx.so: undefined reference to `onnx::ValueInfoProto::~ValueInfoProto()'
+";
+        assert_eq!(
+            error_line(ld).as_deref(),
+            Some("/usr/bin/ld: /usr/lib/libonnx.so: undefined reference to `onnx::ValueInfoProto::~ValueInfoProto()'")
+        );
+        // malloc's error, not its debugging hint (microsoft/onnxruntime#11446).
+        let malloc = "crashed in construction of Ort::Env
+App(5283,0x106ca4580) malloc: *** error for object 0x281dd9458: pointer being freed was not allocated
+App(5283,0x106ca4580) malloc: *** set a breakpoint in malloc_error_break to debug
+";
+        assert_eq!(
+            error_line(malloc).as_deref(),
+            Some("App(5283,0x106ca4580) malloc: *** error for object 0x281dd9458: pointer being freed was not allocated")
+        );
+        // A notebook traceback cut off before its last line: the header states nothing, the
+        // title does.
+        let cut = "Caffe2 fails: Dimension mismatch\n-----\nRuntimeError                              Traceback (most recent call last)\n<ipython-input-48> in <module>()\n----> 2 rep.run(x)\n";
+        assert_eq!(
+            error_line(cut).as_deref(),
+            Some("Caffe2 fails: Dimension mismatch")
         );
     }
 }
