@@ -64,10 +64,11 @@
 //! mode). When the method sets no mode, the callers in the class decide: one that calls it after
 //! `train()` (a `fit` that exports at its end) is flagged; with no caller in the class, another
 //! method that trains the module makes the mode depend on what ran before, which is flagged too;
-//! with neither, a call of it on a new instance (`svc = AirflowService(cfg)`, then
-//! `svc.export_onnx(path)` with only methods that set no mode called between) exports the module
-//! `__init__` built with a constructor (`self.model = AirflowEstimator(cfg)`, stored nowhere else),
-//! in training mode. An
+//! with neither, a call of it on a new instance (`svc = AirflowService(cfg)`, also annotated, then
+//! `svc.export_onnx(path)` with only methods called between that switch no module's mode in any
+//! way, nothing taken from them used further; or `AirflowService(cfg).export_onnx(path)`) exports
+//! the module `__init__` built with a constructor (`self.model = AirflowEstimator(cfg)`, stored
+//! nowhere else), in training mode. An
 //! `eval()` before the export (also `self.model.cpu().eval()`, `train(False)`, `train(mode=False)`)
 //! clears it, in loops, `try` handlers and `else` blocks too; the clauses of an `if` count when
 //! they agree. What cannot be followed leaves it alone: an inherited method named for a mode
@@ -1583,12 +1584,45 @@ fn fresh_instance_export<'c>(ch: &Checker<'c>, cx: &ModeContext<'c>, name: &str)
     if cx.mode(&init[at + 1..], None, &mut vec!["__init__"]) != SelfMode::Unset {
         return None;
     }
-    // Methods the instance may call before the export: those that set no mode.
+    // Methods the instance may call before the export: those that set no mode, and switch no
+    // module's mode in any other way either (`net = self.model; net.eval()`,
+    // `self.model.apply(set_eval)`, `for m in self.model.modules(): m.eval()`), nor call a
+    // method of the class that might.
+    fn switches_modes(
+        methods: &crate::HashMap<String, &[Stmt]>,
+        body: &[Stmt],
+        depth: u32,
+    ) -> bool {
+        body.iter().any(|st| {
+            crate::rules::any_sub_stmt_expr(st, |e| {
+                let Expr::Call(c) = e else { return false };
+                let Expr::Attribute(a) = c.func.as_ref() else {
+                    return false;
+                };
+                let m = a.attr.id.as_str();
+                matches!(
+                    m,
+                    "eval"
+                        | "train"
+                        | "apply"
+                        | "freeze"
+                        | "modules"
+                        | "children"
+                        | "named_modules"
+                        | "requires_grad_"
+                ) || (crate::checker::is_self(&a.value)
+                    && methods
+                        .get(m)
+                        .is_some_and(|b| depth >= 3 || switches_modes(methods, b, depth + 1)))
+            })
+        })
+    }
     let neutral = |m: &str| {
         m != name
             && cx.methods.get_key_value(m).is_some_and(|(k, body)| {
                 cx.mode(body, None, &mut vec![k.as_str()]) == SelfMode::Unset
                     && !cx.trains(body, &mut vec![k.as_str()])
+                    && !switches_modes(cx.methods, body, 0)
             })
     };
     fn suites<'s>(body: &'s [Stmt], out: &mut Vec<&'s [Stmt]>) {
@@ -1632,6 +1666,14 @@ fn fresh_instance_export<'c>(ch: &Checker<'c>, cx: &ModeContext<'c>, name: &str)
     impl<'s> Visitor<'s> for Uses<'_, 's> {
         fn visit_expr(&mut self, e: &'s Expr) {
             match e {
+                // `svc.get_model().eval()`: what a method returns, used further.
+                Expr::Attribute(a)
+                    if matches!(a.value.as_ref(), Expr::Call(c)
+                        if matches!(c.func.as_ref(), Expr::Attribute(f)
+                            if matches!(f.value.as_ref(), Expr::Name(n) if n.id.as_str() == self.v))) =>
+                {
+                    self.other = true;
+                }
                 Expr::Call(c) => {
                     if let Expr::Attribute(a) = c.func.as_ref() {
                         if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == self.v) {
@@ -1652,12 +1694,51 @@ fn fresh_instance_export<'c>(ch: &Checker<'c>, cx: &ModeContext<'c>, name: &str)
             visitor::walk_expr(self, e);
         }
     }
+    // `AirflowService(cfg).export_onnx(path)`: called on the instance as it is made.
+    struct Direct<'n> {
+        class: &'n str,
+        name: &'n str,
+        found: bool,
+    }
+    impl<'s> Visitor<'s> for Direct<'_> {
+        fn visit_expr(&mut self, e: &'s Expr) {
+            if let Expr::Call(c) = e {
+                if matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == self.name
+                    && matches!(a.value.as_ref(), Expr::Call(k)
+                        if matches!(k.func.as_ref(), Expr::Name(f) if f.id.as_str() == self.class)))
+                {
+                    self.found = true;
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut direct = Direct {
+        class,
+        name,
+        found: false,
+    };
+    direct.visit_body(ch.bodies[0]);
+    if direct.found {
+        return Some(format!("{class}(...)"));
+    }
     let mut all = Vec::new();
     suites(ch.bodies[0], &mut all);
     for body in all {
         for (i, st) in body.iter().enumerate() {
-            let Stmt::Assign(a) = st else { continue };
-            let ([Expr::Name(v)], Expr::Call(c)) = (&a.targets[..], a.value.as_ref()) else {
+            // `svc = AirflowService(cfg)`, also annotated (`svc: AirflowService = ...`).
+            let (v, value) = match st {
+                Stmt::Assign(a) => match &a.targets[..] {
+                    [Expr::Name(v)] => (v, a.value.as_ref()),
+                    _ => continue,
+                },
+                Stmt::AnnAssign(a) => match (a.target.as_ref(), a.value.as_deref()) {
+                    (Expr::Name(v), Some(value)) => (v, value),
+                    _ => continue,
+                },
+                _ => continue,
+            };
+            let Expr::Call(c) = value else {
                 continue;
             };
             if !matches!(c.func.as_ref(), Expr::Name(f) if f.id.as_str() == class) {

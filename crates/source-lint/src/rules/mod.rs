@@ -974,6 +974,7 @@ pub(crate) fn argparse_default<'m, T: PartialEq + Copy>(
     value: impl Fn(Option<&'m Expr>) -> Option<T>,
 ) -> Option<T> {
     struct Find<'n, 'm> {
+        module: &'m [Stmt],
         attr: &'n str,
         defaults: Vec<Option<&'m Expr>>,
         overridden: bool,
@@ -1027,9 +1028,14 @@ pub(crate) fn argparse_default<'m, T: PartialEq + Copy>(
                         });
                     if dest.as_deref() == Some(self.attr) {
                         self.defaults.push(keyword(c, "default").map(|k| &k.value));
-                        if keyword(c, "required")
-                            .is_some_and(|k| matches!(&k.value, Expr::BooleanLiteral(b) if b.value))
-                        {
+                        // `required=True`, also through a module constant (`required=REQUIRED`
+                        // with `REQUIRED = True` bound once).
+                        if keyword(c, "required").is_some_and(|k| match &k.value {
+                            Expr::BooleanLiteral(b) => b.value,
+                            Expr::Name(n) => matches!(bound_values(self.module, n.id.as_str())[..],
+                                [Expr::BooleanLiteral(b)] if b.value),
+                            _ => false,
+                        }) {
                             self.overridden = true;
                         }
                     }
@@ -1039,6 +1045,7 @@ pub(crate) fn argparse_default<'m, T: PartialEq + Copy>(
         }
     }
     let mut find = Find {
+        module,
         attr,
         defaults: Vec::new(),
         overridden: false,

@@ -19,7 +19,8 @@
 //! unless the function or the table is handed on; not for a function a command-line framework
 //! calls, `@click.option(...)`), the fallback of `opset or 13` when `opset` defaults to `None`
 //! and no call passes it (also `opset = opset or 13` first), of `args.opset or 11` when the
-//! argparse option gives no default or `None` and is not required, an entry of a module-level
+//! argparse option gives no default or `None` and is not required (`required=True`, also through a
+//! module constant; `or` also takes the fallback after a `0`), an entry of a module-level
 //! dict the file only reads (`CFG["opset"]` with `CFG = {"opset": 14}`), an argparse option's default
 //! (`opset_version=args.opset` with `add_argument("--opset", type=int, default=11)`), a dict
 //! spliced into the call (`**EXPORT_KW`), or from the caller of a function of the file that
@@ -295,7 +296,13 @@ fn opset_value(
         // defaults to `None` and no call of the file passes it, or an argparse option left at
         // `None` (`args.opset or 11`).
         Expr::BoolOp(b) if matches!(b.op, ast::BoolOp::Or) && b.values.len() == 2 && depth < 3 => {
-            opset_value(ch, call, &b.values[0], depth + 1).or_else(|| {
+            // A first value of 0 is false: `or` gives the fallback (`default=0`, then
+            // `args.opset or 17`).
+            let first = opset_value(ch, call, &b.values[0], depth + 1);
+            if first == Some(0) {
+                return opset_value(ch, call, &b.values[1], depth + 1);
+            }
+            first.or_else(|| {
                 match &b.values[0] {
                     Expr::Name(n) => parameter_default_with(ch, call, n.id.as_str(), true, |d| {
                         d.is_none_literal_expr().then_some(())
