@@ -1150,6 +1150,12 @@ impl<'a> Checker<'a> {
                     return true;
                 }
                 if let Some((m, recv)) = self.method(c) {
+                    // `y = skips.pop()` with `skips` a list of tensors: one of them.
+                    if m == "pop"
+                        && matches!(recv, Expr::Name(n) if st.containers.contains(n.id.as_str()))
+                    {
+                        return true;
+                    }
                     // `self.join(feats)` is a submodule named `join`, not `str.join`.
                     if NON_TENSOR_METHODS.contains(&m) && !(m == "join" && is_self(recv)) {
                         return false;
@@ -1826,6 +1832,13 @@ impl<'a> Checker<'a> {
                         "isnan" | "isinf" | "isfinite" | "eq" | "ne" | "gt" | "ge" | "lt" | "le"
                     ) {
                         return self.is_tensor(recv);
+                    }
+                    // `alive.logical_not()`, `a.logical_and(b)`: always a mask.
+                    if matches!(
+                        m,
+                        "logical_not" | "logical_and" | "logical_or" | "logical_xor"
+                    ) {
+                        return self.is_tensor(recv) || self.is_bool_mask(recv);
                     }
                     // `.to(torch.long)`, `.view(torch.int8)`: cast to another dtype.
                     let cast = matches!(m, "to" | "view" | "type")

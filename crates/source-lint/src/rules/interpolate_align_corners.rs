@@ -13,7 +13,9 @@
 //! default (`def __init__(self, mode="bilinear"): self.mode = mode`) when some construction in
 //! the file leaves it out or passes a linear one, literally or as such a config field
 //! (`Decoder(64, cfg.upsample_mode)`) or an argparse option's default (`UNet(up_mode=args.up_mode)`
-//! with `add_argument("--up-mode", default="bilinear")`); the fix is then only suggested. A
+//! with `add_argument("--up-mode", default="bilinear")`), or such a parameter put in a dict the
+//! class keeps (`self.cfg = {"resample": resample}`, then `mode=self.cfg["resample"]`); the fix
+//! is then only suggested. A
 //! config dict spliced in (`F.interpolate(x, scale_factor=2, **self.upsample_cfg)` with
 //! `self.upsample_cfg = dict(mode="bilinear")`, MMCV's idiom) is read too, with no fix (the
 //! dict is where `align_corners` goes).
@@ -168,7 +170,7 @@ pub(crate) fn check_call(ch: &mut Checker, call: &ast::ExprCall) {
         ast::Expr::Subscript(s) => {
             certain = false;
             let key = string_literal(&s.slice)?;
-            dict_value(ch, &s.value, key, 0)
+            dict_value(ch, &s.value, key, 0).or_else(|| self_dict_parameter(ch, &s.value, key))
         }
         m => string_literal(m),
     }) else {
@@ -270,6 +272,35 @@ fn linear(mode: &str) -> bool {
 /// config class of the file declaring `upsample_mode: str = "bilinear"`, and `self.mode` from
 /// what the class's methods assign it, once: a literal or such a config field (`self.mode =
 /// cfg.upsample_mode`).
+/// `mode=self.cfg["resample"]` with `self.cfg = {"resample": resample, ...}` the class's only
+/// store of it and `resample` a parameter of its `__init__` (`resample: str = "bilinear"`): a
+/// linear mode the parameter can hold ([`init_parameter_strings`]).
+fn self_dict_parameter<'a>(ch: &Checker<'a>, e: &'a ast::Expr, key: &str) -> Option<&'a str> {
+    let attr = crate::checker::self_attr(e)?;
+    let module = ch.bodies[0];
+    let class = module_class(module, ch.classes.last()?)?;
+    let values: Vec<&ast::Expr> = self_assignments(&class.body)
+        .into_iter()
+        .filter(|(a, _)| *a == attr)
+        .map(|(_, v)| v)
+        .collect();
+    let [ast::Expr::Dict(d)] = values[..] else {
+        return None;
+    };
+    let value = d.items.iter().rev().find_map(|i| {
+        i.key
+            .as_ref()
+            .is_some_and(|k| string_literal(k) == Some(key))
+            .then_some(&i.value)
+    })?;
+    let ast::Expr::Name(p) = value else {
+        return None;
+    };
+    init_parameter_strings(module, class, p.id.as_str())
+        .into_iter()
+        .find(|m| linear(m))
+}
+
 fn config_mode<'a>(ch: &Checker<'a>, a: &'a ast::ExprAttribute) -> Option<&'a str> {
     let module = ch.bodies[0];
     let field = || config_field_default(module, a.attr.id.as_str());
