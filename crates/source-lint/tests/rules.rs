@@ -638,6 +638,9 @@ const CORPUS_DIRS: &[&str] = &[
     "cordwainers",
     "hatters",
     "sievemakers",
+    "charcoalburners",
+    "quillcutters",
+    "chainmakers",
 ];
 
 #[test]
