@@ -1053,6 +1053,64 @@ impl<'a> Checker<'a> {
 
     // ---- value guesses -----------------------------------------------------------------------
 
+    /// Whether every value the current function puts in the list `name` (`name = [...]`,
+    /// `name.append(x)`, `insert`, `extend([...])`, `+= [...]`) is a tensor computed from data,
+    /// not one built from Python numbers, and none of them is popped from the list itself.
+    fn holds_only_tensors(&self, name: &str) -> bool {
+        let Some(body) = self.bodies.last() else {
+            return false;
+        };
+        let mut stmts = Vec::new();
+        flatten(body, &mut stmts);
+        let mut items: Vec<&Expr> = Vec::new();
+        let is_list = |t: &Expr| matches!(t, Expr::Name(n) if n.id.as_str() == name);
+        for s in stmts {
+            // What the statement puts in the list, when it is a list display.
+            let put = match s {
+                Stmt::Assign(a) if a.targets.iter().any(is_list) => Some(a.value.as_ref()),
+                Stmt::AugAssign(a) if is_list(&a.target) => Some(a.value.as_ref()),
+                Stmt::Expr(x) => match x.value.as_ref() {
+                    Expr::Call(c) => match (c.func.as_ref(), &c.arguments.args[..]) {
+                        (Expr::Attribute(f), [x] | [_, x])
+                            if is_list(&f.value)
+                                && matches!(
+                                    (f.attr.id.as_str(), c.arguments.args.len()),
+                                    ("append", 1) | ("insert", 2)
+                                ) =>
+                        {
+                            items.push(x);
+                            None
+                        }
+                        (Expr::Attribute(f), [xs])
+                            if is_list(&f.value) && f.attr.id.as_str() == "extend" =>
+                        {
+                            Some(xs)
+                        }
+                        _ => None,
+                    },
+                    _ => None,
+                },
+                _ => None,
+            };
+            match put {
+                Some(Expr::List(l)) => items.extend(l.elts.iter()),
+                Some(_) => return false,
+                None => {}
+            }
+        }
+        // `skips.append(skips.pop())` would ask this again.
+        let pops = |x: &Expr| {
+            crate::rules::any_sub_expr(x, |e| {
+                matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(f)
+                    if f.attr.id.as_str() == "pop" && is_list(&f.value)))
+            })
+        };
+        !items.is_empty()
+            && items
+                .iter()
+                .all(|x| !pops(x) && self.is_tensor(x) && !self.is_constant_tensor(x))
+    }
+
     /// Whether an expression most likely evaluates to a `torch.Tensor` (data, not a size).
     pub fn is_tensor(&self, e: &Expr) -> bool {
         let st = self.state();
@@ -1150,11 +1208,14 @@ impl<'a> Checker<'a> {
                     return true;
                 }
                 if let Some((m, recv)) = self.method(c) {
-                    // `y = skips.pop()` with `skips` a list of tensors: one of them.
-                    if m == "pop"
-                        && matches!(recv, Expr::Name(n) if st.containers.contains(n.id.as_str()))
-                    {
-                        return true;
+                    // `y = skips.pop()` with `skips` a list the function fills with tensors
+                    // only: one of them.
+                    if m == "pop" {
+                        if let Expr::Name(n) = recv {
+                            if st.containers.contains(n.id.as_str()) {
+                                return self.holds_only_tensors(n.id.as_str());
+                            }
+                        }
                     }
                     // `self.join(feats)` is a submodule named `join`, not `str.join`.
                     if NON_TENSOR_METHODS.contains(&m) && !(m == "join" && is_self(recv)) {

@@ -128,6 +128,116 @@ fn literal_names(ch: &Checker, v: &Expr) -> Option<Vec<String>> {
     literal_names_at(ch, v, 0, &std::cell::Cell::new(256))
 }
 
+/// The names a field of a dataclass of the module defaults to (`output_names: List[str] =
+/// field(default_factory=lambda: ["verdict", "set_mm"])`, or a tuple written as the default), when
+/// one dataclass alone has the field and nothing in the file can set it otherwise: no
+/// construction of the class nor `dataclasses.replace` passes a keyword of that name or splices
+/// `**`, no construction passes as many positional arguments as reach the field, and no code
+/// stores or grows `<...>.field`.
+fn config_field_names<'m>(module: &'m [Stmt], field: &str) -> Option<&'m Expr> {
+    use ruff_python_ast::visitor::{self, Visitor};
+    let mut found: Option<(&ast::StmtClassDef, usize, &Expr)> = None;
+    for s in module {
+        let Stmt::ClassDef(c) = s else { continue };
+        let dataclass = c.decorator_list.iter().any(|d| {
+            let e = match &d.expression {
+                Expr::Call(call) => call.func.as_ref(),
+                e => e,
+            };
+            matches!(e, Expr::Name(n) if n.id.as_str() == "dataclass")
+                || matches!(e, Expr::Attribute(a) if a.attr.id.as_str() == "dataclass")
+        });
+        if !dataclass {
+            continue;
+        }
+        let fields = c.body.iter().filter_map(|s| match s {
+            Stmt::AnnAssign(x) => match x.target.as_ref() {
+                Expr::Name(t) => Some((t.id.as_str(), x.value.as_deref())),
+                _ => None,
+            },
+            _ => None,
+        });
+        for (index, (name, value)) in fields.enumerate() {
+            if name != field {
+                continue;
+            }
+            if found.is_some() {
+                return None;
+            }
+            let names = match value? {
+                v @ Expr::Tuple(_) => v,
+                Expr::Call(call) => {
+                    let factory = crate::rules::keyword(call, "default_factory")?;
+                    match &factory.value {
+                        Expr::Lambda(l)
+                            if matches!(l.body.as_ref(), Expr::List(_) | Expr::Tuple(_)) =>
+                        {
+                            l.body.as_ref()
+                        }
+                        _ => return None,
+                    }
+                }
+                _ => return None,
+            };
+            found = Some((c, index, names));
+        }
+    }
+    let (class, index, names) = found?;
+    struct Overrides<'n> {
+        class: &'n str,
+        field: &'n str,
+        index: usize,
+        found: bool,
+    }
+    impl<'a> Visitor<'a> for Overrides<'_> {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            match e {
+                Expr::Call(c) => {
+                    let callee = match c.func.as_ref() {
+                        Expr::Name(f) => f.id.as_str(),
+                        Expr::Attribute(f) => f.attr.id.as_str(),
+                        _ => "",
+                    };
+                    // A construction of the class, or `dataclasses.replace(cfg, ...)`.
+                    if (callee == self.class || callee == "replace")
+                        && c.arguments
+                            .keywords
+                            .iter()
+                            .any(|k| k.arg.as_ref().is_none_or(|a| a.as_str() == self.field))
+                    {
+                        self.found = true;
+                    }
+                    if callee == self.class && c.arguments.args.len() > self.index {
+                        self.found = true;
+                    }
+                    // `cfg.output_names.append("extra")`.
+                    if matches!(c.func.as_ref(), Expr::Attribute(m)
+                        if matches!(m.value.as_ref(), Expr::Attribute(f) if f.attr.id.as_str() == self.field))
+                    {
+                        self.found = true;
+                    }
+                }
+                Expr::Attribute(a)
+                    if a.attr.id.as_str() == self.field
+                        && !matches!(a.ctx, ast::ExprContext::Load) =>
+                {
+                    self.found = true;
+                }
+                _ => {}
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut overrides = Overrides {
+        class: class.name.id.as_str(),
+        field,
+        index,
+        found: false,
+    };
+    overrides.visit_body(module);
+    (!overrides.found).then_some(names)
+}
+
 /// Whether a list bound to `name` is grown or rebound in place somewhere in this function or at
 /// module level (`names.append("extra")`, `names += more`): then what it holds is not read from
 /// its binding alone.
@@ -194,10 +304,15 @@ fn literal_names_at(
         }
         // `WimOnnxWrapper.KEYS` with `KEYS = ("axle_kN", ...)` in a class of this file.
         Expr::Attribute(a) => {
-            let Expr::Name(class) = a.value.as_ref() else {
-                return None;
+            let class = match a.value.as_ref() {
+                Expr::Name(class) => crate::checker::module_class(ch.bodies[0], class.id.as_str()),
+                _ => None,
             };
-            let class = crate::checker::module_class(ch.bodies[0], class.id.as_str())?;
+            let Some(class) = class else {
+                // `self.cfg.output_names`: a config dataclass's field default.
+                let names = config_field_names(ch.bodies[0], a.attr.id.as_str())?;
+                return literal_names_at(ch, names, depth + 1, budget);
+            };
             let mut bound = class.body.iter().filter_map(|s| match s {
                 Stmt::Assign(x) => match &x.targets[..] {
                     [Expr::Name(t)] if t.id == a.attr.id => Some(x.value.as_ref()),

@@ -1542,6 +1542,29 @@ fn check_self_attribute(ch: &mut Checker, call: &ast::ExprCall, attr: &str) {
 fn fresh_instance_export<'c>(ch: &Checker<'c>, cx: &ModeContext<'c>, name: &str) -> Option<String> {
     let class = ch.classes.last()?.as_str();
     let init = *cx.methods.get("__init__")?;
+    // A base class of the file may set the mode in its own `__init__`, and a decorator of the
+    // exporting method (`@in_eval_mode`) around the export: not followed.
+    let module = ch.bodies[0];
+    let own = crate::checker::module_class(module, class)?;
+    if own.bases().iter().any(|b| {
+        matches!(b, Expr::Name(n) if crate::checker::module_class(module, n.id.as_str()).is_some())
+    }) {
+        return None;
+    }
+    let exporting = own.body.iter().find_map(|st| match st {
+        Stmt::FunctionDef(f) if f.name.id.as_str() == name => Some(f),
+        _ => None,
+    })?;
+    if exporting.decorator_list.iter().any(|d| {
+        let e = match &d.expression {
+            Expr::Call(c) => c.func.as_ref(),
+            e => e,
+        };
+        !matches!(e, Expr::Attribute(a) if matches!(a.attr.id.as_str(), "no_grad" | "inference_mode"))
+            && !matches!(e, Expr::Name(n) if matches!(n.id.as_str(), "no_grad" | "inference_mode"))
+    }) {
+        return None;
+    }
     // `self.<attr>` stored once in the class: in `__init__`, by a statement of its own.
     struct Stores<'a>(&'a str, usize);
     impl<'s> Visitor<'s> for Stores<'_> {
@@ -1609,7 +1632,6 @@ fn fresh_instance_export<'c>(ch: &Checker<'c>, cx: &ModeContext<'c>, name: &str)
                         | "modules"
                         | "children"
                         | "named_modules"
-                        | "requires_grad_"
                 ) || (crate::checker::is_self(&a.value)
                     && methods
                         .get(m)

@@ -287,6 +287,22 @@ fn self_dict_parameter<'a>(ch: &Checker<'a>, e: &'a ast::Expr, key: &str) -> Opt
     let [ast::Expr::Dict(d)] = values[..] else {
         return None;
     };
+    // `self.cfg["resample"] = "nearest"` or `self.cfg.update(...)` anywhere in the class.
+    let changed = class.body.iter().any(|st| {
+        crate::rules::any_sub_stmt_expr(st, |e| match e {
+            ast::Expr::Subscript(x) => {
+                !matches!(x.ctx, ast::ExprContext::Load)
+                    && crate::checker::self_attr(&x.value) == Some(attr)
+            }
+            ast::Expr::Call(c) => matches!(c.func.as_ref(), ast::Expr::Attribute(m)
+                if crate::checker::self_attr(&m.value) == Some(attr)
+                    && matches!(m.attr.id.as_str(), "update" | "setdefault" | "__setitem__")),
+            _ => false,
+        })
+    });
+    if changed {
+        return None;
+    }
     let value = d.items.iter().rev().find_map(|i| {
         i.key
             .as_ref()
