@@ -641,6 +641,9 @@ const CORPUS_DIRS: &[&str] = &[
     "charcoalburners",
     "quillcutters",
     "chainmakers",
+    "barrelmakers",
+    "whipmakers",
+    "broommakers",
 ];
 
 #[test]
