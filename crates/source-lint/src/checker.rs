@@ -1071,20 +1071,15 @@ impl<'a> Checker<'a> {
                 Stmt::AugAssign(a) if is_list(&a.target) => Some(a.value.as_ref()),
                 Stmt::Expr(x) => match x.value.as_ref() {
                     Expr::Call(c) => match (c.func.as_ref(), &c.arguments.args[..]) {
-                        (Expr::Attribute(f), [x] | [_, x])
-                            if is_list(&f.value)
-                                && matches!(
-                                    (f.attr.id.as_str(), c.arguments.args.len()),
-                                    ("append", 1) | ("insert", 2)
-                                ) =>
-                        {
-                            items.push(x);
-                            None
-                        }
-                        (Expr::Attribute(f), [xs])
-                            if is_list(&f.value) && f.attr.id.as_str() == "extend" =>
-                        {
-                            Some(xs)
+                        (Expr::Attribute(f), args) if is_list(&f.value) => {
+                            match (f.attr.id.as_str(), args) {
+                                ("append", [x]) | ("insert", [_, x]) => {
+                                    items.push(x);
+                                    None
+                                }
+                                ("extend", [xs]) => Some(xs),
+                                _ => None,
+                            }
                         }
                         _ => None,
                     },

@@ -139,15 +139,7 @@ fn config_field_names<'m>(module: &'m [Stmt], field: &str) -> Option<&'m Expr> {
     let mut found: Option<(&ast::StmtClassDef, usize, &Expr)> = None;
     for s in module {
         let Stmt::ClassDef(c) = s else { continue };
-        let dataclass = c.decorator_list.iter().any(|d| {
-            let e = match &d.expression {
-                Expr::Call(call) => call.func.as_ref(),
-                e => e,
-            };
-            matches!(e, Expr::Name(n) if n.id.as_str() == "dataclass")
-                || matches!(e, Expr::Attribute(a) if a.attr.id.as_str() == "dataclass")
-        });
-        if !dataclass {
+        if !crate::rules::is_dataclass(c) {
             continue;
         }
         let fields = c.body.iter().filter_map(|s| match s {

@@ -1537,8 +1537,10 @@ fn check_self_attribute(ch: &mut Checker, call: &ast::ExprCall, attr: &str) {
 /// then `svc.export_onnx(path)`, where the class's `__init__` builds `self.<attr>` with a
 /// constructor (`self.model = AirflowEstimator(cfg)`, the only store of it in the class) and leaves
 /// its mode alone, and between the two the instance is only used to call methods of the class
-/// that set no mode (not handed anywhere, not reached into). The instance's name, when such a
-/// call is in the file (at module level, in a function or a method).
+/// that set no mode (not handed anywhere, not reached into). Not for a class with a base class of
+/// the file (whose `__init__` may set the mode) nor an exporting method with a decorator other
+/// than `no_grad`/`inference_mode`. The instance's name, when such a call is in the file (at
+/// module level, in a function or a method).
 fn fresh_instance_export<'c>(ch: &Checker<'c>, cx: &ModeContext<'c>, name: &str) -> Option<String> {
     let class = ch.classes.last()?.as_str();
     let init = *cx.methods.get("__init__")?;
@@ -1717,31 +1719,15 @@ fn fresh_instance_export<'c>(ch: &Checker<'c>, cx: &ModeContext<'c>, name: &str)
         }
     }
     // `AirflowService(cfg).export_onnx(path)`: called on the instance as it is made.
-    struct Direct<'n> {
-        class: &'n str,
-        name: &'n str,
-        found: bool,
-    }
-    impl<'s> Visitor<'s> for Direct<'_> {
-        fn visit_expr(&mut self, e: &'s Expr) {
-            if let Expr::Call(c) = e {
-                if matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.id.as_str() == self.name
+    let direct = ch.bodies[0].iter().any(|st| {
+        crate::rules::any_sub_stmt_expr(st, |e| {
+            matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a)
+                if a.attr.id.as_str() == name
                     && matches!(a.value.as_ref(), Expr::Call(k)
-                        if matches!(k.func.as_ref(), Expr::Name(f) if f.id.as_str() == self.class)))
-                {
-                    self.found = true;
-                }
-            }
-            visitor::walk_expr(self, e);
-        }
-    }
-    let mut direct = Direct {
-        class,
-        name,
-        found: false,
-    };
-    direct.visit_body(ch.bodies[0]);
-    if direct.found {
+                        if matches!(k.func.as_ref(), Expr::Name(f) if f.id.as_str() == class))))
+        })
+    });
+    if direct {
         return Some(format!("{class}(...)"));
     }
     let mut all = Vec::new();

@@ -268,10 +268,6 @@ fn linear(mode: &str) -> bool {
     matches!(mode, "linear" | "bilinear" | "bicubic" | "trilinear")
 }
 
-/// The mode an attribute holds by default: `cfg.upsample_mode` / `self.cfg.upsample_mode` from a
-/// config class of the file declaring `upsample_mode: str = "bilinear"`, and `self.mode` from
-/// what the class's methods assign it, once: a literal or such a config field (`self.mode =
-/// cfg.upsample_mode`).
 /// `mode=self.cfg["resample"]` with `self.cfg = {"resample": resample, ...}` the class's only
 /// store of it and `resample` a parameter of its `__init__` (`resample: str = "bilinear"`): a
 /// linear mode the parameter can hold ([`init_parameter_strings`]).
@@ -317,6 +313,10 @@ fn self_dict_parameter<'a>(ch: &Checker<'a>, e: &'a ast::Expr, key: &str) -> Opt
         .find(|m| linear(m))
 }
 
+/// The mode an attribute holds by default: `cfg.upsample_mode` / `self.cfg.upsample_mode` from a
+/// config class of the file declaring `upsample_mode: str = "bilinear"`, and `self.mode` from
+/// what the class's methods assign it, once: a literal or such a config field (`self.mode =
+/// cfg.upsample_mode`).
 fn config_mode<'a>(ch: &Checker<'a>, a: &'a ast::ExprAttribute) -> Option<&'a str> {
     let module = ch.bodies[0];
     let field = || config_field_default(module, a.attr.id.as_str());

@@ -894,22 +894,27 @@ fn init_parameter_strings_at<'a>(
         .collect()
 }
 
+/// Whether a class is decorated `@dataclass` (also `@dataclass(frozen=True)`,
+/// `@dataclasses.dataclass`).
+pub(crate) fn is_dataclass(c: &ast::StmtClassDef) -> bool {
+    c.decorator_list.iter().any(|d| {
+        let e = match &d.expression {
+            ast::Expr::Call(call) => call.func.as_ref(),
+            e => e,
+        };
+        matches!(e, ast::Expr::Name(n) if n.id.as_str() == "dataclass")
+            || matches!(e, ast::Expr::Attribute(a) if a.attr.id.as_str() == "dataclass")
+    })
+}
+
 /// The string every config class of the module gives a field as its default (`upsample_mode:
 /// str = "bilinear"` in a dataclass or a class named `*Config`/`*Cfg`), when they agree.
 pub(crate) fn config_field_default<'a>(module: &'a [ast::Stmt], field: &str) -> Option<&'a str> {
     let mut found: Option<&str> = None;
     for s in module {
         let ast::Stmt::ClassDef(c) = s else { continue };
-        let dataclass = c.decorator_list.iter().any(|d| {
-            let e = match &d.expression {
-                ast::Expr::Call(call) => call.func.as_ref(),
-                e => e,
-            };
-            matches!(e, ast::Expr::Name(n) if n.id.as_str() == "dataclass")
-                || matches!(e, ast::Expr::Attribute(a) if a.attr.id.as_str() == "dataclass")
-        });
         let name = c.name.id.to_ascii_lowercase();
-        if !(dataclass || name.ends_with("config") || name.ends_with("cfg")) {
+        if !(is_dataclass(c) || name.ends_with("config") || name.ends_with("cfg")) {
             continue;
         }
         for s in &c.body {
@@ -966,8 +971,8 @@ pub(crate) fn config_field_default<'a>(module: &'a [ast::Stmt], field: &str) -> 
 /// The default every `add_argument` of the module gives the option stored as `attr` (its `dest=`,
 /// or the first long option: `--up-mode` is `up_mode`), read by `value` (`None` for an option
 /// that gives none, which argparse stores as `None`), when they all agree and nothing changes it
-/// afterwards (`set_defaults(...)`, `args.attr = ...`). Not for a `required=True` option, whose
-/// default is never used.
+/// afterwards (`set_defaults(...)`, `args.attr = ...`). Not for a required option
+/// (`required=True`, or a module constant bound once to `True`), whose default is never used.
 pub(crate) fn argparse_default<'m, T: PartialEq + Copy>(
     module: &'m [Stmt],
     attr: &str,

@@ -19,9 +19,9 @@
 //! unless the function or the table is handed on; not for a function a command-line framework
 //! calls, `@click.option(...)`), the fallback of `opset or 13` when `opset` defaults to `None`
 //! and no call passes it (also `opset = opset or 13` first), of `args.opset or 11` when the
-//! argparse option gives no default or `None` and is not required (`required=True`, also through a
-//! module constant; `or` also takes the fallback after a `0`), an entry of a module-level
-//! dict the file only reads (`CFG["opset"]` with `CFG = {"opset": 14}`), an argparse option's default
+//! argparse option gives no default or `None` and is not required (`required=True`, also through
+//! a module constant; `or` also takes the fallback after a `0`), an entry of a module-level dict
+//! the file only reads (`CFG["opset"]` with `CFG = {"opset": 14}`), an argparse option's default
 //! (`opset_version=args.opset` with `add_argument("--opset", type=int, default=11)`), a dict
 //! spliced into the call (`**EXPORT_KW`), or from the caller of a function of the file that
 //! exports with the opset it is given (`def _export(m, args, path, **kw): torch.onnx.export(m,
@@ -273,8 +273,8 @@ fn opset_value(
                     [v @ Expr::BoolOp(b)]
                         if depth < 3
                             && crate::rules::store_count(body, n.id.as_str()) == 1
-                            && matches!(b.values.first(), Some(Expr::Name(m)) if m.id == n.id)
-                                | matches!(b.values.first(), Some(Expr::Attribute(_))) =>
+                            && (matches!(b.values.first(), Some(Expr::Name(m)) if m.id == n.id)
+                                || matches!(b.values.first(), Some(Expr::Attribute(_)))) =>
                     {
                         opset_value(ch, call, v, depth + 1)
                     }
