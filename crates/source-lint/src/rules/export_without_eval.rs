@@ -51,9 +51,11 @@
 //! never put in eval mode. A function of the file that trains the module it is handed and does not
 //! evaluate it afterwards (`model = fine_tune(model, data)`) puts it back in training mode. A
 //! module-level module (`model = Net()` at the top of a notebook turned module, moved or cast there
-//! too: `model = model.to(device)`, or built by a function that declares it `global`) exported from
-//! a function is judged where that function is called: flagged when a caller reaches the call with
-//! it in training mode, following the calls before it into the file's functions and classes; with
+//! too: `model = model.to(device)`, also in an `if` clause, or built by a function that declares
+//! it `global`) exported from a function is judged where that function is called (a device read
+//! from its parameters, `next(model.parameters()).device`, does not hold the module): flagged when
+//! a caller reaches the call with it in training mode, following the calls before it into the
+//! file's functions and classes; with
 //! no caller in the file, flagged only when nothing anywhere may put it in eval mode and no other
 //! file imports its module. A loader imported from another linted file that ends in `model.eval()`
 //! (`det = load_detector(path)`) counts as putting the model in eval mode, as one of the same file
@@ -804,6 +806,22 @@ fn global_in_training(ch: &Checker, name: &str, call: &ast::ExprCall) -> GlobalM
                     None => return GlobalMode::Unknown,
                 }
             }
+            // `if torch.cuda.is_available(): net = net.to(DEVICE)`: moved or cast in a clause,
+            // the same module either way.
+            Stmt::If(i)
+                if crate::rules::store_count(std::slice::from_ref(s), name) > 0
+                    && std::iter::once(&i.body[..])
+                        .chain(i.elif_else_clauses.iter().map(|c| &c.body[..]))
+                        .all(|body| {
+                            let mut stmts = Vec::new();
+                            crate::checker::flatten(body, &mut stmts);
+                            stmts.iter().all(|st| {
+                                crate::rules::store_count(std::slice::from_ref(*st), name) == 0
+                                    || matches!(st, Stmt::Assign(a)
+                                        if matches!(&a.targets[..], [Expr::Name(_)])
+                                            && rebinding(&a.value, name) == Some(Effect::Same))
+                            })
+                        }) => {}
             // Bound otherwise, also in a block (`if __name__ == "__main__": model = load()`).
             Stmt::AnnAssign(_)
             | Stmt::AugAssign(_)
@@ -1031,6 +1049,16 @@ fn holders(module: &[Stmt], name: &str) -> Vec<String> {
                         self.found = true;
                     }
                     Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(_)) => {
+                        visitor::walk_arguments(self, &c.arguments);
+                    }
+                    // `next(net.parameters()).device`: its tensors, not the module or a part.
+                    Expr::Call(c)
+                        if matches!(c.func.as_ref(), Expr::Attribute(a) if matches!(
+                            a.attr.id.as_str(),
+                            "parameters" | "named_parameters" | "buffers" | "named_buffers"
+                                | "state_dict"
+                        )) =>
+                    {
                         visitor::walk_arguments(self, &c.arguments);
                     }
                     e => visitor::walk_expr(self, e),
