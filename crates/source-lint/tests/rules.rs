@@ -644,6 +644,9 @@ const CORPUS_DIRS: &[&str] = &[
     "barrelmakers",
     "whipmakers",
     "broommakers",
+    "sailmakers",
+    "basketweavers",
+    "cutlers",
 ];
 
 #[test]
