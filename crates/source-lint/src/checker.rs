@@ -764,10 +764,19 @@ impl<'a> Checker<'a> {
     /// Whether a class derives `torch.autograd.Function` (through the file's imports:
     /// `from torch.autograd import Function as AF`).
     pub fn is_autograd_function(&self, class: &ast::StmtClassDef) -> bool {
+        self.is_autograd_function_at(class, 0)
+    }
+
+    /// [`Checker::is_autograd_function`], also through a base class of this file (`class
+    /// LeakyFloor(SoftClamp)` with `class SoftClamp(torch.autograd.Function)`).
+    fn is_autograd_function_at(&self, class: &ast::StmtClassDef, depth: u32) -> bool {
         class.bases().iter().any(|b| {
             self.qualify(b).is_some_and(|q| {
                 q == "torch.autograd.Function" || q == "torch.autograd.function.Function"
-            })
+            }) || (depth < 4
+                && matches!(b, Expr::Name(n) if n.id != class.name.id
+                    && module_class(self.bodies[0], n.id.as_str())
+                        .is_some_and(|base| self.is_autograd_function_at(base, depth + 1))))
         })
     }
 

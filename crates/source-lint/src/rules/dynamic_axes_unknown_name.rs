@@ -477,6 +477,13 @@ fn listed<'e>(ch: &'e Checker, e: &'e Expr, depth: usize) -> Option<Vec<&'e Expr
 }
 
 fn keys(ch: &Checker, value: &Expr, before: TextSize) -> Option<Vec<(String, TextRange)>> {
+    // `axes if settings.batch_dynamic else None`: the dict, when there is one.
+    if let Expr::If(i) = value {
+        return match (i.body.as_ref(), i.orelse.as_ref()) {
+            (d, Expr::NoneLiteral(_)) | (Expr::NoneLiteral(_), d) => keys(ch, d, before),
+            _ => None,
+        };
+    }
     let mut out = Vec::new();
     let bound = resolve(ch, value)?;
     match bound {
