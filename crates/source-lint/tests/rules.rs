@@ -647,6 +647,9 @@ const CORPUS_DIRS: &[&str] = &[
     "sailmakers",
     "basketweavers",
     "cutlers",
+    "soapmakers",
+    "toolmakers",
+    "feltmakers",
 ];
 
 #[test]
