@@ -4,11 +4,13 @@
 //! `.append("name")`, `.extend([...])` or `+= [...]` before the export; lists added together and
 //! `[...] if opt else [...]` give every name either way, as does an element `"a" if opt else "b"`,
 //! an f-string `f"hm_{t}"` is a pattern,
-//! `list(Wrapper.KEYS)` reads a tuple a class of the file declares). The dict may
+//! `list(Wrapper.KEYS)` reads a tuple a class of the file declares, `self.cfg.output_names` the
+//! default of a config dataclass's field that nothing in the file sets otherwise). The dict may
 //! be a display, a `dict(name=...)` call, a comprehension over names written out (`{n: {0:
 //! "batch"} for n in names_in + ["probs", "mask"]}`) or a local extended with `axes["name"] =
-//! {...}`; the finding is on the key. A call without `output_names` gives its outputs generated names, so
-//! there every key that is not an input name is flagged. A call of a function of the file that
+//! {...}`, also chosen against `None` (`axes if dynamic else None`); the finding is on the key. A
+//! call without `output_names` gives its outputs generated names, so there every key that is not
+//! an input name is flagged. A call of a function of the file that
 //! hands its parameters to the export (`def _to_onnx(m, args, path, inputs, outputs, axes)`), or
 //! its `**kw` (`def _export(m, args, path, **kw): torch.onnx.export(m, args, path, **kw)`, when
 //! the function leaves the three names in `kw` alone), is checked with what the call passes.
