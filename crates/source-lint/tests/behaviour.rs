@@ -1981,3 +1981,98 @@ fn a_preparing_exporter_imported_by_another_file_has_callers_there() {
     );
     assert!(project_findings(&[exporter, main], "ODL017").is_empty());
 }
+
+#[test]
+fn odl018_reads_a_config_dataclass_only_when_nothing_sets_it_at_run_time() {
+    let base = r#"import torch
+from dataclasses import dataclass, field
+from typing import List
+
+
+@dataclass
+class ExportConfig:
+    output_names: List[str] = field(default_factory=lambda: ["verdict"])
+
+
+def export(model, x, cfg):
+    torch.onnx.export(model, (x,), "m.onnx", input_names=["x"],
+                      output_names=list(cfg.output_names),
+                      dynamic_axes={"x": {0: "b"}, "score": {0: "b"}})
+"#;
+    let odl018 = |src: &str| -> Vec<usize> {
+        codes(src)
+            .into_iter()
+            .filter(|(_, c)| c == "ODL018")
+            .map(|(l, _)| l)
+            .collect()
+    };
+    // Built at its default in the file: the key "score" names no output.
+    let built = format!("{base}\nexport(None, None, ExportConfig())\n");
+    assert_eq!(odl018(&built), vec![14]);
+    // Never built here (handed in by another module), or set from data at run time: not read.
+    assert!(odl018(base).is_empty());
+    for runtime in [
+        "cfg = ExportConfig()\nfor k, v in {}.items():\n    setattr(cfg, k, v)\nexport(None, None, cfg)\n",
+        "cfg = ExportConfig()\nvars(cfg).update({})\nexport(None, None, cfg)\n",
+        "cfg = ExportConfig(*[[\"score\"]])\nexport(None, None, cfg)\n",
+        "cfg = ExportConfig()\nnames = cfg.output_names\nnames.append(\"score\")\nexport(None, None, cfg)\n",
+    ] {
+        assert!(odl018(&format!("{base}\n{runtime}")).is_empty(), "{runtime}");
+    }
+}
+
+#[test]
+fn odl018_reads_both_sides_of_a_conditional_dynamic_axes() {
+    let src = r#"import torch
+
+
+def export(model, x, dynamic):
+    batch_axes = {"x": {0: "b"}}
+    hw_axes = {"x": {2: "h"}, "y": {2: "h"}}
+    torch.onnx.export(model, (x,), "a.onnx", input_names=["x"], output_names=["out"],
+                      dynamic_axes=batch_axes if dynamic else hw_axes)
+    torch.onnx.export(model, (x,), "b.onnx", input_names=["x"], output_names=["out"],
+                      dynamic_axes={"z": {0: "b"}} if dynamic else {})
+"#;
+    let found: Vec<usize> = codes(src)
+        .into_iter()
+        .filter(|(_, c)| c == "ODL018")
+        .map(|(l, _)| l)
+        .collect();
+    assert_eq!(found, vec![6, 10]);
+}
+
+#[test]
+fn odl012_leaves_functions_alone_when_the_file_registers_a_python_op_symbolic() {
+    let function = r#"import torch
+
+
+class SoftClamp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clamp(0, 1)
+
+
+class LeakyFloor(SoftClamp):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clamp_min(0)
+
+
+class Net(torch.nn.Module):
+    def forward(self, x):
+        return LeakyFloor.apply(SoftClamp.apply(x))
+"#;
+    let odl012 = |src: &str| -> Vec<usize> {
+        codes(src)
+            .into_iter()
+            .filter(|(_, c)| c == "ODL012")
+            .map(|(l, _)| l)
+            .collect()
+    };
+    assert_eq!(odl012(function), vec![4, 10]);
+    let registered = format!(
+        "{function}\n\ndef python_op(g, *args, **kwargs):\n    return g.op(\"Relu\", args[0])\n\n\ntorch.onnx.register_custom_op_symbolic(\"prim::PythonOp\", python_op, 1)\n"
+    );
+    assert!(odl012(&registered).is_empty());
+}

@@ -1,6 +1,8 @@
 //! ## What it does
 //! Flags classes deriving from `torch.autograd.Function` (also through a class of the file) that
-//! define no `symbolic` static method and inherit none from a class of the file. A Function the file uses only in side code is not reported: export never records
+//! define no `symbolic` static method and inherit none from a class of the file; not in a file
+//! that registers a symbolic for every Python op (`torch.onnx.register_custom_op_symbolic(
+//! "prim::PythonOp", ...)`). A Function the file uses only in side code is not reported: export never records
 //! it. Side code here is functions named for training, losses or evaluation (a Dice loss, a
 //! training step, a `*Loss` class's methods) and helpers only they call (a distributed gather
 //! for a contrastive loss); a Function used in model code, at module level, in a constructor or
@@ -71,6 +73,19 @@ pub(crate) fn check_class(ch: &mut Checker, class: &ast::StmtClassDef) {
             }))
     }
     let has_symbolic = has_symbolic(ch.bodies[0], class, 0);
+    // `register_custom_op_symbolic("prim::PythonOp", ...)`: the file gives every Python op a
+    // symbolic itself.
+    let python_op_symbolic = ch.bodies[0].iter().any(|st| {
+        crate::rules::any_sub_stmt_expr(st, |e| {
+            matches!(e, ast::Expr::Call(c)
+                if (matches!(c.func.as_ref(), ast::Expr::Attribute(a) if a.attr.id.as_str() == "register_custom_op_symbolic")
+                    || matches!(c.func.as_ref(), ast::Expr::Name(n) if n.id.as_str() == "register_custom_op_symbolic"))
+                    && c.arguments.args.first().and_then(crate::rules::string_literal) == Some("prim::PythonOp"))
+        })
+    });
+    if python_op_symbolic {
+        return;
+    }
     if has_symbolic || used_only_in_side_code(ch, class.name.id.as_str()) {
         return;
     }

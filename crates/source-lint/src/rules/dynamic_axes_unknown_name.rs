@@ -5,13 +5,14 @@
 //! `[...] if opt else [...]` give every name either way, as does an element `"a" if opt else "b"`,
 //! an f-string `f"hm_{t}"` is a pattern,
 //! `list(Wrapper.KEYS)` reads a tuple a class of the file declares, `self.cfg.output_names` the
-//! default of a config dataclass's field that nothing in the file sets otherwise). The dict may
+//! default of a config dataclass's field when the file builds it so and nothing in it sets the
+//! field otherwise, also from data: `setattr`, `vars(...)`, OmegaConf, `from_dict`). The dict may
 //! be a display, a `dict(name=...)` call, a comprehension over names written out (`{n: {0:
 //! "batch"} for n in names_in + ["probs", "mask"]}`) or a local extended with `axes["name"] =
-//! {...}`, also chosen against `None` (`axes if dynamic else None`); the finding is on the key. A
-//! call without `output_names` gives its outputs generated names, so there every key that is not
-//! an input name is flagged. A call of a function of the file that
-//! hands its parameters to the export (`def _to_onnx(m, args, path, inputs, outputs, axes)`), or
+//! {...}`, also either of two (`axes if dynamic else None`, `... else hw_axes`); the finding is
+//! on the key. A call without `output_names` gives its outputs generated names, so there every
+//! key that is not an input name is flagged. A call of a function of the file that hands its
+//! parameters to the export (`def _to_onnx(m, args, path, inputs, outputs, axes)`), or
 //! its `**kw` (`def _export(m, args, path, **kw): torch.onnx.export(m, args, path, **kw)`, when
 //! the function leaves the three names in `kw` alone), is checked with what the call passes.
 //!
@@ -132,10 +133,12 @@ fn literal_names(ch: &Checker, v: &Expr) -> Option<Vec<String>> {
 
 /// The names a field of a dataclass of the module defaults to (`output_names: List[str] =
 /// field(default_factory=lambda: ["verdict", "set_mm"])`, or a tuple written as the default), when
-/// one dataclass alone has the field and nothing in the file can set it otherwise: no
-/// construction of the class nor `dataclasses.replace` passes a keyword of that name or splices
-/// `**`, no construction passes as many positional arguments as reach the field, and no code
-/// stores or grows `<...>.field`.
+/// one dataclass alone has the field, the file builds it at that default and nothing in the file
+/// can set it otherwise: no construction of the class nor `dataclasses.replace` passes a keyword
+/// of that name or splices `**` or `*`, no construction passes as many positional arguments as
+/// reach the field, no code stores `<...>.field` or reads it other than into `input_names=` /
+/// `output_names=`, and nothing sets fields from data (`setattr`, `vars(...)`, `__dict__`,
+/// OmegaConf, `from_dict`, `parse_args(namespace=...)`).
 fn config_field_names<'m>(module: &'m [Stmt], field: &str) -> Option<&'m Expr> {
     use ruff_python_ast::visitor::{self, Visitor};
     let mut found: Option<(&ast::StmtClassDef, usize, &Expr)> = None;
@@ -182,11 +185,60 @@ fn config_field_names<'m>(module: &'m [Stmt], field: &str) -> Option<&'m Expr> {
         field: &'n str,
         index: usize,
         found: bool,
+        /// Constructions of the class that leave the field at its default.
+        built: bool,
+        /// Reads of `<...>.field` handed straight to an `input_names=`/`output_names=` keyword.
+        handed: Vec<ruff_text_size::TextRange>,
+        reads: Vec<ruff_text_size::TextRange>,
     }
     impl<'a> Visitor<'a> for Overrides<'_> {
         fn visit_expr(&mut self, e: &'a Expr) {
             match e {
+                // Names that set fields from data at run time: `setattr(cfg, k, v)`,
+                // `vars(cfg).update(...)`, `cfg.__dict__`, OmegaConf, dacite's `from_dict`.
+                Expr::Name(n)
+                    if matches!(
+                        n.id.as_str(),
+                        "setattr" | "vars" | "OmegaConf" | "from_dict" | "dacite"
+                    ) =>
+                {
+                    self.found = true;
+                }
+                Expr::Attribute(a)
+                    if matches!(
+                        a.attr.id.as_str(),
+                        "__setattr__" | "__dict__" | "from_dict" | "merge" | "structure"
+                    ) =>
+                {
+                    self.found = true;
+                }
                 Expr::Call(c) => {
+                    for k in &c.arguments.keywords {
+                        let names = k
+                            .arg
+                            .as_ref()
+                            .is_some_and(|a| matches!(a.as_str(), "input_names" | "output_names"));
+                        // `output_names=cfg.output_names`, also through `list(...)`/`tuple(...)`.
+                        let value = match &k.value {
+                            Expr::Call(l)
+                                if matches!(l.func.as_ref(), Expr::Name(f)
+                                    if matches!(f.id.as_str(), "list" | "tuple"))
+                                    && l.arguments.args.len() == 1 =>
+                            {
+                                &l.arguments.args[0]
+                            }
+                            v => v,
+                        };
+                        if names
+                            && matches!(value, Expr::Attribute(x) if x.attr.id.as_str() == self.field)
+                        {
+                            self.handed.push(value.range());
+                        }
+                        // `parser.parse_args(namespace=cfg)`.
+                        if k.arg.as_ref().is_some_and(|a| a.as_str() == "namespace") {
+                            self.found = true;
+                        }
+                    }
                     let callee = match c.func.as_ref() {
                         Expr::Name(f) => f.id.as_str(),
                         Expr::Attribute(f) => f.attr.id.as_str(),
@@ -201,8 +253,14 @@ fn config_field_names<'m>(module: &'m [Stmt], field: &str) -> Option<&'m Expr> {
                     {
                         self.found = true;
                     }
-                    if callee == self.class && c.arguments.args.len() > self.index {
-                        self.found = true;
+                    if callee == self.class {
+                        if c.arguments.args.len() > self.index
+                            || c.arguments.args.iter().any(Expr::is_starred_expr)
+                        {
+                            self.found = true;
+                        } else {
+                            self.built = true;
+                        }
                     }
                     // `cfg.output_names.append("extra")`.
                     if matches!(c.func.as_ref(), Expr::Attribute(m)
@@ -211,11 +269,12 @@ fn config_field_names<'m>(module: &'m [Stmt], field: &str) -> Option<&'m Expr> {
                         self.found = true;
                     }
                 }
-                Expr::Attribute(a)
-                    if a.attr.id.as_str() == self.field
-                        && !matches!(a.ctx, ast::ExprContext::Load) =>
-                {
-                    self.found = true;
+                Expr::Attribute(a) if a.attr.id.as_str() == self.field => {
+                    if matches!(a.ctx, ast::ExprContext::Load) {
+                        self.reads.push(a.range());
+                    } else {
+                        self.found = true;
+                    }
                 }
                 _ => {}
             }
@@ -227,9 +286,15 @@ fn config_field_names<'m>(module: &'m [Stmt], field: &str) -> Option<&'m Expr> {
         field,
         index,
         found: false,
+        built: false,
+        handed: Vec::new(),
+        reads: Vec::new(),
     };
     overrides.visit_body(module);
-    (!overrides.found).then_some(names)
+    // Built in the file at its default, and read only to be handed to the exporter (not through
+    // another name that may be grown, `names = cfg.output_names; names.append(...)`).
+    let only_handed = overrides.reads.iter().all(|r| overrides.handed.contains(r));
+    (!overrides.found && overrides.built && only_handed).then_some(names)
 }
 
 /// Whether a list bound to `name` is grown or rebound in place somewhere in this function or at
@@ -479,15 +544,20 @@ fn listed<'e>(ch: &'e Checker, e: &'e Expr, depth: usize) -> Option<Vec<&'e Expr
 }
 
 fn keys(ch: &Checker, value: &Expr, before: TextSize) -> Option<Vec<(String, TextRange)>> {
-    // `axes if settings.batch_dynamic else None`: the dict, when there is one.
-    if let Expr::If(i) = value {
-        return match (i.body.as_ref(), i.orelse.as_ref()) {
-            (d, Expr::NoneLiteral(_)) | (Expr::NoneLiteral(_), d) => keys(ch, d, before),
-            _ => None,
-        };
-    }
     let mut out = Vec::new();
     let bound = resolve(ch, value)?;
+    // `axes if settings.batch_dynamic else None` (also bound to a local first, or against `{}` or
+    // another dict): the keys of either side.
+    if let Expr::If(i) = bound {
+        for side in [i.body.as_ref(), i.orelse.as_ref()] {
+            match side {
+                Expr::NoneLiteral(_) => {}
+                Expr::Dict(d) if d.items.is_empty() => {}
+                side => out.extend(keys(ch, side, before)?),
+            }
+        }
+        return Some(out);
+    }
     match bound {
         Expr::Dict(dict) => {
             for item in &dict.items {
