@@ -763,21 +763,37 @@ impl<'a> Checker<'a> {
 
     /// Whether a class derives `torch.autograd.Function` (through the file's imports:
     /// `from torch.autograd import Function as AF`).
+    /// Also through a base class of this file (`class LeakyFloor(SoftClamp)` with `class
+    /// SoftClamp(torch.autograd.Function)`).
     pub fn is_autograd_function(&self, class: &ast::StmtClassDef) -> bool {
-        self.is_autograd_function_at(class, 0)
+        std::iter::once(class)
+            .chain(self.file_ancestors(class))
+            .flat_map(|c| c.bases())
+            .any(|b| {
+                self.qualify(b).is_some_and(|q| {
+                    q == "torch.autograd.Function" || q == "torch.autograd.function.Function"
+                })
+            })
     }
 
-    /// [`Checker::is_autograd_function`], also through a base class of this file (`class
-    /// LeakyFloor(SoftClamp)` with `class SoftClamp(torch.autograd.Function)`).
-    fn is_autograd_function_at(&self, class: &ast::StmtClassDef, depth: u32) -> bool {
-        class.bases().iter().any(|b| {
-            self.qualify(b).is_some_and(|q| {
-                q == "torch.autograd.Function" || q == "torch.autograd.function.Function"
-            }) || (depth < 4
-                && matches!(b, Expr::Name(n) if n.id != class.name.id
-                    && module_class(self.bodies[0], n.id.as_str())
-                        .is_some_and(|base| self.is_autograd_function_at(base, depth + 1))))
-        })
+    /// The module-level classes of this file `class` derives from, directly or not ([`lineage`]
+    /// of each base it names; `class` itself may be nested in a function).
+    pub fn file_ancestors(&self, class: &ast::StmtClassDef) -> Vec<&'a ast::StmtClassDef> {
+        let name = class.name.id.as_str();
+        let mut names: Vec<&str> = Vec::new();
+        for b in class.bases() {
+            if let Expr::Name(n) = b {
+                for c in lineage(&self.class_bases, n.id.as_str()) {
+                    if c != name && !names.contains(&c) {
+                        names.push(c);
+                    }
+                }
+            }
+        }
+        names
+            .into_iter()
+            .filter_map(|c| module_class(self.bodies[0], c))
+            .collect()
     }
 
     /// Whether another file imports `name` from this one.

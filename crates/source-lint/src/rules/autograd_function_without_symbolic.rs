@@ -2,8 +2,8 @@
 //! Flags classes deriving from `torch.autograd.Function` (also through a class of the file) that
 //! define no `symbolic` static method and inherit none from a class of the file; not in a file
 //! that registers a symbolic for every Python op (`torch.onnx.register_custom_op_symbolic(
-//! "prim::PythonOp", ...)`). A Function the file uses only in side code is not reported: export never records
-//! it. Side code here is functions named for training, losses or evaluation (a Dice loss, a
+//! "prim::PythonOp", ...)`). A Function the file uses only in side code is not reported: export
+//! never records it. Side code here is functions named for training, losses or evaluation (a Dice loss, a
 //! training step, a `*Loss` class's methods) and helpers only they call (a distributed gather
 //! for a contrastive loss); a Function used in model code, at module level, in a constructor or
 //! in a helper nothing in the file calls is reported.
@@ -57,22 +57,17 @@ pub(crate) fn check_class(ch: &mut Checker, class: &ast::StmtClassDef) {
         return;
     }
     // Defined in the class or inherited from a base class of the file.
-    fn has_symbolic(module: &[Stmt], class: &ast::StmtClassDef, depth: u32) -> bool {
-        class.body.iter().any(|s| match s {
+    let has_symbolic = std::iter::once(class)
+        .chain(ch.file_ancestors(class))
+        .flat_map(|c| c.body.iter())
+        .any(|s| match s {
             Stmt::FunctionDef(f) => f.name.id.as_str() == "symbolic",
             Stmt::Assign(a) => a
                 .targets
                 .iter()
                 .any(|t| matches!(t, ast::Expr::Name(n) if n.id.as_str() == "symbolic")),
             _ => false,
-        }) || (depth < 4
-            && class.bases().iter().any(|b| {
-                matches!(b, ast::Expr::Name(n) if n.id != class.name.id
-                    && crate::checker::module_class(module, n.id.as_str())
-                        .is_some_and(|base| has_symbolic(module, base, depth + 1)))
-            }))
-    }
-    let has_symbolic = has_symbolic(ch.bodies[0], class, 0);
+        });
     // `register_custom_op_symbolic("prim::PythonOp", ...)`: the file gives every Python op a
     // symbolic itself.
     let python_op_symbolic = ch.bodies[0].iter().any(|st| {
